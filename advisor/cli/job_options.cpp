@@ -1,0 +1,60 @@
+#include "job_options.hpp"
+
+#include <iostream>
+
+#include "error.hpp"
+
+namespace ff::cli {
+
+void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
+  app->add_option("--model", o.model, "A preset (see `advisor models`) or a model JSON file")->capture_default_str();
+  auto* g = app->add_option("--gpus", o.gpus, "Number of GPUs (ranks) the job runs on");
+  if (gpus_required) g->required();
+  app->add_option("--machine", o.machine,
+                  std::string("A bundled machine (see `advisor machines`) or a profile JSON file [") +
+                      default_machine() + "]");
+  auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [4 Mi tokens' worth]");
+  app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
+      ->excludes(b);
+  app->add_option("--dtype", o.dtype, "Training precision: bf16 or fp32")->capture_default_str();
+}
+
+long long parse_gpus(const std::string& text) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || n < 1)
+    input_error("--gpus '" + text + "': expected a whole number of GPUs >= 1");
+  if (n > (1LL << 24)) input_error("--gpus " + text + ": more than 16,777,216 GPUs is not a machine anyone has");
+  return n;
+}
+
+LoadedJob load_job(const JobOptions& o) {
+  LoadedJob l;
+  l.job.dtype = parse_dtype(o.dtype);
+  l.job.gpus = parse_gpus(o.gpus);
+  l.job.model = load_model(o.model);
+  l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
+  const int S = l.job.model.seq_len;
+  if (o.batch < 0) input_error("--batch " + std::to_string(o.batch) + ": expected a number of sequences >= 1");
+  if (o.batch > 0) {
+    l.job.batch = o.batch;
+  } else if (o.batch_tokens != 0) {
+    if (o.batch_tokens < S || o.batch_tokens % S)
+      input_error("--batch-tokens " + std::to_string(o.batch_tokens) + ": expected a positive multiple of the sequence length " +
+                  std::to_string(S));
+    l.job.batch = o.batch_tokens / S;
+  } else {
+    l.job.batch = std::max(1LL, kDefaultBatchTokens / S);
+  }
+  if (l.job.gpus > l.machine.gpus_per_node && l.job.gpus % l.machine.gpus_per_node)
+    std::cerr << "advisor: note: " << l.job.gpus << " GPUs is not a whole number of " << l.machine.name
+              << " nodes (" << l.machine.gpus_per_node << " GPUs each); the last node is priced as partly used\n";
+  return l;
+}
+
+}  // namespace ff::cli

@@ -1,0 +1,32 @@
+#pragma once
+// The options every job-shaped subcommand shares, spelled as DESIGN §3 says.
+#include <CLI/CLI.hpp>
+
+#include "cost_model.hpp"
+
+namespace ff::cli {
+
+struct JobOptions {
+  std::string model = "gpt-80b";
+  std::string gpus;  // parsed by hand: "1.5" and "-4" deserve our message, not a conversion error
+  std::string machine;
+  long long batch = 0;         // sequences; 0: from batch_tokens or the default
+  long long batch_tokens = 0;
+  std::string dtype = "bf16";
+};
+
+// Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of
+// GPT-3 and LLaMA training batches.
+inline constexpr long long kDefaultBatchTokens = 4LL << 20;
+
+void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required = true);
+
+struct LoadedJob {
+  Job job;
+  MachineProfile machine;
+};
+// Loads the model and machine and checks the numbers; throws InputError.
+LoadedJob load_job(const JobOptions& o);
+long long parse_gpus(const std::string& text);
+
+}  // namespace ff::cli

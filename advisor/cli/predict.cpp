@@ -1,0 +1,186 @@
+// advisor predict: one configuration, explained term by term.
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "format.hpp"
+#include "job_options.hpp"
+#include "launch.hpp"
+#include "subcommands.hpp"
+
+namespace ff::cli {
+
+namespace {
+
+struct PredictOptions {
+  JobOptions job;
+  std::string grid, order = "xyzd", overlap = "none";
+  int micro_batch = 1;
+  bool recompute = false;
+  bool json = false;
+};
+
+std::string link_text(const AxisLink& l) {
+  if (l.size <= 1) return "-";
+  std::string s;
+  if (l.inside) s += "inside a node";
+  if (l.across)
+    s += std::string(s.empty() ? "" : " and ") + "across nodes, " + std::to_string(l.groups_per_node) +
+         (l.groups_per_node == 1 ? " group per node" : " groups per node");
+  return s;
+}
+
+// The tier that sets an axis' time for a buffer of `bytes`.
+const LinkParams& binding(const AxisLink& l, Coll c, double bytes) {
+  if (!l.inside) return l.inter;
+  if (!l.across) return l.intra;
+  return collective_time(c, l.size, bytes, l.inter) > collective_time(c, l.size, bytes, l.intra) ? l.inter : l.intra;
+}
+
+void run(const PredictOptions& o) {
+  LoadedJob l = load_job(o.job);
+  Config c;
+  c.grid = parse_grid(o.grid);
+  c.order = parse_order(o.order);
+  if (o.micro_batch < 1) input_error("--micro-batch " + std::to_string(o.micro_batch) + ": expected >= 1");
+  c.micro_batch = o.micro_batch;
+  c.recompute = o.recompute;
+  c.overlap = parse_overlap(o.overlap);
+  c.dtype = l.job.dtype;
+  const Job& job = l.job;
+  const MachineProfile& m = l.machine;
+  Prediction pr = predict(job, m, c);
+  const Plan& plan = pr.plan;
+  const Estimate& e = pr.estimate;
+  const bool fits = pr.memory.total() <= m.hbm_capacity;
+
+  if (o.json) {
+    nlohmann::json out = to_json(c);
+    out["model"] = job.model.name;
+    out["machine"] = m.name;
+    out["gpus"] = job.gpus;
+    out["batch_sequences"] = job.batch;
+    out["seq_len"] = job.model.seq_len;
+    out["micro_steps"] = plan.micro_steps;
+    out["time_s"] = e.time_s;
+    out["compute_s"] = e.compute_s;
+    out["exposed_comm_s"] = {{"x", e.exposed_comm_s[0]}, {"y", e.exposed_comm_s[1]}, {"z", e.exposed_comm_s[2]},
+                             {"data", e.exposed_comm_s[3]}};
+    out["comm_s"] = {{"x", e.comm_s[0]}, {"y", e.comm_s[1]}, {"z", e.comm_s[2]}, {"data", e.comm_s[3]}};
+    out["memory_gib"] = pr.memory.total() / 1073741824.0;
+    out["fits"] = fits;
+    out["mfu"] = e.mfu;
+    out["hfu"] = e.hfu;
+    out["tokens_per_s"] = e.tokens_per_s;
+    nlohmann::json bytes_per_step = {{"x", 0.0}, {"y", 0.0}, {"z", 0.0}, {"data", 0.0}};
+    out["collectives"] = nlohmann::json::array();
+    for (size_t i = 0; i < plan.comm.size(); ++i) {
+      const CommTerm& t = plan.comm[i];
+      double per_it = t.count * (t.per_step ? 1 : plan.micro_steps);
+      bytes_per_step[axis_name(t.axis)] = bytes_per_step[axis_name(t.axis)].get<double>() + per_it * t.bytes();
+      out["collectives"].push_back({{"layer", t.layer}, {"what", t.what}, {"axis", axis_name(t.axis)},
+                                    {"collective", coll_name(t.coll)}, {"elements", t.elements},
+                                    {"bytes", t.bytes()}, {"per_iteration", per_it},
+                                    {"seconds_each", pr.term_seconds[i]}, {"hidden_each", pr.term_hidden[i]}});
+    }
+    out["bytes_per_step"] = bytes_per_step;
+    out["compute"] = nlohmann::json::array();
+    for (const auto& w : plan.compute)
+      out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},
+                                {"per_iteration", w.count * (w.per_step ? 1 : plan.micro_steps)}});
+    const MemoryUse& u = pr.memory;
+    out["memory_bytes"] = {{"states", u.states},       {"gathered", u.gathered}, {"grad_buffers", u.grad_buffers},
+                           {"activations", u.activations}, {"logits", u.logits},  {"reserve", u.reserve}};
+    std::cout << out.dump(2) << "\n";
+    if (!fits) throw NoConfigError("configuration needs " + gib(pr.memory.total()) + " GiB of " + gib(m.hbm_capacity) + " GiB per GPU");
+    return;
+  }
+
+  std::cout << job.model.name << " on " << grouped(job.gpus) << " × " << m.name << ", grid " << c.grid.str()
+            << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
+            << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
+            << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str() << ", "
+            << dtype_name(c.dtype) << "\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
+  Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
+  for (Axis a : kAxes) {
+    const AxisLink& k = pr.links[int(a)];
+    std::string bw, alpha;
+    if (k.size > 1) {
+      const LinkParams& b = k.across ? k.inter : k.intra;
+      bw = fixed(b.busbw / 1e9, 1) + " GB/s";
+      alpha = fixed(b.alpha_s * 1e6, 1) + " µs";
+      if (k.inside && k.across) bw = fixed(k.intra.busbw / 1e9, 1) + " / " + bw;
+    }
+    place.row({axis_name(a), std::to_string(c.grid.size(a)), std::to_string(axis_stride(c.grid, c.order, a)),
+               link_text(k), bw, alpha});
+  }
+  std::cout << place.str("  ");
+
+  std::cout << "\nCommunication per iteration (each: one call; hidden: under compute, per call):\n";
+  Table comm({"<layer", "<collective", "<axis", "elements", "bytes", "calls/it", "busbw", "each", "hidden", "exposed/it"});
+  for (size_t i = 0; i < plan.comm.size(); ++i) {
+    const CommTerm& t = plan.comm[i];
+    double calls = t.count * (t.per_step ? 1 : plan.micro_steps);
+    const LinkParams& b = binding(pr.links[int(t.axis)], t.coll, t.bytes());
+    comm.row({t.layer, t.what, axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()), grouped((long long)calls),
+              fixed(b.busbw / 1e9, 1) + " GB/s", seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
+              seconds(calls * (pr.term_seconds[i] - pr.term_hidden[i]))});
+  }
+  std::cout << comm.str("  ");
+
+  std::cout << "\nCompute per iteration, by layer:\n";
+  std::map<std::string, double> by_layer;
+  Table work({"<layer", "<what", "each", "calls/it", "total/it"});
+  for (const auto& w : plan.compute) {
+    double calls = w.count * (w.per_step ? 1 : plan.micro_steps);
+    by_layer[w.layer] += calls * w.seconds;
+    work.row({w.layer, w.what, seconds(w.seconds), grouped((long long)calls), seconds(calls * w.seconds)});
+  }
+  std::cout << work.str("  ");
+
+  const MemoryUse& u = pr.memory;
+  std::cout << "\nMemory per GPU:\n";
+  Table mem({"<term", "GiB"});
+  mem.row({"weights + optimizer state + fp32 grad shards", gib(u.states)});
+  mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
+  mem.row({std::string("unsharded gradient buffers") + (c.overlap.ors ? " (2 in flight)" : ""), gib(u.grad_buffers)});
+  mem.row({c.recompute ? "activations (layer inputs + one layer)" : "activations (all layers)", gib(u.activations)});
+  mem.row({"logits + fp32 gradient", gib(u.logits)});
+  mem.row({"reserve", gib(u.reserve)});
+  mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});
+  std::cout << mem.str("  ");
+
+  std::cout << "\nTime per iteration " << seconds(e.time_s) << " = compute " << seconds(e.compute_s)
+            << " + exposed x " << seconds(e.exposed_comm_s[0]) << ", y " << seconds(e.exposed_comm_s[1]) << ", z "
+            << seconds(e.exposed_comm_s[2]) << ", data " << seconds(e.exposed_comm_s[3]) << "\n"
+            << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
+            << si(e.tokens_per_s, "tokens/s") << "\n";
+  std::cout << "\nLaunch:\n";
+  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, c)) {
+    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
+    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
+  }
+  if (!fits)
+    throw NoConfigError("does not fit: needs " + gib(u.total()) + " GiB of " + gib(m.hbm_capacity) +
+                        " GiB per GPU (try --recompute, a smaller --micro-batch, or a larger G_z)");
+}
+
+}  // namespace
+
+void setup_predict(CLI::App& app) {
+  auto o = std::make_shared<PredictOptions>();
+  CLI::App* sub = app.add_subcommand("predict", "Explain one configuration: every collective, compute, memory");
+  add_job_options(sub, o->job);
+  sub->add_option("--grid", o->grid, "X,Y,Z,D grid sizes")->required();
+  sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
+  sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
+  sub->add_flag("--recompute", o->recompute, "Full activation recomputation");
+  sub->add_option("--overlap", o->overlap, "oar,ors,oag | none | all")->capture_default_str();
+  sub->add_flag("--json", o->json, "Print JSON");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace ff::cli

@@ -1,0 +1,221 @@
+// advisor recommend: search every configuration, rank them, say how sure.
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "format.hpp"
+#include "job_options.hpp"
+#include "launch.hpp"
+#include "report_svg.hpp"
+#include "search.hpp"
+#include "sensitivity.hpp"
+#include "subcommands.hpp"
+
+namespace ff::cli {
+
+namespace {
+
+struct RecommendOptions {
+  JobOptions job;
+  int top = 10;
+  bool json = false;
+  std::string plot;
+  double tokens = 0;  // 0: 20 tokens per parameter
+  bool show_infeasible = false;
+  std::vector<int> micro_batches;
+  int max_micro_batch = 16;
+  bool recompute_only = false, no_recompute = false;
+  std::string order, overlap;
+};
+
+std::string short_label(const Config& c) {
+  return c.grid.str() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
+         c.overlap.str();
+}
+
+[[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
+                                    const RecommendOptions& o) {
+  if (r.grids_divisible == 0) {
+    std::string why;
+    for (const auto& s : r.split_reasons) why += "\n  " + s;
+    input_error("no grid of " + grouped(job.gpus) + " GPUs can split " + job.model.name + " with batch " +
+                grouped(job.batch) + " sequences (" + grouped(r.grids_total) + " grids tried):" + why +
+                "\n  try a batch with more small factors (e.g. a power of two) or another GPU count");
+  }
+  double state_bytes = (job.dtype == Dtype::BF16 ? 18.0 : 16.0) * parameter_count(job.model);
+  double usable = m.hbm_capacity - m.memory_reserve;
+  long long need = (long long)std::ceil(state_bytes / usable);
+  need = (need + m.gpus_per_node - 1) / m.gpus_per_node * m.gpus_per_node;
+  std::string msg = "no configuration of " + job.model.name + " on " + grouped(job.gpus) + " GPUs fits in " +
+                    gib(m.hbm_capacity) + " GiB per GPU: the smallest footprint is " + gib(r.smallest_footprint) +
+                    " GiB (grid " + r.smallest_config.grid.str() + ", micro-batch " +
+                    std::to_string(r.smallest_config.micro_batch) +
+                    (r.smallest_config.recompute ? ", recompute" : "") + ").";
+  msg += "\n  weights and optimizer state alone take " + gib(state_bytes) + " GiB; at " + gib(usable) +
+         " GiB usable per GPU that needs at least " + grouped(need) + " GPUs";
+  if (r.smallest_config.micro_batch > 1) msg += "\n  or allow micro-batch 1 (--micro-batch 1)";
+  if (!r.smallest_config.recompute) msg += "\n  or allow full recompute (drop --no-recompute)";
+  if (!o.show_infeasible) msg += "\n  (--show-infeasible lists what was tried)";
+  throw NoConfigError(msg);
+}
+
+void print_rejected(const SearchResult& r, size_t limit) {
+  std::cout << "\nRejected (" << grouped((long long)r.rejected.size()) << "):\n";
+  Table t({"<grid", "mb", "rc", "<why"});
+  for (size_t i = 0; i < r.rejected.size() && i < limit; ++i) {
+    const Rejected& x = r.rejected[i];
+    t.row({x.grid.str(), x.micro_batch ? std::to_string(x.micro_batch) : "-",
+           x.micro_batch ? (x.recompute ? "y" : "n") : "-", x.reason});
+  }
+  std::cout << t.str("  ");
+  if (r.rejected.size() > limit) std::cout << "  … " << grouped(long(r.rejected.size() - limit)) << " more (--json lists all)\n";
+  for (const auto& s : r.split_reasons) std::cout << "  not divisible: " << s << "\n";
+}
+
+// "-" for an axis of size 1 (nothing to expose), else the seconds.
+std::string exposed(const Config& c, Axis a, const Estimate& e) {
+  return c.grid.size(a) == 1 ? "-" : seconds(e.exposed_comm_s[int(a)]);
+}
+
+// "holds", or the ranks it moves between under the perturbations.
+std::string rank_range(const Confidence& c, int rank) {
+  if (c.stable) return "holds";
+  int lo = rank, hi = rank;
+  for (int r : c.rank_under) lo = std::min(lo, r), hi = std::max(hi, r);
+  return "#" + std::to_string(lo) + "–#" + std::to_string(hi);
+}
+
+nlohmann::json exposed_json(const std::array<double, 4>& v) {
+  return {{"x", v[0]}, {"y", v[1]}, {"z", v[2]}, {"data", v[3]}};
+}
+
+void run(const RecommendOptions& o) {
+  LoadedJob l = load_job(o.job);
+  const Job& job = l.job;
+  const MachineProfile& m = l.machine;
+  if (o.top < 1) input_error("--top " + std::to_string(o.top) + ": expected at least 1");
+  SearchOptions so;
+  so.top = o.top;
+  so.max_micro_batch = o.max_micro_batch;
+  so.micro_batches = o.micro_batches;
+  so.recompute_on = !o.no_recompute;
+  so.recompute_off = !o.recompute_only;
+  so.keep_rejected = o.show_infeasible;
+  if (!o.order.empty()) so.fixed_order = true, so.order = parse_order(o.order);
+  if (!o.overlap.empty()) so.fixed_overlap = true, so.overlap = parse_overlap(o.overlap);
+  for (int mb : o.micro_batches)
+    if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
+
+  SearchResult r = search(job, m, so);
+  if (o.show_infeasible && !o.json) print_rejected(r, 40);
+  if (r.top.empty()) explain_no_answer(job, m, r, o);
+  std::vector<Confidence> conf = assess(job, m, r);
+  const double params = parameter_count(job.model);
+  const double tokens = o.tokens > 0 ? o.tokens : 20 * params;
+
+  std::vector<BreakdownBar> bars;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const Ranked& x = r.top[i];
+    bars.push_back({"#" + std::to_string(i + 1) + "  " + short_label(x.config), x.estimate.compute_s,
+                    x.estimate.exposed_comm_s, x.memory.total() / 1073741824.0});
+  }
+  if (!o.plot.empty()) {
+    write_file_atomic(o.plot, breakdown_svg(bars, job.model.name + " on " + grouped(job.gpus) + " × " + m.name +
+                                                      " GPUs: predicted time per iteration"));
+  }
+
+  if (o.json) {
+    nlohmann::json out = {{"model", job.model.name},  {"machine", m.name},
+                          {"gpus", job.gpus},         {"batch_sequences", job.batch},
+                          {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
+                          {"evaluated", r.evaluated}, {"feasible", r.feasible},
+                          {"search_seconds", r.seconds}, {"parameters", params},
+                          {"train_tokens", tokens}};
+    out["configs"] = nlohmann::json::array();
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      const Ranked& x = r.top[i];
+      nlohmann::json c = to_json(x.config);
+      c["time_s"] = x.estimate.time_s;
+      c["compute_s"] = x.estimate.compute_s;
+      c["exposed_comm_s"] = exposed_json(x.estimate.exposed_comm_s);
+      c["comm_s"] = exposed_json(x.estimate.comm_s);
+      c["memory_gib"] = x.memory.total() / 1073741824.0;
+      c["mfu"] = x.estimate.mfu;
+      c["hfu"] = x.estimate.hfu;
+      c["tokens_per_s"] = x.estimate.tokens_per_s;
+      c["days"] = tokens / x.estimate.tokens_per_s / 86400;
+      nlohmann::json under = nlohmann::json::object();
+      for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
+      c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
+      nlohmann::json launch = nlohmann::json::object();
+      for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, x.config)) launch[ll.name] = ll.line;
+      c["launch"] = launch;
+      out["configs"].push_back(c);
+    }
+    if (o.show_infeasible) {
+      out["rejected"] = nlohmann::json::array();
+      for (const auto& x : r.rejected)
+        out["rejected"].push_back({{"grid", x.grid.str()}, {"micro_batch", x.micro_batch},
+                                   {"recompute", x.recompute}, {"reason", x.reason}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+
+  std::cout << job.model.name << " (" << fixed(params / 1e9, 1) << " B parameters) on " << grouped(job.gpus) << " × " << m.name
+            << " GPUs (" << m.gpus_per_node << " per node), batch " << grouped(job.batch) << " × "
+            << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
+            << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
+            << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
+  Table t({"#", "<grid x,y,z,d", "<order", "mb", "<rc", "<overlap", "time/it", "compute", "exp x", "exp y", "exp z",
+           "exp data", "GiB", "MFU", "tokens/s", "days", "margin", "<±20%"});
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const Ranked& x = r.top[i];
+    const auto& e = x.estimate;
+    t.row({std::to_string(i + 1), x.config.grid.str(), x.config.order.str(), std::to_string(x.config.micro_batch),
+           x.config.recompute ? "y" : "n", x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s),
+           exposed(x.config, Axis::X, e), exposed(x.config, Axis::Y, e), exposed(x.config, Axis::Z, e),
+           exposed(x.config, Axis::D, e), gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%",
+           si(e.tokens_per_s, ""), fixed(tokens / e.tokens_per_s / 86400, 1),
+           i + 1 < r.candidates.size() ? fixed(100 * conf[i].margin, 2) + "%" : "-",
+           rank_range(conf[i], int(i) + 1)});
+  }
+  std::cout << t.str();
+  std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide); days to train "
+            << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
+            << "margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
+            << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
+            << "(--json names each case).\n";
+  std::cout << "\nLaunch #1:\n";
+  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, r.top[0].config)) {
+    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
+    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
+  }
+  if (!o.plot.empty()) std::cout << "\nWrote " << o.plot << "\n";
+}
+
+}  // namespace
+
+void setup_recommend(CLI::App& app) {
+  auto o = std::make_shared<RecommendOptions>();
+  CLI::App* sub = app.add_subcommand("recommend", "Rank every 4D configuration of a job on a machine");
+  add_job_options(sub, o->job);
+  sub->add_option("--top", o->top, "How many configurations to show")->capture_default_str();
+  sub->add_flag("--json", o->json, "Print JSON (DESIGN §3) instead of a table");
+  sub->add_option("--plot", o->plot, "Write the top configurations' time breakdown as an SVG file");
+  sub->add_option("--tokens", o->tokens, "Training tokens for the days column [20 per parameter]");
+  sub->add_flag("--show-infeasible", o->show_infeasible, "Also list what did not fit or divide, and why");
+  sub->add_option("--micro-batch", o->micro_batches, "Only these micro-batch sizes (sequences per rank)")
+      ->delimiter(',');
+  sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
+  auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only configurations with full recompute");
+  sub->add_flag("--no-recompute", o->no_recompute, "Only configurations without recompute")->excludes(rc);
+  sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzd)");
+  sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace ff::cli

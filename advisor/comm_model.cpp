@@ -1,0 +1,97 @@
+#include "comm_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace ff {
+
+const char* coll_name(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return "all-reduce";
+    case Coll::AllGather: return "all-gather";
+    case Coll::ReduceScatter: return "reduce-scatter";
+  }
+  return "";
+}
+
+double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
+  if (g <= 1) return 0;
+  double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  return link.alpha_s * steps + steps / g * bytes / link.busbw;
+}
+
+GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
+  GroupGeometry geo;
+  if (size <= 1) return geo;
+  long long block = stride * size;
+  long long period = std::min(total, std::lcm(static_cast<long long>(per_node), block));
+  long long nodes = (period + per_node - 1) / per_node;
+  std::vector<int> spanning(static_cast<size_t>(nodes), 0);
+  std::vector<long long> last_counted(static_cast<size_t>(nodes), -1);
+  for (long long start = 0; start < period; start += block)
+    for (long long b = start; b < start + stride; ++b) {  // the group b, b+s, …, b+(size−1)s
+      long long first = b / per_node, last = (b + (size - 1) * stride) / per_node;
+      if (first == last) {
+        geo.any_inside = true;
+        continue;
+      }
+      geo.any_across = true;
+      for (int j = 0; j < size; ++j) {
+        long long node = (b + j * stride) / per_node;
+        if (last_counted[node] != b) {  // count each group once per node
+          last_counted[node] = b;
+          ++spanning[node];
+        }
+      }
+    }
+  geo.groups_per_node = *std::max_element(spanning.begin(), spanning.end());
+  return geo;
+}
+
+LinkParams intra_link(const MachineProfile& p, long long stride, int size) {
+  const IntraEntry* best = nullptr;
+  double best_gap = 1e300;
+  for (const auto& e : p.intra) {
+    if (e.size != size) continue;
+    double gap = std::fabs(std::log2(double(e.stride)) - std::log2(double(stride)));
+    if (gap < best_gap) best_gap = gap, best = &e;
+  }
+  return best ? best->link : p.intra_default;
+}
+
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size) {
+  for (const auto& e : p.inter)
+    if (e.groups_per_node == groups_per_node && e.size == size) return e.link;
+  return {p.inter_node.alpha_s, p.inter_node.busbw / std::max(1, groups_per_node)};
+}
+
+AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size) {
+  AxisLink l;
+  l.size = size;
+  if (size <= 1) return l;
+  GroupGeometry geo = group_geometry(total, p.gpus_per_node, stride, size);
+  l.inside = geo.any_inside;
+  l.across = geo.any_across;
+  l.groups_per_node = geo.groups_per_node;
+  if (l.inside) l.intra = intra_link(p, stride, size);
+  if (l.across) l.inter = inter_link(p, geo.groups_per_node, size);
+  return l;
+}
+
+double collective_time(Coll c, double bytes, const AxisLink& l) {
+  double t = 0;
+  if (l.inside) t = collective_time(c, l.size, bytes, l.intra);
+  if (l.across) t = std::max(t, collective_time(c, l.size, bytes, l.inter));
+  return t;
+}
+
+const AxisLink& LinkCache::get(long long stride, int size) {
+  uint64_t key = static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  return memo_.emplace(key, axis_link(p_, total_, stride, size)).first->second;
+}
+
+}  // namespace ff

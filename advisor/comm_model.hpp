@@ -1,0 +1,54 @@
+#pragma once
+// Collective cost (ring α-β, nccl-tests' bus bandwidth) and which bandwidth a
+// grid axis sees, from where its groups' ranks sit on nodes.
+#include <cstdint>
+#include <unordered_map>
+
+#include "machine_profile.hpp"
+
+namespace ff {
+
+enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter };
+const char* coll_name(Coll c);  // "all-reduce", "all-gather", "reduce-scatter"
+
+// `bytes` is the buffer as nccl-tests counts it: all-reduce in = out,
+// all-gather the output, reduce-scatter the input.
+double collective_time(Coll c, int group_size, double bytes, const LinkParams& link);
+
+// Where an axis' groups sit: some may lie inside a node, some across nodes.
+struct GroupGeometry {
+  bool any_inside = false;
+  bool any_across = false;
+  int groups_per_node = 0;  // max over nodes of groups with members on it and elsewhere
+};
+// Groups of `size` ranks `stride` apart (blocks of stride·size ranks) among
+// `total` ranks, `per_node` consecutive ranks a node. Scans one period,
+// lcm(per_node, stride·size) ranks, not all of them.
+GroupGeometry group_geometry(long long total, int per_node, long long stride, int size);
+
+// The links an axis uses: its cost is its slowest group's.
+struct AxisLink {
+  int size = 1;
+  bool inside = false, across = false;
+  LinkParams intra, inter;
+  int groups_per_node = 0;
+};
+LinkParams intra_link(const MachineProfile& p, long long stride, int size);
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size);
+AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
+double collective_time(Coll c, double bytes, const AxisLink& link);
+
+// axis_link memoized per (stride, size) for one machine and rank count: an
+// axis' groups depend on nothing else, so a search prices each geometry once.
+class LinkCache {
+ public:
+  LinkCache(const MachineProfile& p, long long total) : p_(p), total_(total) {}
+  const AxisLink& get(long long stride, int size);
+
+ private:
+  const MachineProfile& p_;
+  long long total_;
+  std::unordered_map<uint64_t, AxisLink> memo_;
+};
+
+}  // namespace ff

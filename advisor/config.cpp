@@ -1,0 +1,73 @@
+#include "config.hpp"
+
+#include <sstream>
+
+#include "json_fields.hpp"
+
+namespace ff {
+
+const char* dtype_name(Dtype t) { return t == Dtype::BF16 ? "bf16" : "fp32"; }
+
+Dtype parse_dtype(const std::string& s) {
+  if (s == "bf16") return Dtype::BF16;
+  if (s == "fp32") return Dtype::FP32;
+  input_error("--dtype '" + s + "': expected bf16 or fp32");
+}
+
+std::string Overlap::str() const {
+  std::string s;
+  if (oar) s += "oar";
+  if (ors) s += s.empty() ? "ors" : ",ors";
+  if (oag) s += s.empty() ? "oag" : ",oag";
+  return s.empty() ? "none" : s;
+}
+
+Overlap parse_overlap(const std::string& s) {
+  Overlap o;
+  if (s == "none" || s.empty()) return o;
+  if (s == "all") return Overlap{true, true, true};
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (part == "oar") o.oar = true;
+    else if (part == "ors") o.ors = true;
+    else if (part == "oag") o.oag = true;
+    else input_error("--overlap '" + s + "': unknown '" + part + "' (expected a list of oar, ors, oag; or none, all)");
+  }
+  return o;
+}
+
+nlohmann::json to_json(const Config& c) {
+  return {{"grid", {{"x", c.grid.x}, {"y", c.grid.y}, {"z", c.grid.z}, {"data", c.grid.d}}},
+          {"order", c.order.str()},
+          {"micro_batch", c.micro_batch},
+          {"recompute", c.recompute},
+          {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}}},
+          {"dtype", dtype_name(c.dtype)}};
+}
+
+Config config_from_json(const nlohmann::json& j, const std::string& origin) {
+  Fields f(j, origin);
+  Config c;
+  Fields g = f.object("grid");
+  c.grid = Grid{int(g.integer("x", 1)), int(g.integer("y", 1)), int(g.integer("z", 1)), int(g.integer("data", 1))};
+  try {
+    c.order = parse_order(f.string("order"));
+  } catch (const InputError&) {
+    f.fail("order", "a permutation of xyzd");
+  }
+  c.micro_batch = int(f.integer("micro_batch", 1));
+  if (!f.has("recompute") || !f.json().at("recompute").is_boolean()) f.fail("recompute", "true or false");
+  c.recompute = f.json().at("recompute").get<bool>();
+  Fields o = f.object("overlap");
+  for (auto [key, flag] : {std::pair{"oar", &c.overlap.oar}, {"ors", &c.overlap.ors}, {"oag", &c.overlap.oag}}) {
+    if (!o.has(key) || !o.json().at(key).is_boolean()) o.fail(key, "true or false");
+    *flag = o.json().at(key).get<bool>();
+  }
+  std::string dt = f.string("dtype");
+  if (dt != "bf16" && dt != "fp32") f.fail("dtype", "\"bf16\" or \"fp32\"");
+  c.dtype = parse_dtype(dt);
+  return c;
+}
+
+}  // namespace ff

@@ -1,0 +1,38 @@
+#pragma once
+// The configuration record every part reads and writes (DESIGN §3).
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "grid.hpp"
+
+namespace ff {
+
+enum class Dtype { BF16, FP32 };
+const char* dtype_name(Dtype t);
+Dtype parse_dtype(const std::string& s);  // "bf16" | "fp32"; throws InputError
+inline int dtype_bytes(Dtype t) { return t == Dtype::BF16 ? 2 : 4; }
+
+struct Overlap {
+  bool oar = false;  // input-gradient all-reduce under the weight-gradient GEMM
+  bool ors = false;  // weight-gradient reduce-scatter under the next layers' backward
+  bool oag = false;  // next layer's weight all-gather prefetched under this compute
+  std::string str() const;  // "oar,ors,oag" or "none"
+  bool operator==(const Overlap&) const = default;
+};
+Overlap parse_overlap(const std::string& s);  // "oar,ors", "none", "all"; throws InputError
+
+struct Config {
+  Grid grid;
+  Order order;
+  int micro_batch = 1;  // sequences per rank per micro-step
+  bool recompute = false;
+  Overlap overlap;
+  Dtype dtype = Dtype::BF16;
+  bool operator==(const Config&) const = default;
+};
+
+nlohmann::json to_json(const Config& c);
+Config config_from_json(const nlohmann::json& j, const std::string& origin);
+
+}  // namespace ff

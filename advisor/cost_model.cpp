@@ -1,0 +1,256 @@
+#include "cost_model.hpp"
+
+#include <algorithm>
+
+#include "compute_model.hpp"
+#include "error.hpp"
+
+namespace ff {
+
+namespace {
+
+constexpr int kStatBytes = 4;  // LayerNorm and cross-entropy statistics are reduced in fp32
+constexpr int kGradBytes = 4;  // gradients leave the fp32 accumulator for the per-step all-reduces
+
+int prev_slot(int j) { return (j + 3) % 4; }
+int next_slot(int j) { return (j + 1) % 4; }
+
+}  // namespace
+
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan) {
+  const ModelSpec& m = job.model;
+  const Dtype dt = job.dtype;
+  const int b = dtype_bytes(dt);
+  const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
+  const double t = double(mb) * S;
+  const double hx = H / g.x, fy = F / g.y, vy = Vp / g.y;
+  const double fwd_count = L * (1 + rc);  // full recompute runs each block's forward again
+
+  plan.grid = g;
+  plan.micro_batch = mb;
+  plan.recompute = rc;
+  plan.dtype = dt;
+  plan.micro_steps = job.batch / (1LL * mb * g.z * g.d);
+  plan.tokens = t;
+  plan.comm.clear();
+  plan.compute.clear();
+  plan.overlap_efficiency = p.overlap_efficiency;
+  auto comm = [&](const char* layer, const char* what, Axis a, Coll c, double elems, int bytes, double count,
+                  bool per_step = false, Hide hide = Hide::None, int slot = -1) {
+    if (g.size(a) > 1) plan.comm.push_back({layer, what, a, c, elems, bytes, count, per_step, hide, slot});
+  };
+  auto work = [&](const char* layer, const char* what, double seconds, double count, bool per_step = false) {
+    plan.compute.push_back({layer, what, seconds, count, per_step});
+  };
+  auto ew = [&](double bytes) { return elementwise_time(p, bytes); };
+
+  // The block's linear layers (DESIGN §1 table), with their GEMMs.
+  const auto layers = block_layers(m);
+  std::array<double, 4> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{};
+  for (int j = 0; j < 4; ++j) {
+    const LinearLayer& l = layers[j];
+    LocalWeight w = local_weight(l, g);
+    Axis out_axis = l.transposed ? Axis::Y : Axis::X;  // partial sums of the output
+    Axis in_axis = l.transposed ? Axis::X : Axis::Y;   // partial sums of the input gradient
+    comm(l.name, "fwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, fwd_count, false, Hide::OagForward, j);
+    comm(l.name, "fwd output all-reduce", out_axis, Coll::AllReduce, t * w.n_local, b, fwd_count);
+    comm(l.name, "bwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, L, false, Hide::OagBackward, j);
+    comm(l.name, "bwd input-grad all-reduce", in_axis, Coll::AllReduce, t * w.k_local, b, L, false, Hide::Oar, j);
+    comm(l.name, "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, w.gathered, b, L, false, Hide::Ors, j);
+    comm(l.name, "weight-grad all-reduce", Axis::D, Coll::AllReduce, w.shard, kGradBytes, L, true);
+    fwd_gemm[j] = gemm_time(p, dt, t, w.n_local, w.k_local);
+    dgrad_gemm[j] = gemm_time(p, dt, t, w.k_local, w.n_local);
+    wgrad_gemm[j] = gemm_time(p, dt, w.k_local, w.n_local, t);
+    work(l.name, "fwd GEMM", fwd_gemm[j], fwd_count);
+    work(l.name, "bwd input-grad GEMM", dgrad_gemm[j], L);
+    work(l.name, "bwd weight-grad GEMM", wgrad_gemm[j], L);
+    work(l.name, "grad accumulate (fp32 shard)", ew(w.shard * (b + 8)), L);
+  }
+
+  // Attention: whole heads per Y rank, whole sequences per Z·D rank,
+  // replicated over X. Causal flash attention skips the masked half.
+  double attn_fwd = attention_time(p, dt, 2.0 * mb * S * S * (H / g.y));
+  double attn_bwd = 2.5 * attn_fwd;
+  work("attention", "fwd (flash, causal)", attn_fwd, fwd_count);
+  work("attention", "bwd", attn_bwd, L);
+  // Element-wise work by memory traffic: LayerNorm and residuals on
+  // [t, H/G_x] (replicated over Y), GELU on [t, F/G_y] (replicated over X).
+  double ln_fwd = ew(2 * t * hx * b), ln_bwd = ew(3 * t * hx * b);
+  double res = ew(3 * t * hx * b);
+  double gelu_fwd = ew(2 * t * fy * b), gelu_bwd = ew(3 * t * fy * b);
+  work("layernorm", "fwd", ln_fwd, 2 * fwd_count);
+  work("layernorm", "bwd", ln_bwd, 2 * L);
+  work("residual", "fwd add", res, 2 * fwd_count);
+  work("residual", "bwd add", res, 2 * L);
+  work("gelu", "fwd", gelu_fwd, fwd_count);
+  work("gelu", "bwd", gelu_bwd, L);
+  // Exact LayerNorm over a hidden split over X: per-token sum, then centred
+  // sum of squares, forward; one reduction of 2t backward.
+  comm("layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes,
+       2 * 2 * fwd_count);
+  comm("layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 2 * L);
+
+  // Windows: each layer's GEMMs and the element-wise work that follows it.
+  plan.fwd_window = {fwd_gemm[0] + attn_fwd, fwd_gemm[1] + res + ln_fwd, fwd_gemm[2] + gelu_fwd,
+                     fwd_gemm[3] + res + ln_fwd};
+  plan.bwd_window = {dgrad_gemm[0] + wgrad_gemm[0] + ln_bwd + res, dgrad_gemm[1] + wgrad_gemm[1] + attn_bwd,
+                     dgrad_gemm[2] + wgrad_gemm[2] + ln_bwd + res, dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
+  plan.wgrad_window = wgrad_gemm;
+
+  // Embedding (untied): a Vp/G_y × H/G_x block sharded over Z; rows outside
+  // this Y block contribute zero, so the lookup is summed over Y.
+  LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
+  comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
+  comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
+  comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
+  comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
+  work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
+  work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
+  work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)), 1);
+
+  // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
+  // vocabulary split over Y. Not recomputed: the head's backward follows its forward.
+  comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
+  comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
+  work("final_layernorm", "fwd", ln_fwd, 1);
+  work("final_layernorm", "bwd", ln_bwd, 1);
+  LinearLayer head = lm_head(m);
+  LocalWeight hw = local_weight(head, g);
+  comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
+  comm("lm_head", "fwd output all-reduce", Axis::X, Coll::AllReduce, t * hw.n_local, b, 1);
+  comm("lm_head", "bwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
+  comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
+  comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
+  comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
+  work("lm_head", "fwd GEMM", gemm_time(p, dt, t, hw.n_local, hw.k_local), 1);
+  work("lm_head", "bwd input-grad GEMM", gemm_time(p, dt, t, hw.k_local, hw.n_local), 1);
+  work("lm_head", "bwd weight-grad GEMM", gemm_time(p, dt, hw.k_local, hw.n_local, t), 1);
+  work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)), 1);
+  comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
+  comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
+  work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
+  work("cross_entropy", "bwd softmax gradient (fp32)", ew(2 * t * vy * 4), 1);
+
+  // Once per iteration: replicated parameters' gradients over Z, then D; the
+  // optimizer on every local parameter.
+  LocalParams lp = local_params(m, g);
+  comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
+       kGradBytes, 1, true);
+  comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::D, Coll::AllReduce, lp.replicated,
+       kGradBytes, 1, true);
+  double adam_bytes = dt == Dtype::BF16 ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
+  work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
+
+  plan.compute_s = 0;
+  for (const auto& c : plan.compute) plan.compute_s += c.seconds * c.count * (c.per_step ? 1 : plan.micro_steps);
+  plan.model_flops = model_flops(m, double(job.batch));
+  double block_fwd_flops = 2.0 * job.batch * S * L * (4 * H * H + 2 * H * F + 2 * S * H);
+  plan.hardware_flops = plan.model_flops + (rc ? block_fwd_flops : 0);
+  plan.peak_flops_all = double(g.total()) * p.peak_flops(dt);
+}
+
+void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times) {
+  for (size_t i = 0; i < plan.comm.size(); ++i) {
+    const CommTerm& c = plan.comm[i];
+    times[i] = collective_time(c.coll, c.bytes(), links[static_cast<int>(c.axis)]);
+  }
+}
+
+Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden) {
+  const double h = plan.overlap_efficiency;
+  const size_t n = plan.comm.size();
+  // Per slot: what each hidable collective costs once.
+  std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};
+  for (size_t i = 0; i < n; ++i) {
+    const CommTerm& c = plan.comm[i];
+    switch (c.hide) {
+      case Hide::OagForward: ag_f[c.slot] = times[i]; break;
+      case Hide::OagBackward: ag_b[c.slot] = times[i]; break;
+      case Hide::Oar: ar_in[c.slot] = times[i]; break;
+      case Hide::Ors: rs[c.slot] = times[i]; break;
+      case Hide::None: break;
+    }
+  }
+  // Backward, per block, layers in the order fc2, fc1, attn_out, qkv. Layer
+  // j's window first hosts its own input-grad all-reduce (OAR, under its
+  // weight-grad GEMM), then the reduce-scatter of the layer before it in
+  // backward order (ORS), then the all-gather of the layer after it (OAG).
+  std::array<double, 4> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, room{};
+  for (int j = 0; j < 4; ++j) {
+    hid_ar[j] = ov.oar ? std::min(ar_in[j], h * plan.wgrad_window[j]) : 0;
+    room[j] = h * plan.bwd_window[j] - hid_ar[j];
+  }
+  for (int j = 0; j < 4; ++j) {
+    if (!ov.ors) break;
+    int host = prev_slot(j);
+    hid_rs[j] = std::min(rs[j], room[host]);
+    room[host] -= hid_rs[j];
+  }
+  for (int j = 0; j < 4; ++j) {
+    if (!ov.oag) break;
+    int host = next_slot(j);
+    hid_ag_b[j] = std::min(ag_b[j], room[host]);
+    room[host] -= hid_ag_b[j];
+    hid_ag_f[j] = std::min(ag_f[j], h * plan.fwd_window[prev_slot(j)]);
+  }
+
+  Estimate e;
+  e.compute_s = plan.compute_s;
+  double exposed_total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const CommTerm& c = plan.comm[i];
+    double hid = 0;
+    switch (c.hide) {
+      case Hide::OagForward: hid = hid_ag_f[c.slot]; break;
+      case Hide::OagBackward: hid = hid_ag_b[c.slot]; break;
+      case Hide::Oar: hid = hid_ar[c.slot]; break;
+      case Hide::Ors: hid = hid_rs[c.slot]; break;
+      case Hide::None: break;
+    }
+    if (hidden) hidden[i] = hid;
+    double reps = c.count * (c.per_step ? 1 : plan.micro_steps);
+    int a = static_cast<int>(c.axis);
+    e.comm_s[a] += reps * times[i];
+    double exposed = reps * (times[i] - hid);
+    e.exposed_comm_s[a] += exposed;
+    exposed_total += exposed;
+  }
+  e.time_s = e.compute_s + exposed_total;
+  e.mfu = plan.model_flops / (e.time_s * plan.peak_flops_all);
+  e.hfu = plan.hardware_flops / (e.time_s * plan.peak_flops_all);
+  e.tokens_per_s = batch_tokens / e.time_s;
+  return e;
+}
+
+std::array<AxisLink, 4> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache) {
+  std::array<AxisLink, 4> links;
+  for (Axis a : kAxes) {
+    long long stride = axis_stride(g, o, a);
+    links[static_cast<int>(a)] = cache ? cache->get(stride, g.size(a)) : axis_link(p, g.total(), stride, g.size(a));
+  }
+  return links;
+}
+
+Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) {
+  Job job = job_in;
+  job.dtype = c.dtype;
+  if (c.grid.total() != job.gpus)
+    input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
+                std::to_string(job.gpus));
+  if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
+    input_error("grid " + c.grid.str() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
+                job.model.name + ": " + why);
+  Prediction pr;
+  pr.config = c;
+  make_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.plan);
+  pr.links = placement_links(p, c.grid, c.order);
+  pr.term_seconds.resize(pr.plan.comm.size());
+  pr.term_hidden.resize(pr.plan.comm.size());
+  term_times(pr.plan, pr.links, pr.term_seconds.data());
+  pr.estimate = combine(pr.plan, pr.term_seconds.data(), c.overlap, double(job.batch) * job.model.seq_len,
+                        pr.term_hidden.data());
+  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
+  return pr;
+}
+
+}  // namespace ff

@@ -1,0 +1,91 @@
+#pragma once
+// The analytical model of one training iteration on the 4D grid (DESIGN §1–2):
+// every collective of every layer, compute from the GEMM table, overlap.
+//
+// Split in two so a search can share work: a Plan holds what does not depend
+// on the placement or the overlap flags (sizes, counts, compute); pricing a
+// plan with the links of a placement and a set of flags is cheap.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "comm_model.hpp"
+#include "job.hpp"
+#include "memory_model.hpp"
+
+namespace ff {
+
+enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors };
+
+struct CommTerm {
+  const char* layer;  // "qkv", "attn_out", "fc1", "fc2", "layernorm", "embedding", "lm_head", ...
+  const char* what;   // "fwd weight all-gather", ...
+  Axis axis;
+  Coll coll;
+  double elements;    // the buffer nccl-tests would count
+  int elem_bytes;
+  double count;       // occurrences per micro-step, or per iteration when per_step
+  bool per_step;
+  Hide hide = Hide::None;
+  int slot = -1;      // position in the block (0 qkv, 1 attn_out, 2 fc1, 3 fc2) for overlap windows
+  double bytes() const { return elements * elem_bytes; }
+};
+
+struct ComputeTerm {
+  const char* layer;
+  const char* what;
+  double seconds;  // one occurrence
+  double count;    // per micro-step, or per iteration when per_step
+  bool per_step;
+};
+
+struct Plan {
+  Grid grid;
+  int micro_batch = 1;
+  bool recompute = false;
+  Dtype dtype = Dtype::BF16;
+  long long micro_steps = 1;
+  double tokens = 0;  // t = micro_batch · S per rank per micro-step
+  std::vector<CommTerm> comm;
+  std::vector<ComputeTerm> compute;
+  // Compute windows of the block's four linear layers, one occurrence each:
+  // forward (GEMM and the element-wise work after it), backward (both GEMMs and
+  // what follows), and the weight-gradient GEMM alone.
+  std::array<double, 4> fwd_window{}, bwd_window{}, wgrad_window{};
+  double compute_s = 0;        // per iteration
+  double model_flops = 0;      // per iteration, the Narayanan et al. count
+  double hardware_flops = 0;   // adds the recomputed forward
+  double peak_flops_all = 0;   // G × peak
+  double overlap_efficiency = 0;
+};
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out);
+
+struct Estimate {
+  double time_s = 0;
+  double compute_s = 0;
+  std::array<double, 4> comm_s{};          // per axis, before hiding
+  std::array<double, 4> exposed_comm_s{};  // per axis, what compute did not hide
+  double mfu = 0, hfu = 0, tokens_per_s = 0;
+};
+
+// One occurrence of each term on the links of a placement.
+void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times);
+// Combine term times under the overlap flags; `hidden` (optional) receives
+// the seconds hidden per occurrence of each term.
+Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden = nullptr);
+
+std::array<AxisLink, 4> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache = nullptr);
+
+// Everything for one configuration (what `advisor predict` shows).
+struct Prediction {
+  Config config;
+  Plan plan;
+  std::array<AxisLink, 4> links;
+  std::vector<double> term_seconds, term_hidden;  // per occurrence
+  Estimate estimate;
+  MemoryUse memory;
+};
+// Throws InputError when the grid cannot split the job.
+Prediction predict(const Job& job, const MachineProfile& p, const Config& c);
+
+}  // namespace ff

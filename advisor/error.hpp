@@ -1,0 +1,21 @@
+#pragma once
+// The one error type of the library: bad input (a file, a flag, a model that
+// cannot be split). The CLI catches it at the edge, prints it, exits 2.
+#include <stdexcept>
+#include <string>
+
+namespace ff {
+
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The input is well-formed but no configuration can run it (nothing fits in
+// memory): an answer, not a typo, so the CLI exits 3 rather than 2.
+struct NoConfigError : InputError {
+  using InputError::InputError;
+};
+
+[[noreturn]] inline void input_error(const std::string& what) { throw InputError(what); }
+
+}  // namespace ff

@@ -1,0 +1,62 @@
+#include "job.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ff {
+
+std::string split_problem(const Job& job, const Grid& g, int mb) {
+  const ModelSpec& m = job.model;
+  auto s = [](long long v) { return std::to_string(v); };
+  if (m.hidden % g.x) return "hidden " + s(m.hidden) + " is not divisible by G_x=" + s(g.x);
+  if (m.heads % g.y) return "heads " + s(m.heads) + " are not divisible by G_y=" + s(g.y) + " (whole heads per Y rank)";
+  if (m.ffn % g.y) return "FFN size " + s(m.ffn) + " is not divisible by G_y=" + s(g.y);
+  if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " is not divisible by G_y=" + s(g.y);
+  long long per = 1LL * mb * g.z * g.d;
+  if (job.batch % per)
+    return "batch " + s(job.batch) + " is not divisible by micro_batch·G_z·G_data=" + s(mb) + "·" + s(g.z) + "·" +
+           s(g.d);
+  return "";
+}
+
+std::array<LinearLayer, 4> block_layers(const ModelSpec& m) {
+  double H = m.hidden, F = m.ffn;
+  return {LinearLayer{"qkv", H, 3 * H, false}, LinearLayer{"attn_out", H, H, true}, LinearLayer{"fc1", H, F, false},
+          LinearLayer{"fc2", F, H, true}};
+}
+
+LinearLayer lm_head(const ModelSpec& m) { return {"lm_head", double(m.hidden), double(m.padded_vocab), false}; }
+
+LocalWeight local_weight(const LinearLayer& l, const Grid& g) {
+  LocalWeight w;
+  w.k_local = l.k / (l.transposed ? g.y : g.x);
+  w.n_local = l.n / (l.transposed ? g.x : g.y);
+  w.shard = std::ceil(w.k_local * w.n_local / g.z);
+  w.gathered = w.shard * g.z;
+  return w;
+}
+
+LocalParams local_params(const ModelSpec& m, const Grid& g) {
+  LocalParams p;
+  // The embedding's cell block is Vp/G_y × H/G_x, laid out like the LM head.
+  for (const LinearLayer& l : {lm_head(m), LinearLayer{"embedding", double(m.hidden), double(m.padded_vocab), false}}) {
+    LocalWeight w = local_weight(l, g);
+    p.sharded += w.shard;
+    p.largest_block = std::max(p.largest_block, w.gathered);
+  }
+  for (const LinearLayer& l : block_layers(m)) {
+    LocalWeight w = local_weight(l, g);
+    p.sharded += m.layers * w.shard;
+    p.largest_block = std::max(p.largest_block, w.gathered);
+  }
+  double H = m.hidden, F = m.ffn, hx = H / g.x;
+  double per_block = 4 * hx          // two LayerNorms' γ, β
+                     + 3 * H / g.y   // QKV bias (output split over Y)
+                     + hx            // attention-out bias (transposed: output over X)
+                     + F / g.y       // FC1 bias
+                     + hx;           // FC2 bias
+  p.replicated = m.layers * per_block + 2 * hx + double(m.seq_len) * hx;  // final LayerNorm, positions
+  return p;
+}
+
+}  // namespace ff

@@ -1,0 +1,48 @@
+#pragma once
+// A training job (model, GPUs, batch, dtype) and how a grid lays it out.
+#include <array>
+#include <string>
+
+#include "config.hpp"
+#include "model_spec.hpp"
+
+namespace ff {
+
+struct Job {
+  ModelSpec model;
+  long long gpus = 0;
+  long long batch = 0;  // sequences per iteration
+  Dtype dtype = Dtype::BF16;
+};
+
+// Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.
+std::string split_problem(const Job& job, const Grid& grid, int micro_batch);
+
+// A linear layer k → n. A "transposed" layer takes its input split over Y
+// and its output over X, so consecutive layers need no redistribution.
+struct LinearLayer {
+  const char* name;
+  double k, n;
+  bool transposed;
+};
+// QKV, attention-out, FC1, FC2: the block's linear layers in forward order.
+std::array<LinearLayer, 4> block_layers(const ModelSpec& m);
+LinearLayer lm_head(const ModelSpec& m);
+
+// A layer's weight on one rank: the (k_local × n_local) block of its grid
+// cell, sharded over Z into `shard` elements (padded: `gathered` = shard·G_z).
+struct LocalWeight {
+  double k_local, n_local, shard, gathered;
+};
+LocalWeight local_weight(const LinearLayer& l, const Grid& g);
+
+// Parameters one rank holds. Sharded weights are padded up to a multiple of
+// G_z (the padding is stored and communicated, so it is priced).
+struct LocalParams {
+  double sharded = 0;     // weight-shard elements (linear layers, embedding, LM head)
+  double replicated = 0;  // biases, LayerNorm weights, positions
+  double largest_block = 0;  // the largest gathered weight k·n/(G_x·G_y), padded
+};
+LocalParams local_params(const ModelSpec& m, const Grid& g);
+
+}  // namespace ff

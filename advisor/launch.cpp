@@ -1,0 +1,39 @@
+#include "launch.hpp"
+
+namespace ff {
+
+std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, int per_node, const Config& c) {
+  auto s = [](long long v) { return std::to_string(v); };
+  const long long G = c.grid.total();
+  const long long nodes = (G + per_node - 1) / per_node;
+  std::string engine = "engine --model " + model_arg + " --grid " + c.grid.str() + " --order " + c.order.str() +
+                       " --micro-batch " + s(c.micro_batch) + (c.recompute ? " --recompute" : "") + " --overlap " +
+                       c.overlap.str() + " --dtype " + dtype_name(c.dtype) + " --batch " + s(job.batch);
+  std::vector<LaunchLine> out;
+  out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, ""});
+  out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine, ""});
+
+  // AxoNN names: X = column (innermost), Y = row, Z = depth; it places ranks
+  // column, row, depth, data from the inside out, i.e. order xyzd.
+  bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, parse_order("xyzd"));
+  std::string placement_note =
+      axonn_order ? "" : "AxoNN places ranks in order xyzd; this placement (" + c.order.str() + ") needs a custom rank mapping";
+  out.push_back({"axonn",
+                 "ax.init(G_inter=1, G_data=" + s(c.grid.d) + ", G_intra_r=" + s(c.grid.y) + ", G_intra_c=" +
+                     s(c.grid.x) + ", G_intra_d=" + s(c.grid.z) + ", gpus_per_node=" + s(per_node) + ")",
+                 placement_note});
+  // Megatron's micro-batch is per data-parallel replica; AxoNN splits it over depth.
+  std::string mega = "--column-tensor-model-parallel-size " + s(c.grid.x) + " --row-tensor-model-parallel-size " +
+                     s(c.grid.y) + " --depth-tensor-model-parallel-size " + s(c.grid.z) +
+                     " --pipeline-model-parallel-size 1 --micro-batch-size " + s(1LL * c.micro_batch * c.grid.z) +
+                     " --global-batch-size " + s(job.batch) + " --seq-length " + s(job.model.seq_len) +
+                     (c.dtype == Dtype::BF16 ? " --bf16" : "");
+  if (c.recompute) mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  if (c.overlap.oar) mega += " --overlap-axonn-comm";
+  if (c.overlap.ors) mega += " --overlap-axonn-reduce-scatter";
+  if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
+  out.push_back({"megatron-axonn", mega, placement_note});
+  return out;
+}
+
+}  // namespace ff

@@ -1,0 +1,157 @@
+#include "machine_profile.hpp"
+
+#include <filesystem>
+
+#include "bundled_profiles.hpp"
+#include "json_fields.hpp"
+
+namespace ff {
+
+namespace {
+
+constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6, TFLOPS = 1e12;
+
+LinkParams link_from(const Fields& f) { return {f.number("alpha_us") * us, f.positive("busbw_GBps") * GB}; }
+
+std::vector<double> ascending(const Fields& f, const std::string& key) {
+  std::vector<double> v;
+  for (const auto& x : f.array(key)) {
+    if (!x.is_number() || !(x.get<double>() >= 1) || (!v.empty() && x.get<double>() <= v.back()))
+      f.fail(key, "an ascending array of dimensions >= 1");
+    v.push_back(x.get<double>());
+  }
+  if (v.empty()) f.fail(key, "a non-empty array");
+  return v;
+}
+
+std::vector<double> eff_table(const Fields& f, const std::string& key, size_t nm, size_t nn, size_t nk) {
+  std::string shape = std::to_string(nm) + "x" + std::to_string(nn) + "x" + std::to_string(nk);
+  std::string expected = "a " + shape + " nested array [m][n][k] of efficiencies in (0, 1]";
+  const auto& a = f.array(key);
+  std::vector<double> eff;
+  if (a.size() != nm) f.fail(key, expected);
+  for (const auto& rows : a) {
+    if (!rows.is_array() || rows.size() != nn) f.fail(key, expected);
+    for (const auto& row : rows) {
+      if (!row.is_array() || row.size() != nk) f.fail(key, expected);
+      for (const auto& e : row) {
+        if (!e.is_number() || !(e.get<double>() > 0 && e.get<double>() <= 1)) f.fail(key, expected);
+        eff.push_back(e.get<double>());
+      }
+    }
+  }
+  return eff;
+}
+
+}  // namespace
+
+MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin) {
+  Fields f(j, origin);
+  MachineProfile p;
+  p.name = f.string("name");
+  p.description = f.has("description") ? f.string("description") : "";
+  p.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
+
+  Fields compute = f.object("compute");
+  Fields peak = compute.object("peak_tflops");
+  p.peak_flops_bf16 = peak.positive("bf16") * TFLOPS;
+  p.peak_flops_fp32 = peak.positive("fp32") * TFLOPS;
+  p.attention_efficiency = compute.fraction("attention_efficiency");
+  if (p.attention_efficiency <= 0) compute.fail("attention_efficiency", "a number in (0, 1]");
+
+  Fields mem = f.object("memory");
+  p.hbm_bandwidth = mem.positive("hbm_GBps") * GB;
+  p.elementwise_efficiency = mem.fraction("elementwise_efficiency");
+  if (p.elementwise_efficiency <= 0) mem.fail("elementwise_efficiency", "a number in (0, 1]");
+  p.hbm_capacity = mem.positive("capacity_GiB") * GiB;
+  p.memory_reserve = mem.number("reserve_GiB") * GiB;
+  if (p.memory_reserve < 0 || p.memory_reserve >= p.hbm_capacity)
+    mem.fail("reserve_GiB", "a number >= 0 and below capacity_GiB");
+
+  p.overlap_efficiency = f.object("overlap").fraction("efficiency");
+
+  Fields intra = f.object("intra_node");
+  p.intra_default = link_from(intra.object("default"));
+  const auto& itable = intra.array("table");
+  for (size_t i = 0; i < itable.size(); ++i) {
+    Fields e(itable[i], origin, intra.path("table") + "[" + std::to_string(i) + "]");
+    p.intra.push_back({e.integer("stride", 1), int(e.integer("size", 2)), link_from(e)});
+  }
+
+  Fields inter = f.object("inter_node");
+  p.inter_node = {inter.number("alpha_us") * us, inter.positive("node_busbw_GBps") * GB};
+  if (inter.has("table")) {
+    const auto& t = inter.array("table");
+    for (size_t i = 0; i < t.size(); ++i) {
+      Fields e(t[i], origin, inter.path("table") + "[" + std::to_string(i) + "]");
+      p.inter.push_back({int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)), link_from(e)});
+    }
+  }
+  for (const auto* l : {&p.intra_default, &p.inter_node})
+    if (l->alpha_s < 0) input_error(origin + ": alpha_us must be >= 0");
+
+  Fields gemm = f.object("gemm");
+  for (GemmTable* t : {&p.gemm_bf16, &p.gemm_fp32}) {
+    t->m = ascending(gemm, "m");
+    t->n = ascending(gemm, "n");
+    t->k = ascending(gemm, "k");
+  }
+  p.gemm_bf16.eff = eff_table(gemm, "bf16", p.gemm_bf16.m.size(), p.gemm_bf16.n.size(), p.gemm_bf16.k.size());
+  p.gemm_fp32.eff = eff_table(gemm, "fp32", p.gemm_fp32.m.size(), p.gemm_fp32.n.size(), p.gemm_fp32.k.size());
+  return p;
+}
+
+const char* default_machine() { return "perlmutter"; }
+
+std::vector<std::string> bundled_machines() {
+  std::vector<std::string> names;
+  for (const auto& b : bundled_profiles()) names.push_back(b.name);
+  return names;
+}
+
+MachineProfile load_machine(const std::string& name_or_file) {
+  for (const auto& b : bundled_profiles())
+    if (name_or_file == b.name)
+      return machine_from_json(nlohmann::json::parse(b.json), std::string("bundled profile ") + b.name);
+  bool looks_like_file = name_or_file.find('/') != std::string::npos ||
+                         name_or_file.ends_with(".json") || std::filesystem::exists(name_or_file);
+  if (!looks_like_file) {
+    std::string known;
+    for (const auto& n : bundled_machines()) known += (known.empty() ? "" : ", ") + n;
+    input_error("unknown machine '" + name_or_file + "'; bundled: " + known + " (or give a profile JSON file)");
+  }
+  return machine_from_json(read_json_file(name_or_file), name_or_file);
+}
+
+const char* tier_name(Tier t) {
+  switch (t) {
+    case Tier::Intra: return "intra-node bandwidth";
+    case Tier::Inter: return "inter-node bandwidth";
+    case Tier::Gemm: return "GEMM efficiency";
+  }
+  return "";
+}
+
+MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
+  MachineProfile q = p;
+  switch (t) {
+    case Tier::Intra:
+      q.intra_default.busbw *= factor;
+      for (auto& e : q.intra) e.link.busbw *= factor;
+      break;
+    case Tier::Inter:
+      q.inter_node.busbw *= factor;
+      for (auto& e : q.inter) e.link.busbw *= factor;
+      break;
+    case Tier::Gemm:
+      // Attention kernels are GEMMs too; an efficiency above 1 is still a
+      // valid what-if (the table may be pessimistic).
+      for (auto* g : {&q.gemm_bf16, &q.gemm_fp32})
+        for (double& e : g->eff) e *= factor;
+      q.attention_efficiency *= factor;
+      break;
+  }
+  return q;
+}
+
+}  // namespace ff

@@ -1,0 +1,74 @@
+#pragma once
+// A machine profile: what the cost model knows of a machine. Bundled profiles
+// hold nominal and published figures; measure/ writes calibrated ones in the
+// same format (profiles/README.md documents every field).
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "config.hpp"
+
+namespace ff {
+
+struct LinkParams {
+  double alpha_s = 0;  // latency per ring step
+  double busbw = 0;    // bytes/s, nccl-tests' bus bandwidth
+};
+
+struct IntraEntry {  // a group inside one node
+  long long stride = 1;
+  int size = 2;
+  LinkParams link;
+};
+
+struct InterEntry {  // a group across nodes, `groups_per_node` groups sharing each node's NICs
+  int groups_per_node = 1;
+  int size = 2;
+  LinkParams link;
+};
+
+// GEMM efficiency (achieved / peak) on a grid of (m, n, k), interpolated
+// linearly in log2 of each dimension and clamped at the edges.
+struct GemmTable {
+  std::vector<double> m, n, k;  // ascending
+  std::vector<double> eff;      // [i_m][i_n][i_k], row-major
+};
+
+struct MachineProfile {
+  std::string name;
+  std::string description;
+  int gpus_per_node = 1;
+  double peak_flops_bf16 = 0;        // FLOP/s per GPU, dense
+  double peak_flops_fp32 = 0;
+  double attention_efficiency = 0;   // fraction of peak a flash-attention kernel reaches
+  double hbm_bandwidth = 0;          // bytes/s per GPU
+  double elementwise_efficiency = 0; // fraction of hbm_bandwidth element-wise kernels reach
+  double hbm_capacity = 0;           // bytes per GPU
+  double memory_reserve = 0;         // bytes per GPU the framework, NCCL and fragmentation take
+  double overlap_efficiency = 0;     // fraction of a compute window communication can hide under
+  LinkParams intra_default;          // a group inside a node absent from `intra`
+  std::vector<IntraEntry> intra;
+  LinkParams inter_node;             // one group per node: alpha and the node's busbw
+  std::vector<InterEntry> inter;
+  GemmTable gemm_bf16, gemm_fp32;
+
+  double peak_flops(Dtype t) const { return t == Dtype::BF16 ? peak_flops_bf16 : peak_flops_fp32; }
+  const GemmTable& gemm(Dtype t) const { return t == Dtype::BF16 ? gemm_bf16 : gemm_fp32; }
+};
+
+// Bundled names (profiles/*.json compiled into the binary), default first.
+std::vector<std::string> bundled_machines();
+const char* default_machine();
+// A bundled name or a path to a profile JSON; throws InputError naming the
+// known machines, or the file and field that is wrong.
+MachineProfile load_machine(const std::string& name_or_file);
+MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin);
+
+// For "how sure": the same machine with one tier's bandwidth or the GEMM
+// efficiency scaled.
+enum class Tier { Intra, Inter, Gemm };
+const char* tier_name(Tier t);
+MachineProfile scaled(const MachineProfile& p, Tier t, double factor);
+
+}  // namespace ff

@@ -1,0 +1,21 @@
+#pragma once
+// Memory per GPU by term (DESIGN §2); configurations that do not fit are
+// filtered before they are priced.
+#include "job.hpp"
+#include "machine_profile.hpp"
+
+namespace ff {
+
+struct MemoryUse {
+  double states = 0;        // weight shards, optimizer state, fp32 gradient accumulators
+  double gathered = 0;      // gathered-weight buffers (current, and prefetched under OAG)
+  double grad_buffers = 0;  // unsharded gradients before the reduce-scatter (more in flight under ORS)
+  double activations = 0;   // saved for backward, plus the backward working set
+  double logits = 0;        // logits and their fp32 gradient
+  double reserve = 0;       // framework, communication buffers, fragmentation
+  double total() const { return states + gathered + grad_buffers + activations + logits + reserve; }
+};
+MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+                     const Overlap& ov);
+
+}  // namespace ff

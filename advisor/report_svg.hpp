@@ -1,0 +1,21 @@
+#pragma once
+// Pictures for people: the time breakdown of the top configurations as SVG.
+#include <array>
+#include <string>
+#include <vector>
+
+namespace ff {
+
+struct BreakdownBar {
+  std::string label;                 // e.g. "#1  4,2,16,8 xyzd mb2 rc oar,ors,oag"
+  double compute_s = 0;              // seconds per iteration
+  std::array<double, 4> exposed_s{}; // exposed communication per axis: x, y, z, data
+  double memory_gib = 0;             // shown as text at the bar's end
+};
+
+// A self-contained SVG document: one horizontal stacked bar per entry (top to
+// bottom in the given order), segments compute, x, y, z, data with a legend,
+// a time axis in seconds with nice round ticks, the title on top.
+std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::string& title);
+
+}  // namespace ff

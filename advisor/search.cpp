@@ -1,0 +1,175 @@
+#include "search.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <map>
+
+#include "error.hpp"
+
+namespace ff {
+
+namespace {
+
+enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8 };
+
+Overlap overlap_of(uint8_t flags) { return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag)}; }
+
+uint8_t flags_of(const Overlap& o) { return uint8_t((o.oar ? kOar : 0) | (o.ors ? kOrs : 0) | (o.oag ? kOag : 0)); }
+
+// Overlap flags that change something on this grid: OAR needs an X or Y
+// axis, ORS and OAG a Z axis. A flag with nothing to hide is not a new
+// configuration.
+std::vector<uint8_t> overlap_choices(const Grid& g, const SearchOptions& opt) {
+  if (opt.fixed_overlap) return {flags_of(opt.overlap)};
+  std::vector<uint8_t> out;
+  for (uint8_t f = 0; f < 16; f += 2) {
+    if ((f & kOar) && g.x == 1 && g.y == 1) continue;
+    if ((f & (kOrs | kOag)) && g.z == 1) continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<int> micro_batch_choices(const Job& job, const Grid& g, const SearchOptions& opt) {
+  long long per_rank = job.batch / (1LL * g.z * g.d);
+  std::vector<int> out;
+  if (!opt.micro_batches.empty()) {
+    for (int mb : opt.micro_batches)
+      if (mb >= 1 && per_rank % mb == 0) out.push_back(mb);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  for (int mb = 1; mb <= opt.max_micro_batch && mb <= per_rank; ++mb)
+    if (per_rank % mb == 0) out.push_back(mb);
+  return out;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / 1073741824.0);
+  return buf;
+}
+
+std::string reason_kind(const std::string& why) { return why.substr(0, why.find('=')); }
+
+}  // namespace
+
+Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt) {
+  Config cfg;
+  cfg.grid = grids[c.grid];
+  cfg.order = distinct_orders(cfg.grid)[c.order];
+  cfg.micro_batch = c.micro_batch;
+  cfg.recompute = c.flags & kRecompute;
+  cfg.overlap = overlap_of(c.flags);
+  cfg.dtype = dt;
+  return cfg;
+}
+
+SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt) {
+  auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  LinkCache cache(p, job.gpus);
+  Plan plan;
+  std::vector<double> times;
+  std::map<std::string, long long> split_counts;
+  const double capacity = p.hbm_capacity;
+  const double batch_tokens = double(job.batch) * job.model.seq_len;
+  r.smallest_footprint = 1e300;
+
+  std::vector<bool> recompute_choices;
+  if (opt.recompute_on) recompute_choices.push_back(true);  // the smaller footprint first
+  if (opt.recompute_off) recompute_choices.push_back(false);
+
+  for (const Grid& g : factorizations(job.gpus)) {
+    ++r.grids_total;
+    if (std::string why = split_problem(job, g, 1); !why.empty()) {
+      ++split_counts[reason_kind(why)];
+      if (opt.keep_rejected) r.rejected.push_back({g, 0, false, why});
+      continue;
+    }
+    std::vector<int> mbs = micro_batch_choices(job, g, opt);
+    if (mbs.empty()) {
+      ++split_counts["no requested micro-batch divides the batch share of G_z·G_data"];
+      continue;
+    }
+    ++r.grids_divisible;
+    const uint32_t grid_index = uint32_t(r.grids.size());
+    r.grids.push_back(g);
+    std::vector<Order> all_orders = distinct_orders(g);
+    std::vector<uint8_t> order_ids;
+    for (size_t i = 0; i < all_orders.size(); ++i)
+      if (!opt.fixed_order || all_orders[i] == canonical_order(g, opt.order)) order_ids.push_back(uint8_t(i));
+    std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+    r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size());
+    const double block_bytes = local_params(job.model, g).largest_block * dtype_bytes(job.dtype);
+
+    for (int mb : mbs) {
+      // Memory grows with the micro-batch: once the smallest footprint of
+      // this micro-batch does not fit, no larger one will.
+      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{});
+      if (least.total() < r.smallest_footprint) {
+        r.smallest_footprint = least.total();
+        r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype};
+      }
+      bool any_fit = false;
+      for (bool rc : recompute_choices) {
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{});
+        if (base.total() > capacity) {
+          if (opt.keep_rejected)
+            r.rejected.push_back({g, mb, rc,
+                                  "needs " + gib(base.total()) + " of " + gib(capacity) + " (states " +
+                                      gib(base.states) + ", activations " + gib(base.activations) + ")"});
+          continue;
+        }
+        any_fit = true;
+        make_plan(job, p, g, mb, rc, plan);
+        times.resize(plan.comm.size());
+        // Prefetch and in-flight gradient buffers each add one gathered block.
+        std::vector<uint8_t> fitting;
+        for (uint8_t f : flag_choices) {
+          double extra = (bool(f & kOag) + bool(f & kOrs)) * block_bytes;
+          if (base.total() + extra <= capacity) fitting.push_back(f);
+        }
+        for (uint8_t oi : order_ids) {
+          auto links = placement_links(p, g, all_orders[oi], &cache);
+          term_times(plan, links, times.data());
+          for (uint8_t f : fitting) {
+            Estimate e = combine(plan, times.data(), overlap_of(f), batch_tokens);
+            r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi, uint8_t(f | (rc ? kRecompute : 0))});
+          }
+        }
+      }
+      if (!any_fit) break;
+    }
+  }
+  r.feasible = (long long)r.candidates.size();
+  for (const auto& [why, n] : split_counts)
+    r.split_reasons.push_back(std::to_string(n) + (n == 1 ? " grid: " : " grids: ") + why);
+
+  // Rank: fastest first, fewer flags on a tie. Keep the configurations that
+  // could still overtake the top ones under ±20% on a tier (within 1.5× of
+  // the top-th's time, see sensitivity.hpp), sorted; drop the rest.
+  auto faster = [](const Candidate& a, const Candidate& b) {
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    return std::popcount(a.flags) < std::popcount(b.flags);
+  };
+  if (!r.candidates.empty()) {
+    size_t top = std::min<size_t>(std::max(opt.top, 1), r.candidates.size());
+    std::nth_element(r.candidates.begin(), r.candidates.begin() + long(top - 1), r.candidates.end(), faster);
+    double limit = 1.5 * r.candidates[top - 1].time_s;
+    auto end = std::partition(r.candidates.begin(), r.candidates.end(),
+                              [&](const Candidate& c) { return c.time_s <= limit; });
+    r.candidates.erase(end, r.candidates.end());
+    std::sort(r.candidates.begin(), r.candidates.end(), faster);
+    for (size_t i = 0; i < top; ++i) {
+      Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
+      Prediction pr = predict(job, p, cfg);
+      r.top.push_back({cfg, pr.estimate, pr.memory});
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace ff

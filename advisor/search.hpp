@@ -1,0 +1,63 @@
+#pragma once
+// Exhaustive search: every ordered factorization of G × distinct placement
+// × micro-batch × recompute × overlap flags, under divisibility and memory.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model.hpp"
+
+namespace ff {
+
+struct SearchOptions {
+  int max_micro_batch = 16;            // micro-batches tried: divisors of B/(G_z·G_d) up to this
+  std::vector<int> micro_batches;      // if set, only these
+  bool recompute_on = true, recompute_off = true;
+  bool fixed_overlap = false;          // if set, only `overlap`
+  Overlap overlap;
+  bool fixed_order = false;            // if set, only `order` (its canonical placement)
+  Order order;
+  int top = 10;
+  bool keep_rejected = false;          // record why (grid, micro-batch, recompute) did not fit
+};
+
+struct Ranked {
+  Config config;
+  Estimate estimate;
+  MemoryUse memory;
+};
+
+struct Rejected {
+  Grid grid;
+  int micro_batch = 0;  // 0: the grid itself cannot split the job
+  bool recompute = false;
+  std::string reason;
+};
+
+// One feasible configuration, small enough to keep all of them.
+struct Candidate {
+  double time_s;
+  uint32_t grid;       // index into SearchResult::grids
+  uint16_t micro_batch;
+  uint8_t order;       // index into distinct_orders(grid)
+  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag
+};
+Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
+
+struct SearchResult {
+  long long evaluated = 0;  // after the divisibility filter, each distinct placement once
+  long long feasible = 0;   // of those, the ones that fit in memory
+  long long grids_total = 0, grids_divisible = 0;
+  std::vector<Grid> grids;               // the divisible grids
+  std::vector<Candidate> candidates;     // every feasible configuration, fastest first
+  std::vector<Ranked> top;               // the best `top`, fully priced
+  std::vector<Rejected> rejected;        // with keep_rejected
+  std::vector<std::string> split_reasons;  // one line per distinct reason grids were not divisible, with counts
+  double smallest_footprint = 0;         // bytes: the least memory any divisible configuration needs
+  Config smallest_config;
+  double seconds = 0;                    // wall time of the search
+};
+
+SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt);
+
+}  // namespace ff

@@ -1,0 +1,69 @@
+#include "sensitivity.hpp"
+
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace ff {
+
+std::string Perturbation::name() const {
+  const char* t = tier == Tier::Intra ? "intra" : tier == Tier::Inter ? "inter" : "gemm";
+  return std::string(t) + (factor < 1 ? "-" : "+") + std::to_string(int(std::lround(std::fabs(factor - 1) * 100))) + "%";
+}
+
+const std::array<Perturbation, 6>& perturbations() {
+  static const std::array<Perturbation, 6> all = {
+      Perturbation{Tier::Intra, 0.8}, {Tier::Intra, 1.2}, {Tier::Inter, 0.8},
+      {Tier::Inter, 1.2},             {Tier::Gemm, 0.8},  {Tier::Gemm, 1.2}};
+  return all;
+}
+
+namespace {
+
+// Times of every candidate on profile q, sharing plans and links as the search does.
+std::vector<double> reprice(const Job& job, const MachineProfile& q, const SearchResult& r) {
+  LinkCache cache(q, job.gpus);
+  std::map<std::tuple<uint32_t, uint16_t, bool>, Plan> plans;
+  std::vector<double> out, times;
+  const double tokens = double(job.batch) * job.model.seq_len;
+  for (const Candidate& c : r.candidates) {
+    Config cfg = candidate_config(c, r.grids, job.dtype);
+    auto key = std::make_tuple(c.grid, c.micro_batch, cfg.recompute);
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      it = plans.emplace(key, Plan{}).first;
+      make_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second);
+    }
+    times.resize(it->second.comm.size());
+    term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), times.data());
+    out.push_back(combine(it->second, times.data(), cfg.overlap, tokens).time_s);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Confidence> assess(const Job& job, const MachineProfile& p, const SearchResult& r) {
+  std::vector<Confidence> conf(r.top.size());
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    double t = r.candidates[i].time_s;
+    conf[i].margin = i + 1 < r.candidates.size() ? (r.candidates[i + 1].time_s - t) / t : 0;
+  }
+  const auto& ps = perturbations();
+  for (size_t k = 0; k < ps.size(); ++k) {
+    std::vector<double> t = reprice(job, scaled(p, ps[k].tier, ps[k].factor), r);
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      int rank = 1;
+      for (size_t j = 0; j < t.size(); ++j)
+        if (t[j] < t[i] || (t[j] == t[i] && j < i)) ++rank;
+      conf[i].rank_under[k] = rank;
+      if (rank != int(i) + 1) {
+        conf[i].stable = false;
+        conf[i].moved += (conf[i].moved.empty() ? "" : ", ") + ps[k].name() + ": #" + std::to_string(rank);
+      }
+    }
+  }
+  return conf;
+}
+
+}  // namespace ff

@@ -1,0 +1,87 @@
+#pragma once
+// Shared fixtures for the unit tests: a tiny GPT model and synthetic machine
+// profiles whose numbers are easy to work with by hand. Expected values in the
+// tests are always written out as arithmetic from DESIGN.md §1–2, never taken
+// from the code under test.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "error.hpp"
+#include "machine_profile.hpp"
+#include "model_spec.hpp"
+
+namespace fftest {
+
+// A relative comparison (doctest's default Approx adds an absolute slack of
+// `epsilon`, useless for times of microseconds). Do not use it against 0.
+inline doctest::Approx rel(double v, double eps = 1e-12) { return doctest::Approx(v).epsilon(eps).scale(0); }
+
+// layers 2, hidden 64, heads 4, ffn 256 (= 4H), vocab 100 padded to 128, seq_len 16.
+inline ff::ModelSpec toy_model(int layers = 2) { return ff::ModelSpec{"toy", layers, 64, 4, 256, 100, 128, 16}; }
+
+inline ff::GemmTable flat_gemm(double eff) {
+  ff::GemmTable t;
+  t.m = {1024};
+  t.n = {1024};
+  t.k = {1024};
+  t.eff = {eff};
+  return t;
+}
+
+// A synthetic machine: every GEMM at efficiency 0.5, no intra table (every
+// group inside a node uses intra_default), no inter table (node_busbw / c).
+inline ff::MachineProfile toy_machine(int gpus_per_node) {
+  ff::MachineProfile p;
+  p.name = "toy";
+  p.gpus_per_node = gpus_per_node;
+  p.peak_flops_bf16 = 100e12;
+  p.peak_flops_fp32 = 25e12;
+  p.attention_efficiency = 0.25;
+  p.hbm_bandwidth = 1e12;
+  p.elementwise_efficiency = 0.5;
+  p.hbm_capacity = 1e15;  // everything fits
+  p.memory_reserve = 1e9;
+  p.overlap_efficiency = 0;
+  p.intra_default = {5e-6, 100e9};
+  p.inter_node = {10e-6, 80e9};
+  p.gemm_bf16 = flat_gemm(0.5);
+  p.gemm_fp32 = flat_gemm(0.5);
+  return p;
+}
+
+// Perlmutter's link figures (DESIGN §4): 4 GPUs a node; inside, stride 1:
+// g=2 → 76, g=4 → 225 GB/s; stride 2: g=2 → 76; across ≈ 80 GB/s a node.
+inline ff::MachineProfile perlmutter_like() {
+  ff::MachineProfile p = toy_machine(4);
+  p.intra_default = {5e-6, 76e9};
+  p.intra = {{1, 2, {5e-6, 76e9}}, {1, 4, {5e-6, 225e9}}, {2, 2, {5e-6, 76e9}}};
+  p.inter_node = {10e-6, 80e9};
+  return p;
+}
+
+// Collectives by hand, DESIGN §2 (ring, α-β, nccl-tests' bus bandwidth).
+inline double hand_all_reduce(int g, double bytes, double alpha, double busbw) {
+  return g == 1 ? 0.0 : alpha * 2 * (g - 1) + 2.0 * (g - 1) / g * bytes / busbw;
+}
+inline double hand_gather_scatter(int g, double bytes, double alpha, double busbw) {
+  return g == 1 ? 0.0 : alpha * (g - 1) + double(g - 1) / g * bytes / busbw;
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Runs f, expects an ff::InputError, returns its message ("" if none was thrown).
+template <class F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const ff::InputError& e) {
+    return e.what();
+  }
+  FAIL_CHECK("expected an ff::InputError");
+  return "";
+}
+
+}  // namespace fftest

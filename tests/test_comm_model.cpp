@@ -1,0 +1,267 @@
+// Collective cost and which bandwidth a grid axis sees (DESIGN §2 "Collectives",
+// "Which bandwidth").
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "comm_model.hpp"
+#include "helpers.hpp"
+
+using namespace ff;
+using fftest::hand_all_reduce;
+using fftest::hand_gather_scatter;
+using fftest::rel;
+
+constexpr double GBps = 1e9;
+
+TEST_CASE("comm: collective_time follows the ring alpha-beta formulas") {
+  const LinkParams link{5e-6, 225e9};
+  const double bytes = 3e6;
+  // all-reduce: α·2(g−1) + 2(g−1)/g · bytes/busbw
+  CHECK(collective_time(Coll::AllReduce, 4, bytes, link) == rel(5e-6 * 2 * (4 - 1) + 2.0 * (4 - 1) / 4 * bytes / 225e9));
+  CHECK(collective_time(Coll::AllReduce, 2, bytes, link) == rel(5e-6 * 2 * 1 + 2.0 * 1 / 2 * bytes / 225e9));
+  CHECK(collective_time(Coll::AllReduce, 3, bytes, link) == rel(5e-6 * 2 * 2 + 2.0 * 2 / 3 * bytes / 225e9));
+  // all-gather (bytes = output), reduce-scatter (bytes = input): α·(g−1) + (g−1)/g · bytes/busbw
+  CHECK(collective_time(Coll::AllGather, 4, bytes, link) == rel(5e-6 * (4 - 1) + 3.0 / 4 * bytes / 225e9));
+  CHECK(collective_time(Coll::ReduceScatter, 4, bytes, link) == rel(5e-6 * (4 - 1) + 3.0 / 4 * bytes / 225e9));
+  CHECK(collective_time(Coll::AllGather, 8, bytes, link) == rel(5e-6 * 7 + 7.0 / 8 * bytes / 225e9));
+  // A group of one costs nothing, whatever the link.
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+    CHECK(collective_time(c, 1, bytes, link) == 0);
+    AxisLink one;  // size 1
+    CHECK(collective_time(c, bytes, one) == 0);
+  }
+  CHECK(std::string(coll_name(Coll::AllReduce)) == "all-reduce");
+  CHECK(std::string(coll_name(Coll::AllGather)) == "all-gather");
+  CHECK(std::string(coll_name(Coll::ReduceScatter)) == "reduce-scatter");
+}
+
+TEST_CASE("comm: axis links on a Perlmutter-like profile (4 GPUs a node)") {
+  const MachineProfile p = fftest::perlmutter_like();
+  const long long total = 16;  // 4 nodes
+
+  SUBCASE("stride 1 size 4: {0..3} inside a node, intra table (1,4) = 225") {
+    AxisLink l = axis_link(p, total, 1, 4);
+    CHECK(l.size == 4);
+    CHECK(l.inside);
+    CHECK_FALSE(l.across);
+    CHECK(l.intra.busbw == 225 * GBps);
+    CHECK(collective_time(Coll::AllReduce, 1e6, l) == rel(hand_all_reduce(4, 1e6, 5e-6, 225e9)));
+  }
+  SUBCASE("stride 2 size 2: {0,2} inside, intra table (2,2) = 76") {
+    AxisLink l = axis_link(p, total, 2, 2);
+    CHECK(l.inside);
+    CHECK_FALSE(l.across);
+    CHECK(l.intra.busbw == 76 * GBps);
+  }
+  SUBCASE("stride 4 size 2: {0,4},{1,5},{2,6},{3,7} all leave node 0: c = min(4, 4) = 4, 80/4 = 20") {
+    AxisLink l = axis_link(p, total, 4, 2);
+    CHECK_FALSE(l.inside);
+    CHECK(l.across);
+    CHECK(l.groups_per_node == 4);
+    CHECK(l.inter.busbw == rel(80 * GBps / 4));
+    CHECK(l.inter.alpha_s == 10e-6);
+    CHECK(collective_time(Coll::AllGather, 1e6, l) == rel(hand_gather_scatter(2, 1e6, 10e-6, 80e9 / 4)));
+  }
+  SUBCASE("stride 1 size 8: {0..7} spans nodes 0 and 1, one group a node: c = 1, 80") {
+    AxisLink l = axis_link(p, total, 1, 8);
+    CHECK_FALSE(l.inside);
+    CHECK(l.across);
+    CHECK(l.groups_per_node == 1);
+    CHECK(l.inter.busbw == rel(80 * GBps));
+  }
+  SUBCASE("stride 2 size 4: {0,2,4,6},{1,3,5,7} share nodes 0 and 1: c = 2, 40") {
+    AxisLink l = axis_link(p, total, 2, 4);
+    CHECK_FALSE(l.inside);
+    CHECK(l.across);
+    CHECK(l.groups_per_node == 2);
+    CHECK(l.inter.busbw == rel(80 * GBps / 2));
+  }
+  SUBCASE("stride 8 size 2: c = min(8, 4) = 4, 20") {
+    AxisLink l = axis_link(p, total, 8, 2);
+    CHECK(l.groups_per_node == 4);
+    CHECK(l.inter.busbw == rel(80 * GBps / 4));
+  }
+  SUBCASE("size 1: no group, no link") {
+    AxisLink l = axis_link(p, total, 4, 1);
+    CHECK_FALSE(l.inside);
+    CHECK_FALSE(l.across);
+    CHECK(collective_time(Coll::AllReduce, 1e6, l) == 0);
+  }
+}
+
+TEST_CASE("comm: the bundled perlmutter profile gives the same links") {
+  const MachineProfile p = load_machine("perlmutter");
+  CHECK(p.gpus_per_node == 4);
+  CHECK(axis_link(p, 16, 1, 4).intra.busbw == 225 * GBps);
+  CHECK(axis_link(p, 16, 1, 2).intra.busbw == 76 * GBps);
+  CHECK(axis_link(p, 16, 2, 2).intra.busbw == 76 * GBps);
+  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(80 * GBps / 4));
+  CHECK(axis_link(p, 16, 1, 8).inter.busbw == rel(80 * GBps));
+  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(80 * GBps / 2));
+  // 1024 ranks (256 nodes), stride 16 size 4: every node's 4 ranks each lead to
+  // a different group, c = min(16, 4) = 4.
+  CHECK(axis_link(p, 1024, 16, 4).groups_per_node == 4);
+  CHECK(axis_link(p, 1024, 16, 4).inter.busbw == rel(80 * GBps / 4));
+}
+
+TEST_CASE("comm: the bundled frontier profile (8 GCDs a node)") {
+  const MachineProfile p = load_machine("frontier");
+  CHECK(p.gpus_per_node == 8);
+  // Inside a node the table is not uniform (MI250X): stride 1 g=2 129, g=4 52,
+  // g=8 135; stride 2 g=2 50, g=4 72; stride 4 g=2 36.
+  CHECK(axis_link(p, 32, 1, 2).intra.busbw == 129 * GBps);
+  CHECK(axis_link(p, 32, 1, 4).intra.busbw == 52 * GBps);
+  CHECK(axis_link(p, 32, 1, 8).intra.busbw == 135 * GBps);
+  CHECK(axis_link(p, 32, 2, 2).intra.busbw == 50 * GBps);
+  AxisLink s2g4 = axis_link(p, 32, 2, 4);  // {0,2,4,6},{1,3,5,7} inside node 0
+  CHECK(s2g4.inside);
+  CHECK_FALSE(s2g4.across);
+  CHECK(s2g4.intra.busbw == 72 * GBps);
+  CHECK(axis_link(p, 32, 4, 2).intra.busbw == 36 * GBps);
+  // Across: stride 8 size 2, all 8 ranks of node 0 lead to a group: c = 8, 40/8 = 5.
+  AxisLink s8 = axis_link(p, 32, 8, 2);
+  CHECK(s8.across);
+  CHECK_FALSE(s8.inside);
+  CHECK(s8.groups_per_node == 8);
+  CHECK(s8.inter.busbw == rel(40 * GBps / 8));
+  // Stride 4 size 4: {0,4,8,12}…{3,7,11,15} span nodes 0 and 1: c = min(4, 8) = 4, 10.
+  CHECK(axis_link(p, 32, 4, 4).groups_per_node == 4);
+  CHECK(axis_link(p, 32, 4, 4).inter.busbw == rel(40 * GBps / 4));
+  // Stride 1 size 16: one group over two nodes, c = 1, 40.
+  CHECK(axis_link(p, 32, 1, 16).inter.busbw == rel(40 * GBps));
+}
+
+TEST_CASE("comm: group_geometry with a node size that is not a power of two (6 a node)") {
+  SUBCASE("stride 1 size 4 among 12 ranks: {0..3} inside, {4..7} spans nodes 0,1, {8..11} inside") {
+    GroupGeometry geo = group_geometry(12, 6, 1, 4);
+    CHECK(geo.any_inside);
+    CHECK(geo.any_across);
+    CHECK(geo.groups_per_node == 1);  // only {4..7} crosses, one group on each node
+  }
+  SUBCASE("stride 2 size 2 among 12: {0,2},{1,3} inside node 0; {4,6},{5,7} cross; {8,10},{9,11} inside node 1") {
+    GroupGeometry geo = group_geometry(12, 6, 2, 2);
+    CHECK(geo.any_inside);
+    CHECK(geo.any_across);
+    CHECK(geo.groups_per_node == 2);  // node 0 holds 4 and 5, node 1 holds 6 and 7
+  }
+  SUBCASE("stride 3 size 4 among 12: {0,3,6,9},{1,4,7,10},{2,5,8,11} all cross") {
+    GroupGeometry geo = group_geometry(12, 6, 3, 4);
+    CHECK_FALSE(geo.any_inside);
+    CHECK(geo.any_across);
+    CHECK(geo.groups_per_node == 3);
+  }
+  SUBCASE("stride 3 size 2 among 12: {0,3},{1,4},{2,5} inside node 0, {6,9},… inside node 1") {
+    GroupGeometry geo = group_geometry(12, 6, 3, 2);
+    CHECK(geo.any_inside);
+    CHECK_FALSE(geo.any_across);
+  }
+  SUBCASE("a group size that is not a power of two: 4 a node, stride 2 size 3 among 12") {
+    // {0,2,4},{1,3,5} span nodes 0,1; {6,8,10},{7,9,11} span nodes 1,2. Node 1
+    // (ranks 4..7) meets all four groups: c = 4, although min(s, n) = 2.
+    GroupGeometry geo = group_geometry(12, 4, 2, 3);
+    CHECK_FALSE(geo.any_inside);
+    CHECK(geo.any_across);
+    CHECK(geo.groups_per_node == 4);
+  }
+  SUBCASE("only one period is needed: the answer for 12 ranks holds for 1200") {
+    GroupGeometry a = group_geometry(12, 6, 2, 2), b = group_geometry(1200, 6, 2, 2);
+    CHECK(a.any_inside == b.any_inside);
+    CHECK(a.any_across == b.any_across);
+    CHECK(a.groups_per_node == b.groups_per_node);
+  }
+}
+
+TEST_CASE("comm: an axis with groups inside and across costs its slowest group") {
+  MachineProfile p = fftest::toy_machine(6);
+  p.intra = {{1, 4, {5e-6, 225e9}}, {2, 2, {5e-6, 76e9}}};
+  p.inter_node = {10e-6, 80e9};
+  const double bytes = 4e6;
+
+  SUBCASE("stride 1 size 4 among 12: intra (1,4) 225 vs inter c = 1, 80") {
+    AxisLink l = axis_link(p, 12, 1, 4);
+    CHECK(l.inside);
+    CHECK(l.across);
+    CHECK(l.intra.busbw == 225 * GBps);
+    CHECK(l.inter.busbw == rel(80 * GBps));
+    double intra = 5e-6 * 2 * 3 + 2.0 * 3 / 4 * bytes / 225e9;
+    double inter = 10e-6 * 2 * 3 + 2.0 * 3 / 4 * bytes / 80e9;
+    CHECK(collective_time(Coll::AllReduce, bytes, l) == rel(std::max(intra, inter)));
+    CHECK(collective_time(Coll::AllReduce, bytes, l) == rel(inter));
+  }
+  SUBCASE("the same axis when the node's own links are the slow ones") {
+    p.intra[0].link.busbw = 10e9;
+    AxisLink l = axis_link(p, 12, 1, 4);
+    double intra = 5e-6 * 3 + 3.0 / 4 * bytes / 10e9;
+    double inter = 10e-6 * 3 + 3.0 / 4 * bytes / 80e9;
+    CHECK(collective_time(Coll::ReduceScatter, bytes, l) == rel(std::max(intra, inter)));
+    CHECK(collective_time(Coll::ReduceScatter, bytes, l) == rel(intra));
+  }
+  SUBCASE("stride 2 size 2 among 12: intra (2,2) 76 vs inter c = 2, 80/2 = 40") {
+    AxisLink l = axis_link(p, 12, 2, 2);
+    CHECK(l.inside);
+    CHECK(l.across);
+    CHECK(l.groups_per_node == 2);
+    CHECK(l.intra.busbw == 76 * GBps);
+    CHECK(l.inter.busbw == rel(40 * GBps));
+    double intra = 5e-6 * 2 + 1.0 * bytes / 76e9;
+    double inter = 10e-6 * 2 + 1.0 * bytes / 40e9;
+    CHECK(collective_time(Coll::AllReduce, bytes, l) == rel(std::max(intra, inter)));
+  }
+  SUBCASE("stride 3 size 4 among 12: across only, c = 3, 80/3") {
+    AxisLink l = axis_link(p, 12, 3, 4);
+    CHECK_FALSE(l.inside);
+    CHECK(l.inter.busbw == rel(80 * GBps / 3));
+    CHECK(collective_time(Coll::AllGather, bytes, l) == rel(10e-6 * 3 + 3.0 / 4 * bytes / (80e9 / 3)));
+  }
+}
+
+TEST_CASE("comm: a measured inter-node entry overrides node_busbw / c") {
+  MachineProfile p = fftest::perlmutter_like();
+  p.inter = {{2, 4, {12e-6, 33e9}}};  // measured: 2 groups a node, size 4
+  AxisLink l = axis_link(p, 16, 2, 4);  // c = 2, size 4 (see the Perlmutter case)
+  CHECK(l.inter.busbw == 33 * GBps);
+  CHECK(l.inter.alpha_s == 12e-6);
+  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(80 * GBps / 4));  // no entry for (4, 2)
+}
+
+TEST_CASE("comm: a group inside a node that the intra table lacks uses intra_node.default") {
+  MachineProfile p = fftest::toy_machine(6);
+  p.intra_default = {5e-6, 50e9};
+  p.intra = {{1, 2, {5e-6, 90e9}}, {2, 2, {5e-6, 76e9}}};
+  // Size 3 is not in the table at all.
+  AxisLink s1g3 = axis_link(p, 12, 1, 3);  // {0,1,2},{3,4,5} inside node 0
+  CHECK(s1g3.inside);
+  CHECK_FALSE(s1g3.across);
+  CHECK(s1g3.intra.busbw == 50 * GBps);
+}
+
+// profiles/README.md: intra_node.default is "`alpha_us`, `busbw_GBps` of a group
+// inside a node that `table` lacks"; the bundled perlmutter profile says its
+// default is "used for any group not listed". intra_link instead takes the
+// entry of the same size with the nearest log2(stride): a stride-3 pair gets
+// the stride-2 figure (76) rather than the default (50).
+TEST_CASE("comm: an unlisted stride of a listed size uses intra_node.default" * doctest::may_fail()) {
+  MachineProfile p = fftest::toy_machine(6);
+  p.intra_default = {5e-6, 50e9};
+  p.intra = {{1, 2, {5e-6, 90e9}}, {2, 2, {5e-6, 76e9}}};
+  AxisLink s3g2 = axis_link(p, 12, 3, 2);  // {0,3},{1,4},{2,5} inside node 0
+  CHECK(s3g2.inside);
+  CHECK_FALSE(s3g2.across);
+  CHECK(s3g2.intra.busbw == 50 * GBps);
+}
+
+TEST_CASE("comm: LinkCache returns what axis_link computes") {
+  const MachineProfile p = fftest::perlmutter_like();
+  LinkCache cache(p, 16);
+  for (auto [stride, size] : {std::pair{1LL, 4}, {2LL, 2}, {4LL, 2}, {2LL, 4}, {1LL, 8}, {4LL, 2}}) {
+    AxisLink a = axis_link(p, 16, stride, size);
+    const AxisLink& c = cache.get(stride, size);
+    CHECK(c.size == a.size);
+    CHECK(c.inside == a.inside);
+    CHECK(c.across == a.across);
+    CHECK(c.groups_per_node == a.groups_per_node);
+    CHECK(c.intra.busbw == a.intra.busbw);
+    CHECK(c.inter.busbw == a.inter.busbw);
+  }
+}
