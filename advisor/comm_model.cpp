@@ -51,14 +51,11 @@ GroupGeometry group_geometry(long long total, int per_node, long long stride, in
 }
 
 LinkParams intra_link(const MachineProfile& p, long long stride, int size) {
-  const IntraEntry* best = nullptr;
-  double best_gap = 1e300;
-  for (const auto& e : p.intra) {
-    if (e.size != size) continue;
-    double gap = std::fabs(std::log2(double(e.stride)) - std::log2(double(stride)));
-    if (gap < best_gap) best_gap = gap, best = &e;
-  }
-  return best ? best->link : p.intra_default;
+  // Intra-node links are not uniform (MI250X): a geometry the table lacks
+  // gets the profile's stated default, not a neighbour's figure.
+  for (const auto& e : p.intra)
+    if (e.size == size && e.stride == stride) return e.link;
+  return p.intra_default;
 }
 
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size) {

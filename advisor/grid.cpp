@@ -40,7 +40,7 @@ Grid parse_grid(const std::string& text) {
       input_error("--grid '" + text + "': '" + part + "' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
     v.push_back(n);
   }
-  if (v.size() != 4) input_error("--grid '" + text + "': expected four sizes X,Y,Z,D, e.g. 4,2,16,8");
+  if (v.size() != 4 || text.empty() || text.back() == ',') input_error("--grid '" + text + "': expected four sizes X,Y,Z,D, e.g. 4,2,16,8");
   return Grid{int(v[0]), int(v[1]), int(v[2]), int(v[3])};
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 #include <map>
+#include <tuple>
 
 #include "error.hpp"
 
@@ -152,7 +153,8 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   // the top-th's time, see sensitivity.hpp), sorted; drop the rest.
   auto faster = [](const Candidate& a, const Candidate& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    return std::popcount(a.flags) < std::popcount(b.flags);
+    int fa = std::popcount(a.flags), fb = std::popcount(b.flags);
+    return std::tie(fa, a.grid, a.micro_batch, a.flags, a.order) < std::tie(fb, b.grid, b.micro_batch, b.flags, b.order);
   };
   if (!r.candidates.empty()) {
     size_t top = std::min<size_t>(std::max(opt.top, 1), r.candidates.size());
@@ -162,10 +164,27 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
                               [&](const Candidate& c) { return c.time_s <= limit; });
     r.candidates.erase(end, r.candidates.end());
     std::sort(r.candidates.begin(), r.candidates.end(), faster);
+    // Placements that differ only in order and cost exactly the same are one
+    // answer: keep the first (xyzd-most) and count the others.
+    std::vector<Candidate> kept;
+    for (const Candidate& c : r.candidates) {
+      bool same = false;
+      for (size_t k = kept.size(); k-- > 0 && kept[k].time_s == c.time_s;)
+        if (kept[k].grid == c.grid && kept[k].micro_batch == c.micro_batch && kept[k].flags == c.flags) {
+          ++r.equivalent_orders[k];
+          same = true;
+          break;
+        }
+      if (same) continue;
+      kept.push_back(c);
+      r.equivalent_orders.push_back(0);
+    }
+    r.candidates = std::move(kept);
+    top = std::min(top, r.candidates.size());
     for (size_t i = 0; i < top; ++i) {
       Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
       Prediction pr = predict(job, p, cfg);
-      r.top.push_back({cfg, pr.estimate, pr.memory});
+      r.top.push_back({cfg, pr.estimate, pr.memory, r.equivalent_orders[i]});
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -25,6 +25,7 @@ struct Ranked {
   Config config;
   Estimate estimate;
   MemoryUse memory;
+  int equivalent_orders = 0;  // other placement orders with exactly this cost
 };
 
 struct Rejected {
@@ -49,7 +50,11 @@ struct SearchResult {
   long long feasible = 0;   // of those, the ones that fit in memory
   long long grids_total = 0, grids_divisible = 0;
   std::vector<Grid> grids;               // the divisible grids
-  std::vector<Candidate> candidates;     // every feasible configuration, fastest first
+  // The feasible configurations that can still trade places with the top
+  // ones (within 1.5× of the top-th's time), fastest first, one per set of
+  // equally-costed orders; equivalent_orders[i] counts the orders folded in.
+  std::vector<Candidate> candidates;
+  std::vector<int> equivalent_orders;
   std::vector<Ranked> top;               // the best `top`, fully priced
   std::vector<Rejected> rejected;        // with keep_rejected
   std::vector<std::string> split_reasons;  // one line per distinct reason grids were not divisible, with counts

@@ -9,6 +9,7 @@
 
 #include "error.hpp"
 #include "format.hpp"
+#include "job_options.hpp"
 #include "search.hpp"
 #include "sensitivity.hpp"
 #include "subcommands.hpp"
@@ -36,7 +37,8 @@ void run(const BenchOptions& o) {
   Table t({"<model", "GPUs", "<machine", "evaluated", "feasible", "search (median)", "min", "+ how sure",
            "configs/s/core"});
   for (const Case& c : cases) {
-    Job job{load_model(c.model), c.gpus, 2048, Dtype::BF16};
+    ModelSpec model = load_model(c.model);
+    Job job{model, c.gpus, default_batch(model, c.gpus), Dtype::BF16};
     MachineProfile m = load_machine(c.machine);
     std::vector<double> wall, sure;
     SearchResult r;
@@ -65,7 +67,7 @@ void run(const BenchOptions& o) {
     return;
   }
   std::cout << t.str()
-            << "\nOne core (the search is single-threaded); batch 2,048 sequences; median of " << o.repeat
+            << "\nOne core (the search is single-threaded); the default batch; median of " << o.repeat
             << " runs. \"evaluated\" counts configurations\nafter the divisibility filter, each distinct placement "
                "once; memory-infeasible ones are pruned before pricing.\n";
 }

@@ -13,10 +13,14 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   app->add_option("--machine", o.machine,
                   std::string("A bundled machine (see `advisor machines`) or a profile JSON file [") +
                       default_machine() + "]");
-  auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [4 Mi tokens' worth]");
+  auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [max(4 Mi tokens, GPUs/2 sequences)]");
   app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
       ->excludes(b);
   app->add_option("--dtype", o.dtype, "Training precision: bf16 or fp32")->capture_default_str();
+}
+
+long long default_batch(const ModelSpec& m, long long gpus) {
+  return std::max({1LL, kDefaultBatchTokens / m.seq_len, gpus / 2});
 }
 
 long long parse_gpus(const std::string& text) {
@@ -49,7 +53,7 @@ LoadedJob load_job(const JobOptions& o) {
                   std::to_string(S));
     l.job.batch = o.batch_tokens / S;
   } else {
-    l.job.batch = std::max(1LL, kDefaultBatchTokens / S);
+    l.job.batch = default_batch(l.job.model, l.job.gpus);
   }
   if (l.job.gpus > l.machine.gpus_per_node && l.job.gpus % l.machine.gpus_per_node)
     std::cerr << "advisor: note: " << l.job.gpus << " GPUs is not a whole number of " << l.machine.name

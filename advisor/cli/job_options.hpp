@@ -16,7 +16,8 @@ struct JobOptions {
 };
 
 // Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of
-// GPT-3 and LLaMA training batches.
+// GPT-3 and LLaMA training batches; beyond 4,096 GPUs, half a sequence per
+// GPU, as weak-scaling runs grow the batch with the machine.
 inline constexpr long long kDefaultBatchTokens = 4LL << 20;
 
 void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required = true);
@@ -28,5 +29,6 @@ struct LoadedJob {
 // Loads the model and machine and checks the numbers; throws InputError.
 LoadedJob load_job(const JobOptions& o);
 long long parse_gpus(const std::string& text);
+long long default_batch(const ModelSpec& m, long long gpus);
 
 }  // namespace ff::cli

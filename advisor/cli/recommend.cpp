@@ -138,6 +138,7 @@ void run(const RecommendOptions& o) {
     for (size_t i = 0; i < r.top.size(); ++i) {
       const Ranked& x = r.top[i];
       nlohmann::json c = to_json(x.config);
+      c["equivalent_orders"] = x.equivalent_orders;
       c["time_s"] = x.estimate.time_s;
       c["compute_s"] = x.estimate.compute_s;
       c["exposed_comm_s"] = exposed_json(x.estimate.exposed_comm_s);
@@ -175,7 +176,9 @@ void run(const RecommendOptions& o) {
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Ranked& x = r.top[i];
     const auto& e = x.estimate;
-    t.row({std::to_string(i + 1), x.config.grid.str(), x.config.order.str(), std::to_string(x.config.micro_batch),
+    std::string order = x.config.order.str();
+    if (x.equivalent_orders) order += " +" + std::to_string(x.equivalent_orders);
+    t.row({std::to_string(i + 1), x.config.grid.str(), order, std::to_string(x.config.micro_batch),
            x.config.recompute ? "y" : "n", x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s),
            exposed(x.config, Axis::X, e), exposed(x.config, Axis::Y, e), exposed(x.config, Axis::Z, e),
            exposed(x.config, Axis::D, e), gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%",
@@ -186,7 +189,7 @@ void run(const RecommendOptions& o) {
   std::cout << t.str();
   std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide); days to train "
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
-            << "margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
+            << "order +N: N other placement orders cost exactly the same. margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
             << "(--json names each case).\n";
   std::cout << "\nLaunch #1:\n";

@@ -1,0 +1,242 @@
+// Reading models, machine profiles and configuration records: errors a person
+// can act on (which file, which field), and the §3 configuration record.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bundled_profiles.hpp"
+#include "config.hpp"
+#include "helpers.hpp"
+#include "machine_profile.hpp"
+#include "model_spec.hpp"
+
+using namespace ff;
+using fftest::contains;
+using fftest::input_error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("fourfold-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    fs::path f = path / name;
+    std::ofstream(f) << text;
+    return f.string();
+  }
+};
+
+nlohmann::json bundled_json(const std::string& name) {
+  for (const auto& b : bundled_profiles())
+    if (name == b.name) return nlohmann::json::parse(b.json);
+  FAIL("no bundled profile " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("inputs: model presets") {
+  // DESIGN §4: gpt-80b is 42 layers, hidden 12288, 96 heads, S 2048, F = 4H,
+  // GPT-2's 50257 tokens padded to 50304.
+  ModelSpec m = load_model("gpt-80b");
+  CHECK(m.layers == 42);
+  CHECK(m.hidden == 12288);
+  CHECK(m.heads == 96);
+  CHECK(m.ffn == 4 * 12288);
+  CHECK(m.vocab == 50257);
+  CHECK(m.padded_vocab == 50304);
+  CHECK(m.seq_len == 2048);
+  CHECK(preset_models().size() == 9);
+}
+
+TEST_CASE("inputs: an unknown model name lists the presets") {
+  std::string msg = input_error_of([] { load_model("gpt-81b"); });
+  CHECK(contains(msg, "gpt-81b"));
+  CHECK(contains(msg, "gpt-80b"));
+  CHECK(contains(msg, "gpt-5b"));
+}
+
+TEST_CASE("inputs: model JSON files") {
+  TempDir dir;
+  SUBCASE("a valid file; ffn defaults to 4H") {
+    std::string f = dir.write("small.json", R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100,
+                                                "padded_vocab": 128, "seq_len": 16})");
+    ModelSpec m = load_model(f);
+    CHECK(m.name == "small");
+    CHECK(m.layers == 2);
+    CHECK(m.hidden == 64);
+    CHECK(m.ffn == 4 * 64);
+    CHECK(m.padded_vocab == 128);
+    CHECK(m.seq_len == 16);
+  }
+  SUBCASE("malformed JSON: the message names the file and the line") {
+    // The stray word is on line 4.
+    std::string f = dir.write("broken.json", "{\n  \"layers\": 2,\n  \"hidden\": 64,\n  oops\n}\n");
+    std::string msg = input_error_of([&] { load_model(f); });
+    CHECK(contains(msg, f));
+    CHECK(contains(msg, "line"));
+    CHECK(contains(msg, "line 4"));
+  }
+  SUBCASE("a missing field is named") {
+    std::string f = dir.write("noheads.json", R"({"layers": 2, "hidden": 64, "vocab": 100, "seq_len": 16})");
+    std::string msg = input_error_of([&] { load_model(f); });
+    CHECK(contains(msg, f));
+    CHECK(contains(msg, "heads"));
+  }
+  SUBCASE("a field of the wrong type is named") {
+    std::string f = dir.write("badlayers.json", R"({"layers": "two", "hidden": 64, "heads": 4, "vocab": 100,
+                                                    "seq_len": 16})");
+    std::string msg = input_error_of([&] { load_model(f); });
+    CHECK(contains(msg, "layers"));
+    CHECK(contains(msg, "two"));
+  }
+  SUBCASE("a file that does not exist") {
+    std::string f = (dir.path / "absent.json").string();
+    std::string msg = input_error_of([&] { load_model(f); });
+    CHECK(contains(msg, f));
+  }
+}
+
+TEST_CASE("inputs: an unknown machine name lists the bundled profiles") {
+  std::string msg = input_error_of([] { load_machine("summit"); });
+  CHECK(contains(msg, "summit"));
+  CHECK(contains(msg, "perlmutter"));
+  CHECK(contains(msg, "frontier"));
+  CHECK(std::string(default_machine()) == "perlmutter");
+}
+
+TEST_CASE("inputs: machine profile files") {
+  TempDir dir;
+  nlohmann::json j = bundled_json("perlmutter");
+
+  SUBCASE("the bundled JSON written to a file loads the same") {
+    std::string f = dir.write("pm.json", j.dump(2));
+    MachineProfile p = load_machine(f);
+    CHECK(p.gpus_per_node == 4);
+    CHECK(p.peak_flops_bf16 == 312e12);  // DESIGN §4
+    CHECK(p.inter_node.busbw == 80e9);
+    CHECK(p.hbm_capacity == 40.0 * 1073741824.0);
+    CHECK(p.intra.size() == 3);
+  }
+  SUBCASE("gpus_per_node: \"four\"") {
+    j["gpus_per_node"] = "four";
+    std::string f = dir.write("pm.json", j.dump(2));
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, f));
+    CHECK(contains(msg, "gpus_per_node"));
+  }
+  SUBCASE("a nested field is named by its path") {
+    j["compute"]["peak_tflops"].erase("bf16");
+    std::string f = dir.write("pm.json", j.dump(2));
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, "compute.peak_tflops.bf16"));
+  }
+  SUBCASE("a table entry is named by its index") {
+    j["intra_node"]["table"][1]["busbw_GBps"] = -3;
+    std::string f = dir.write("pm.json", j.dump(2));
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, "intra_node.table[1].busbw_GBps"));
+  }
+  SUBCASE("a GEMM table of the wrong shape") {
+    j["gemm"]["bf16"].erase(0);
+    std::string f = dir.write("pm.json", j.dump(2));
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, "gemm.bf16"));
+    CHECK(contains(msg, "6x6x6"));
+  }
+  SUBCASE("malformed JSON") {
+    std::string f = dir.write("pm.json", "{\"name\": \"x\",\n\"gpus_per_node\": 4,,\n}");
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, f));
+    CHECK(contains(msg, "line 2"));
+  }
+}
+
+TEST_CASE("inputs: every bundled profile loads") {
+  for (const std::string& name : bundled_machines()) {
+    CAPTURE(name);
+    CHECK_NOTHROW(load_machine(name));
+  }
+  CHECK(bundled_machines().front() == "perlmutter");
+}
+
+TEST_CASE("inputs: the configuration record round-trips") {
+  std::vector<Config> configs(3);
+  configs[1].grid = Grid{4, 2, 16, 8};
+  configs[1].order = parse_order("zxdy");
+  configs[1].micro_batch = 2;
+  configs[1].recompute = true;
+  configs[1].overlap = Overlap{true, false, true};
+  configs[2].grid = Grid{1, 3, 1, 5};
+  configs[2].order = parse_order("dzyx");
+  configs[2].micro_batch = 7;
+  configs[2].overlap = Overlap{false, true, false};
+  configs[2].dtype = Dtype::FP32;
+  for (const Config& c : configs) {
+    nlohmann::json j = to_json(c);
+    CHECK(config_from_json(j, "test") == c);
+    CHECK(config_from_json(nlohmann::json::parse(j.dump()), "test") == c);  // through text
+  }
+  // The field names of DESIGN §3.
+  nlohmann::json j = to_json(configs[1]);
+  CHECK(j["grid"]["x"] == 4);
+  CHECK(j["grid"]["y"] == 2);
+  CHECK(j["grid"]["z"] == 16);
+  CHECK(j["grid"]["data"] == 8);
+  CHECK(j["order"] == "zxdy");
+  CHECK(j["micro_batch"] == 2);
+  CHECK(j["recompute"] == true);
+  CHECK(j["overlap"]["oar"] == true);
+  CHECK(j["overlap"]["ors"] == false);
+  CHECK(j["overlap"]["oag"] == true);
+  CHECK(j["dtype"] == "bf16");
+}
+
+TEST_CASE("inputs: bad configuration records name the field") {
+  nlohmann::json j = to_json(Config{});
+  SUBCASE("order") {
+    j["order"] = "xyzq";
+    CHECK(contains(input_error_of([&] { config_from_json(j, "run.json"); }), "order"));
+  }
+  SUBCASE("grid.data") {
+    j["grid"]["data"] = 0;
+    std::string msg = input_error_of([&] { config_from_json(j, "run.json"); });
+    CHECK(contains(msg, "run.json"));
+    CHECK(contains(msg, "grid.data"));
+  }
+  SUBCASE("overlap.ors") {
+    j["overlap"].erase("ors");
+    CHECK(contains(input_error_of([&] { config_from_json(j, "run.json"); }), "overlap.ors"));
+  }
+  SUBCASE("dtype") {
+    j["dtype"] = "fp16";
+    CHECK(contains(input_error_of([&] { config_from_json(j, "run.json"); }), "dtype"));
+  }
+}
+
+TEST_CASE("inputs: dtype and overlap flags") {
+  CHECK(parse_dtype("bf16") == Dtype::BF16);
+  CHECK(parse_dtype("fp32") == Dtype::FP32);
+  CHECK_THROWS_AS(parse_dtype("fp16"), InputError);
+  CHECK(parse_overlap("none") == Overlap{});
+  CHECK(parse_overlap("all") == Overlap{true, true, true});
+  CHECK(parse_overlap("oag,oar") == Overlap{true, false, true});
+  CHECK(Overlap{true, false, true}.str() == "oar,oag");
+  CHECK(Overlap{}.str() == "none");
+  CHECK_THROWS_AS(parse_overlap("oar,xyz"), InputError);
+}
