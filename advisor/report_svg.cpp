@@ -47,9 +47,10 @@ std::string fmt(double v, int decimals) {
 
 double clean(double v) { return std::isfinite(v) && v > 0 ? v : 0; }
 
-// Steps of 1, 2 or 5 × 10^k giving at most ~6 intervals.
+// Steps of 1, 2 or 5 × 10^k giving at most ~8 intervals: fine enough that the
+// axis, rounded up to a tick, wastes little width past the longest bar.
 double nice_step(double span) {
-  double raw = span / 6, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double raw = span / 8, mag = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0})
     if (m * mag >= raw) return m * mag;
   return 10 * mag;
@@ -92,7 +93,8 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
   int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
   double left = kPad + std::max<double>(longest, 4) * kMonoAdvance + 12;
   double scale = kPlotW / axis_end, axis_y = kTop + bars.size() * kRowH;
-  double width = left + kPlotW + 10 + longest_end * 7.0 + kPad, height = axis_y + 54;
+  double width = std::max(left + kPlotW + 10 + longest_end * 6.8 + kPad, 2 * kPad + 9.5 * glyphs(title));
+  double height = axis_y + 54;
   header(width, height);
 
   // Legend sits above the plot, aligned with the bars it explains.
@@ -118,9 +120,10 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
 
   for (size_t r = 0; r < bars.size(); ++r) {
     double y = kTop + r * kRowH, x = left;
-    // xml:space keeps the label's aligned columns (runs of spaces) intact.
-    o << "<g><title>" << esc(bars[r].label) << "</title>\n<text x=\"" << fmt(left - 12, 1) << "\" y=\""
-      << fmt(y + kBarH / 2 + 4, 1) << "\" text-anchor=\"end\" xml:space=\"preserve\" font-family=\"DejaVu Sans Mono, "
+    // Left-aligned monospace with xml:space keeps the labels' columns (runs of
+    // spaces) lined up from row to row, like a table.
+    o << "<g><title>" << esc(bars[r].label) << "</title>\n<text x=\"" << kPad << "\" y=\""
+      << fmt(y + kBarH / 2 + 4, 1) << "\" xml:space=\"preserve\" font-family=\"DejaVu Sans Mono, "
       << "Menlo, Consolas, monospace\">" << esc(bars[r].label) << "</text>\n";
     for (int k = 0; k < 5; ++k) {
       double w = seg[r][k] * scale;
