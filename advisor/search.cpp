@@ -103,7 +103,6 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       if (!opt.fixed_order || all_orders[i] == canonical_order(g, opt.order)) order_ids.push_back(uint8_t(i));
     std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
     r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size());
-    const double block_bytes = local_params(job.model, g).largest_block * dtype_bytes(job.dtype);
 
     for (int mb : mbs) {
       // Memory grows with the micro-batch: once the smallest footprint of
@@ -126,12 +125,10 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
         any_fit = true;
         make_plan(job, p, g, mb, rc, plan);
         times.resize(plan.comm.size());
-        // Prefetch and in-flight gradient buffers each add one gathered block.
+        // OAG and ORS hold more buffers: not every flag set fits.
         std::vector<uint8_t> fitting;
-        for (uint8_t f : flag_choices) {
-          double extra = (bool(f & kOag) + bool(f & kOrs)) * block_bytes;
-          if (base.total() + extra <= capacity) fitting.push_back(f);
-        }
+        for (uint8_t f : flag_choices)
+          if (memory_use(job, p, g, mb, rc, overlap_of(f)).total() <= capacity) fitting.push_back(f);
         for (uint8_t oi : order_ids) {
           auto links = placement_links(p, g, all_orders[oi], &cache);
           term_times(plan, links, times.data());

@@ -44,10 +44,11 @@ LoadedJob load_job(const JobOptions& o) {
   l.job.model = load_model(o.model);
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
   const int S = l.job.model.seq_len;
-  if (o.batch < 0) input_error("--batch " + std::to_string(o.batch) + ": expected a number of sequences >= 1");
+  if (o.batch == 0 || o.batch < -1)
+    input_error("--batch " + std::to_string(o.batch) + ": expected a number of sequences >= 1");
   if (o.batch > 0) {
     l.job.batch = o.batch;
-  } else if (o.batch_tokens != 0) {
+  } else if (o.batch_tokens != -1) {
     if (o.batch_tokens < S || o.batch_tokens % S)
       input_error("--batch-tokens " + std::to_string(o.batch_tokens) + ": expected a positive multiple of the sequence length " +
                   std::to_string(S));

@@ -10,8 +10,8 @@ struct JobOptions {
   std::string model = "gpt-80b";
   std::string gpus;  // parsed by hand: "1.5" and "-4" deserve our message, not a conversion error
   std::string machine;
-  long long batch = 0;         // sequences; 0: from batch_tokens or the default
-  long long batch_tokens = 0;
+  long long batch = -1;        // sequences; -1: not given (from batch_tokens or the default)
+  long long batch_tokens = -1; // -1: not given
   std::string dtype = "bf16";
 };
 
