@@ -85,6 +85,7 @@ expect 3 'does not fit' -- "$advisor" predict --model gpt-80b --gpus 8 --grid 8,
 expect 2 "--order 'xyz'" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 2,2,2,1 --order xyz
 expect 2 "--overlap 'oar,foo'" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 2,2,2,1 --overlap oar,foo
 expect 2 "--batch 0: expected a number of sequences" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch 0
+expect 2 "x.svg: cannot write" -- "$advisor" recommend --model gpt-5b --gpus 8 --plot /nonexistent-dir/x.svg
 expect 2 "--batch-tokens 100: expected a positive multiple" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch-tokens 100
 expect 2 "--dtype .fp16.: expected bf16 or fp32" -- "$advisor" recommend --model gpt-5b --gpus 8 --dtype fp16
 

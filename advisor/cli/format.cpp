@@ -1,5 +1,6 @@
 #include "format.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,7 +92,25 @@ std::string bytes_h(double b) {
   return fixed(b, i == 0 ? 0 : 1) + " " + units[i];
 }
 
+namespace {
+// Holds Ctrl-C and SIGTERM back while a file is written and renamed, so an
+// interrupt never leaves a temporary behind; it takes effect right after.
+struct DeferSignals {
+  sigset_t old;
+  DeferSignals() {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    sigprocmask(SIG_BLOCK, &s, &old);
+  }
+  ~DeferSignals() { sigprocmask(SIG_SETMASK, &old, nullptr); }
+};
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& content) {
+  DeferSignals defer;
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
