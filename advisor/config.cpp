@@ -46,6 +46,12 @@ nlohmann::json to_json(const Config& c) {
           {"dtype", dtype_name(c.dtype)}};
 }
 
+nlohmann::json per_axis_json(const std::array<double, 4>& v) {
+  nlohmann::json j = nlohmann::json::object();
+  for (Axis a : kAxes) j[axis_name(a)] = v[static_cast<int>(a)];
+  return j;
+}
+
 Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
   Config c;

@@ -1,5 +1,6 @@
 #pragma once
 // The configuration record every part reads and writes (DESIGN §3).
+#include <array>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -33,6 +34,9 @@ struct Config {
 };
 
 nlohmann::json to_json(const Config& c);
+// {"x", "y", "z", "data"}: how records spell a value per axis (exposed
+// communication, bytes per step).
+nlohmann::json per_axis_json(const std::array<double, 4>& v);
 Config config_from_json(const nlohmann::json& j, const std::string& origin);
 
 }  // namespace ff

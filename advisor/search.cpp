@@ -99,8 +99,9 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     r.grids.push_back(g);
     std::vector<Order> all_orders = distinct_orders(g);
     std::vector<uint8_t> order_ids;
+    const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
     for (size_t i = 0; i < all_orders.size(); ++i)
-      if (!opt.fixed_order || all_orders[i] == canonical_order(g, opt.order)) order_ids.push_back(uint8_t(i));
+      if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
     std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
     r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size());
 

@@ -71,6 +71,19 @@ print("contract ok")
 PY
 expect 0 'svg ok' -- python3 -c "import xml.dom.minidom as m,sys; d=m.parse('$tmp/top.svg'); assert d.documentElement.tagName=='svg'; print('svg ok')"
 
+# --order restricts the search to one placement: each config's non-trivial
+# axes appear in the order z, y, x, d.
+"$advisor" recommend --model gpt-20b --gpus 64 --order zyxd --json --top 8 >"$tmp/order.json"
+expect 0 'order ok' -- python3 - "$tmp/order.json" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["configs"]:
+    g = c["grid"]
+    size = {"x": g["x"], "y": g["y"], "z": g["z"], "d": g["data"]}
+    placed = [a for a in c["order"] if size[a] > 1]
+    assert placed == [a for a in "zyxd" if size[a] > 1], (c["order"], g)
+print("order ok")
+PY
+
 # Bad input.
 expect 2 'unknown model .*gpt-80b' -- "$advisor" recommend --model gpt-81b --gpus 1024
 expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine summit

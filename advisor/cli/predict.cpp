@@ -67,26 +67,25 @@ void run(const PredictOptions& o) {
     out["micro_steps"] = plan.micro_steps;
     out["time_s"] = e.time_s;
     out["compute_s"] = e.compute_s;
-    out["exposed_comm_s"] = {{"x", e.exposed_comm_s[0]}, {"y", e.exposed_comm_s[1]}, {"z", e.exposed_comm_s[2]},
-                             {"data", e.exposed_comm_s[3]}};
-    out["comm_s"] = {{"x", e.comm_s[0]}, {"y", e.comm_s[1]}, {"z", e.comm_s[2]}, {"data", e.comm_s[3]}};
+    out["exposed_comm_s"] = per_axis_json(e.exposed_comm_s);
+    out["comm_s"] = per_axis_json(e.comm_s);
     out["memory_gib"] = pr.memory.total() / 1073741824.0;
     out["fits"] = fits;
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
-    nlohmann::json bytes_per_step = {{"x", 0.0}, {"y", 0.0}, {"z", 0.0}, {"data", 0.0}};
+    std::array<double, 4> bytes_per_step{};
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
       double per_it = t.count * (t.per_step ? 1 : plan.micro_steps);
-      bytes_per_step[axis_name(t.axis)] = bytes_per_step[axis_name(t.axis)].get<double>() + per_it * t.bytes();
+      bytes_per_step[int(t.axis)] += per_it * t.bytes();
       out["collectives"].push_back({{"layer", t.layer}, {"what", t.what}, {"axis", axis_name(t.axis)},
                                     {"collective", coll_name(t.coll)}, {"elements", t.elements},
                                     {"bytes", t.bytes()}, {"per_iteration", per_it},
                                     {"seconds_each", pr.term_seconds[i]}, {"hidden_each", pr.term_hidden[i]}});
     }
-    out["bytes_per_step"] = bytes_per_step;
+    out["bytes_per_step"] = per_axis_json(bytes_per_step);
     out["compute"] = nlohmann::json::array();
     for (const auto& w : plan.compute)
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},

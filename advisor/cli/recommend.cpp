@@ -88,9 +88,6 @@ std::string rank_range(const Confidence& c, int rank) {
   return "#" + std::to_string(lo) + "–#" + std::to_string(hi);
 }
 
-nlohmann::json exposed_json(const std::array<double, 4>& v) {
-  return {{"x", v[0]}, {"y", v[1]}, {"z", v[2]}, {"data", v[3]}};
-}
 
 void run(const RecommendOptions& o) {
   LoadedJob l = load_job(o.job);
@@ -141,8 +138,8 @@ void run(const RecommendOptions& o) {
       c["equivalent_orders"] = x.equivalent_orders;
       c["time_s"] = x.estimate.time_s;
       c["compute_s"] = x.estimate.compute_s;
-      c["exposed_comm_s"] = exposed_json(x.estimate.exposed_comm_s);
-      c["comm_s"] = exposed_json(x.estimate.comm_s);
+      c["exposed_comm_s"] = per_axis_json(x.estimate.exposed_comm_s);
+      c["comm_s"] = per_axis_json(x.estimate.comm_s);
       c["memory_gib"] = x.memory.total() / 1073741824.0;
       c["mfu"] = x.estimate.mfu;
       c["hfu"] = x.estimate.hfu;
