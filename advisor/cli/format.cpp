@@ -1,8 +1,5 @@
 #include "format.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -90,43 +87,6 @@ std::string bytes_h(double b) {
   int i = 0;
   while (b >= 1024 && i < 4) b /= 1024, ++i;
   return fixed(b, i == 0 ? 0 : 1) + " " + units[i];
-}
-
-namespace {
-// Holds Ctrl-C and SIGTERM back while a file is written and renamed, so an
-// interrupt never leaves a temporary behind; it takes effect right after.
-struct DeferSignals {
-  sigset_t old;
-  DeferSignals() {
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGINT);
-    sigaddset(&s, SIGTERM);
-    sigaddset(&s, SIGHUP);
-    sigprocmask(SIG_BLOCK, &s, &old);
-  }
-  ~DeferSignals() { sigprocmask(SIG_SETMASK, &old, nullptr); }
-};
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-  DeferSignals defer;
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) input_error(path + ": cannot write (" + std::strerror(errno) + ")");
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      input_error(path + ": write failed (" + std::strerror(errno) + ")");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    input_error(path + ": cannot replace (" + std::strerror(err) + ")");
-  }
 }
 
 }  // namespace ff::cli

@@ -27,8 +27,4 @@ std::string grouped(long long n);    // "1,234,567"
 std::string si(double v, const char* unit);  // "1.23 M" + unit
 std::string bytes_h(double b);       // "12.0 MiB"
 
-// Writes `content` to `path` through a temporary file in the same directory
-// and a rename, so a reader never sees half a file; throws InputError.
-void write_file_atomic(const std::string& path, const std::string& content);
-
 }  // namespace ff::cli

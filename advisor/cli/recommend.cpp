@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.hpp"
 #include "error.hpp"
 #include "format.hpp"
 #include "job_options.hpp"

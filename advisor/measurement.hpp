@@ -1,0 +1,75 @@
+#pragma once
+// What `measure` records on a machine, as taken, before any fitting. The same
+// record comes from the MPI and NCCL backends and, for collectives, from an
+// imported nccl-tests log; `calibrate` (calibrate.hpp) fits a profile from it.
+// The JSON form is kept verbatim in a fitted profile's "raw" field.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm_model.hpp"
+#include "config.hpp"
+
+namespace ff {
+
+// Where a collective's group sits: inside one node, (stride, size); or across
+// nodes, `size` members on `size` different nodes with `groups_per_node`
+// such groups active on every node at once (sharing its NICs).
+struct Geometry {
+  bool inter = false;
+  long long stride = 1;     // intra: rank distance between consecutive members
+  int size = 2;
+  int groups_per_node = 1;  // inter only
+};
+
+// One message size of one collective on one geometry. Each repeat is
+// nccl-tests' measurement: warm-up, `iters` back-to-back operations between
+// two synchronizations, per-op time, maximum over ranks. Repeats are
+// interleaved with the other sizes and geometries.
+struct CollectiveSample {
+  Coll op = Coll::AllReduce;
+  Geometry geometry;
+  double bytes = 0;           // nccl-tests' buffer size (all-gather: output, reduce-scatter: input)
+  int iters = 0;
+  std::vector<double> times_s;  // one per repeat
+  double median_s() const;
+  double min_s() const;
+  double max_s() const;
+};
+
+// One GEMM shape, timed with every rank of the node running the same shape at
+// once. `layout` is "nn" (forward), "nt" (input gradient), "tn" (weight
+// gradient): C[m,n] = op(A)[m,k] · op(B)[k,n].
+struct GemmSample {
+  long long m = 0, n = 0, k = 0;
+  std::string layout = "nn";
+  std::vector<double> times_s;  // one per repeat, slowest rank of the node
+  double median_s() const;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+struct Measurement {
+  std::string backend;      // "mpi", "nccl" or "nccl-tests"
+  int ranks = 0;
+  int gpus_per_node = 0;    // ranks per node used for placement
+  int nodes = 0;
+  std::string command;      // the command line that made it
+  std::string host;
+  std::string date;         // ISO 8601, UTC
+  nlohmann::json versions = nlohmann::json::object();  // "mpi", "blas", "nccl", "cuda", "fourfold"
+  nlohmann::json topology = nlohmann::json::object();  // hwloc: cores, numa_nodes, gpus, memory_bytes, cpu model
+  std::vector<CollectiveSample> collectives;
+  Dtype gemm_dtype = Dtype::FP32;         // fp32 on CPU BLAS, bf16 on cuBLAS
+  std::vector<GemmSample> gemm;
+  double gemm_peak_flops = 0;   // per rank, best large-GEMM rate with the node's ranks all running; 0 if not measured
+  double stream_bytes_per_s = 0;  // per rank, triad-like copy with the node's ranks all running; 0 if not measured
+  double memory_bytes_per_rank = 0;  // node memory / ranks per node; 0 if unknown
+};
+
+nlohmann::json to_json(const Measurement& m);
+// `origin` names the file in errors ("FILE: field 'collectives[3].bytes': ...").
+// Accepts a measurement record or a profile whose "raw" holds one.
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& origin);
+
+}  // namespace ff
