@@ -1,0 +1,392 @@
+#include "gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "layers.hpp"
+#include "rng.hpp"
+
+namespace ff::engine {
+
+template <typename T>
+Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
+    : comm_(comm), m_(m), c_(c), layout_(param_layout(m, c.grid)) {
+  const Grid& g = c.grid;
+  t_ = long(c.micro_batch) * m.seq_len;
+  hx_ = m.hidden / g.x;
+  hy_ = m.hidden / g.y;
+  fy_ = m.ffn / g.y;
+  vy_ = m.padded_vocab / g.y;
+  heads_y_ = m.heads / g.y;
+  head_dim_ = m.hidden / m.heads;
+
+  for (auto* v : {&shard_w_, &shard_g_, &shard_m_, &shard_v_}) v->assign(layout_.shard_total, T(0));
+  for (auto* v : {&rep_w_, &rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, T(0));
+  init_parameters(seed);
+
+  if (g.z > 1)
+    for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
+  acts_.resize(m.layers);
+  for (auto& a : acts_) size_acts(a, !c.recompute);
+  if (c.recompute) size_acts(scratch_, true);
+  for (auto* v : {&h_final_, &xhat_f_, &a_f_, &tmp_hx_, &dresid_, &dtmp_}) v->assign(t_ * hx_, T(0));
+  rstd_f_.assign(t_, T(0));
+  logits_.assign(t_ * vy_, T(0));
+  dlogits_.assign(t_ * vy_, T(0));
+  dffn_.assign(t_ * fy_, T(0));
+  dffn2_.assign(t_ * fy_, T(0));
+  datt_.assign(t_ * hy_, T(0));
+  dqkv_.assign(t_ * 3 * hy_, T(0));
+  targets_.assign(t_, 0);
+  slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
+  build_schedule();
+}
+
+template <typename T>
+void Gpt<T>::size_acts(BlockActs& a, bool full) {
+  a.h_in.assign(t_ * hx_, T(0));
+  if (!full) return;
+  for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(t_ * hx_, T(0));
+  a.rstd1.assign(t_, T(0));
+  a.rstd2.assign(t_, T(0));
+  a.qkv.assign(t_ * 3 * hy_, T(0));
+  a.probs.assign(long(c_.micro_batch) * heads_y_ * m_.seq_len * m_.seq_len, T(0));
+  a.att.assign(t_ * hy_, T(0));
+  a.f.assign(t_ * fy_, T(0));
+  a.g.assign(t_ * fy_, T(0));
+}
+
+// Values depend on (seed, tensor, logical row, logical column) only.
+template <typename T>
+void Gpt<T>::init_parameters(uint64_t seed) {
+  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  for (const MatrixParam& p : layout_.matrices)
+    for (size_t i = 0; i < p.shard_n; ++i) {
+      long r, col;
+      matrix_element(p, co, i, r, col);
+      shard_w_[p.offset + i] = T(p.init_std * normal_at(seed, uint64_t(p.id), uint64_t(r), uint64_t(col)));
+    }
+  for (const VectorParam& p : layout_.vectors)
+    for (size_t i = 0; i < p.n; ++i) {
+      long r, col;
+      vector_element(p, co, i, r, col);
+      double v = p.init == VectorParam::Init::One    ? 1.0
+                 : p.init == VectorParam::Init::Zero ? 0.0
+                                                     : p.init_std * normal_at(seed, uint64_t(p.id), uint64_t(r),
+                                                                              uint64_t(col));
+      rep_w_[p.offset + i] = T(v);
+    }
+}
+
+template <typename T>
+void Gpt<T>::build_schedule() {
+  schedule_.clear();
+  schedule_.push_back(layout_.embedding);
+  for (const BlockParams& b : layout_.blocks)
+    for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
+  schedule_.push_back(layout_.lm_head);
+  schedule_.push_back(layout_.lm_head);  // the head's backward re-gathers
+  for (int l = m_.layers - 1; l >= 0; --l) {
+    const BlockParams& b = layout_.blocks[l];
+    if (c_.recompute)
+      for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
+    for (int mi : {b.fc2, b.fc1, b.out, b.qkv}) schedule_.push_back(mi);
+  }
+  // The embedding's backward scatters into its block: no gather.
+}
+
+template <typename T>
+const T* Gpt<T>::acquire(int mi) {
+  if (cursor_ >= schedule_.size() || schedule_[cursor_] != mi)
+    throw std::logic_error("engine: weight " + layout_.matrices[mi].name + " used out of schedule");
+  const MatrixParam& p = layout_.matrices[mi];
+  const size_t pos = cursor_++;
+  if (c_.grid.z == 1) return &shard_w_[p.offset];
+  T* buf = gather_buf_[pos % 2].data();
+  if (prefetch_pos_ == long(pos)) {
+    comm_.wait(prefetch_ticket_);
+    prefetch_pos_ = -1;
+  } else {
+    comm_.all_gather(Axis::Z, &shard_w_[p.offset], buf, p.shard_n);
+  }
+  // The other buffer held the previous weight, whose use is over.
+  if (c_.overlap.oag && cursor_ < schedule_.size()) {
+    const MatrixParam& q = layout_.matrices[schedule_[cursor_]];
+    prefetch_ticket_ = comm_.iall_gather(Axis::Z, &shard_w_[q.offset], gather_buf_[cursor_ % 2].data(), q.shard_n);
+    prefetch_pos_ = long(cursor_);
+  }
+  return buf;
+}
+
+template <typename T>
+typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
+  for (;;) {
+    for (GradSlot& s : slots_)
+      if (!s.busy) {
+        s.busy = true;
+        return s;
+      }
+    if (slots_.size() < kMaxInflight) {
+      slots_.emplace_back();
+      GradSlot& s = slots_.back();
+      s.full.assign(layout_.largest_block, T(0));
+      s.part.assign(layout_.largest_block / c_.grid.z, T(0));
+      s.busy = true;
+      return s;
+    }
+    GridComm::Ticket oldest = 0;
+    for (GradSlot& s : slots_)
+      if (s.ticket && (!oldest || s.ticket < oldest)) oldest = s.ticket;
+    comm_.wait(oldest);
+  }
+}
+
+// The cell's full weight gradient → reduce-scatter over Z → added into this
+// rank's shard accumulator. Under ORS it completes later, in posting order.
+template <typename T>
+void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
+  const MatrixParam& p = layout_.matrices[mi];
+  T* acc = &shard_g_[p.offset];
+  auto accumulate = [this, acc, &slot, n = p.shard_n]() {
+    const T* part = c_.grid.z == 1 ? slot.full.data() : slot.part.data();
+    for (size_t i = 0; i < n; ++i) acc[i] += part[i];
+    slot.busy = false;
+    slot.ticket = 0;
+  };
+  if (c_.grid.z == 1) {
+    accumulate();
+  } else if (c_.overlap.ors) {
+    slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n, accumulate);
+  } else {
+    comm_.reduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n);
+    accumulate();
+  }
+}
+
+// out[t, n] = in[t, k] · W[k, n], partial sums reduced over X (normal layer)
+// or Y (transposed), then the bias.
+template <typename T>
+void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
+  const MatrixParam& p = layout_.matrices[mi];
+  const T* W = acquire(mi);
+  const int k = int(p.block_rows), n = int(p.block_cols);
+  gemm<T>(gemm_stats, &comm_, false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
+  comm_.all_reduce(p.transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
+  if (bias)
+    for (long i = 0; i < t_; ++i)
+      for (int j = 0; j < n; ++j) out[i * n + j] += bias[j];
+}
+
+// din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
+// Under OAR the din all-reduce runs while dW is computed.
+template <typename T>
+void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias) {
+  const MatrixParam& p = layout_.matrices[mi];
+  const int k = int(p.block_rows), n = int(p.block_cols);
+  if (dbias)
+    for (long i = 0; i < t_; ++i)
+      for (int j = 0; j < n; ++j) dbias[j] += dout[i * n + j];
+  const T* W = acquire(mi);
+  gemm<T>(gemm_stats, &comm_, false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
+  const Axis in_axis = p.transposed ? Axis::X : Axis::Y;
+  GridComm::Ticket oar = 0;
+  if (c_.overlap.oar)
+    oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
+  else
+    comm_.all_reduce(in_axis, din, size_t(t_) * k);
+  GradSlot& slot = grad_slot();
+  gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+  submit_weight_grad(mi, slot);
+  comm_.wait(oar);
+}
+
+template <typename T>
+void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
+  const MatrixParam& p = layout_.matrices[layout_.embedding];
+  const T* E = acquire(layout_.embedding);
+  const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
+  for (long i = 0; i < t_; ++i) {
+    long r = tokens[(i / S) * (S + 1) + i % S] - v0;  // rows outside this Y block contribute zero
+    for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] = (r >= 0 && r < vy_) ? E[r * p.block_cols + j] : T(0);
+  }
+  comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
+  const T* pos = vw(layout_.positions);
+  for (long i = 0; i < t_; ++i)
+    for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] += pos[(i % S) * hx_ + j];
+}
+
+template <typename T>
+void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
+  const MatrixParam& p = layout_.matrices[layout_.embedding];
+  const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
+  GradSlot& slot = grad_slot();
+  T* dE = slot.full.data();
+  std::fill(dE, dE + p.block_n(), T(0));
+  for (long i = 0; i < t_; ++i) {
+    long r = tokens[(i / S) * (S + 1) + i % S] - v0;
+    if (r < 0 || r >= vy_) continue;
+    for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
+  }
+  submit_weight_grad(layout_.embedding, slot);
+  T* gpos = vg(layout_.positions);
+  for (long i = 0; i < t_; ++i)
+    for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
+}
+
+template <typename T>
+void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
+  const BlockParams& b = layout_.blocks[l];
+  const long H = m_.hidden, n_hx = t_ * hx_;
+  layernorm_forward(comm_, a.h_in.data(), vw(b.ln1_g), vw(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data(),
+                    t_, hx_, H);
+  linear_forward(b.qkv, a.a1.data(), vw(b.qkv_b), a.qkv.data());
+  attention_forward(gemm_stats, &comm_, a.qkv.data(), a.att.data(), a.probs.data(), long(c_.micro_batch),
+                    long(m_.seq_len), heads_y_, head_dim_);
+  linear_forward(b.out, a.att.data(), vw(b.out_b), tmp_hx_.data());
+  for (long i = 0; i < n_hx; ++i) a.h_mid[i] = a.h_in[i] + tmp_hx_[i];
+  layernorm_forward(comm_, a.h_mid.data(), vw(b.ln2_g), vw(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data(),
+                    t_, hx_, H);
+  linear_forward(b.fc1, a.a2.data(), vw(b.fc1_b), a.f.data());
+  gelu_forward(a.f.data(), a.g.data(), t_ * fy_);
+  linear_forward(b.fc2, a.g.data(), vw(b.fc2_b), tmp_hx_.data());
+  for (long i = 0; i < n_hx; ++i) h_out[i] = a.h_mid[i] + tmp_hx_[i];
+}
+
+// dh: the gradient of the block's output on entry, of its input on exit.
+template <typename T>
+void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
+  const BlockParams& b = layout_.blocks[l];
+  const long H = m_.hidden, n_hx = t_ * hx_;
+  linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg(b.fc2_b));
+  gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_);
+  linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg(b.fc1_b));
+  layernorm_backward(comm_, tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
+                     vg(b.ln2_b), t_, hx_, H);
+  for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
+  linear_backward(b.out, a.att.data(), dh, datt_.data(), vg(b.out_b));
+  attention_backward(gemm_stats, &comm_, a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(),
+                     long(c_.micro_batch), long(m_.seq_len), heads_y_, head_dim_);
+  linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg(b.qkv_b));
+  layernorm_backward(comm_, tmp_hx_.data(), a.xhat1.data(), a.rstd1.data(), vw(b.ln1_g), dtmp_.data(), vg(b.ln1_g),
+                     vg(b.ln1_b), t_, hx_, H);
+  for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
+}
+
+template <typename T>
+void Gpt<T>::zero_grad() {
+  std::fill(shard_g_.begin(), shard_g_.end(), T(0));
+  std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+}
+
+template <typename T>
+double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
+  const long S = m_.seq_len, L = m_.layers;
+  for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
+  cursor_ = 0;
+
+  embedding_forward(tokens, acts_[0].h_in.data());
+  for (long l = 0; l < L; ++l) {
+    BlockActs& a = c_.recompute ? scratch_ : acts_[l];
+    if (c_.recompute) a.h_in = acts_[l].h_in;
+    block_forward(int(l), a, l + 1 < L ? acts_[l + 1].h_in.data() : h_final_.data());
+  }
+  layernorm_forward(comm_, h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
+                    rstd_f_.data(), t_, hx_, long(m_.hidden));
+  linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data());
+  const long v0 = long(comm_.coord(Axis::Y)) * vy_;
+  double loss = cross_entropy(comm_, logits_.data(), targets_.data(), dlogits_.data(), t_, vy_, v0,
+                              long(m_.vocab), grad_scale);
+
+  linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr);
+  layernorm_backward(comm_, tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(),
+                     vg(layout_.lnf_g), vg(layout_.lnf_b), t_, hx_, long(m_.hidden));
+  for (long l = L - 1; l >= 0; --l) {
+    BlockActs& a = c_.recompute ? scratch_ : acts_[l];
+    if (c_.recompute) {
+      a.h_in = acts_[l].h_in;
+      block_forward(int(l), a, dtmp_.data());  // the output is not needed again
+    }
+    block_backward(int(l), a, dresid_.data());
+  }
+  embedding_backward(tokens, dresid_.data());
+  comm_.wait_all();
+  if (cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
+  return loss;
+}
+
+template <typename T>
+double Gpt<T>::optimizer_step(const AdamW& opt) {
+  comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
+  comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
+  comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
+
+  // Each value counted once: shards by the D = 0 replica, replicated vectors
+  // by one rank of their replicas.
+  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  double sq = 0;
+  if (owns_matrix(co))
+    for (T g : shard_g_) sq += double(g) * double(g);
+  for (const VectorParam& p : layout_.vectors)
+    if (owns_vector(p, co))
+      for (size_t i = 0; i < p.n; ++i) sq += double(rep_g_[p.offset + i]) * double(rep_g_[p.offset + i]);
+  const double norm = std::sqrt(comm_.sum_all(sq));
+  const T clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
+
+  ++adam_steps_;
+  const T b1 = T(opt.beta1), b2 = T(opt.beta2), lr = T(opt.lr), eps = T(opt.eps);
+  const T c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
+  const T c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
+  auto adam = [&](std::vector<T>& w, std::vector<T>& g, std::vector<T>& m, std::vector<T>& v, T decay) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      T gi = g[i] * clip;
+      m[i] = b1 * m[i] + (T(1) - b1) * gi;
+      v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+      w[i] -= lr * ((m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + decay * w[i]);
+    }
+  };
+  adam(shard_w_, shard_g_, shard_m_, shard_v_, T(opt.weight_decay));
+  adam(rep_w_, rep_g_, rep_m_, rep_v_, T(0));
+  return norm;
+}
+
+template <typename T>
+std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_parameters() {
+  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  std::vector<std::pair<std::string, std::vector<double>>> out;
+  auto reduce = [&](const std::string& name, std::vector<double>& full) {
+    int root = 0;
+    if (comm_.world_rank() == root) {
+      MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, full.data(), int(full.size()), MPI_DOUBLE, MPI_SUM, root, comm_.world()));
+      out.emplace_back(name, std::move(full));
+    } else {
+      MPI_CHECK(MPI_Reduce(full.data(), nullptr, int(full.size()), MPI_DOUBLE, MPI_SUM, root, comm_.world()));
+    }
+  };
+  for (const MatrixParam& p : layout_.matrices) {
+    std::vector<double> full(size_t(p.rows) * p.cols, 0.0);
+    if (owns_matrix(co))
+      for (size_t i = 0; i < p.shard_n; ++i) {
+        long r, c;
+        matrix_element(p, co, i, r, c);
+        full[size_t(r) * p.cols + c] = double(shard_w_[p.offset + i]);
+      }
+    reduce(p.name, full);
+  }
+  for (const VectorParam& p : layout_.vectors) {
+    std::vector<double> full(size_t(p.rows) * p.cols, 0.0);
+    if (owns_vector(p, co))
+      for (size_t i = 0; i < p.n; ++i) {
+        long r, c;
+        vector_element(p, co, i, r, c);
+        full[size_t(r) * p.cols + c] = double(rep_w_[p.offset + i]);
+      }
+    reduce(p.name, full);
+  }
+  return out;
+}
+
+template class Gpt<float>;
+template class Gpt<double>;
+
+}  // namespace ff::engine

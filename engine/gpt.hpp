@@ -1,0 +1,105 @@
+#pragma once
+// A GPT-style decoder on the 4D grid, exactly as DESIGN §1 lays it out: one
+// rank's parameters, its share of one micro-step's forward and backward, the
+// per-step reductions and AdamW. Templated on the scalar: fp32 for runs, fp64
+// for the exactness tests.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "grid_comm.hpp"
+#include "matmul.hpp"
+#include "model_spec.hpp"
+#include "params.hpp"
+
+namespace ff::engine {
+
+struct AdamW {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;  // matrices only; biases, LayerNorm and positions are not decayed
+  double clip = 1.0;          // global gradient norm
+};
+
+template <typename T>
+class Gpt {
+ public:
+  Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed);
+
+  void zero_grad();
+  // Forward and backward of one micro-step; `tokens` holds micro_batch
+  // sequences of S + 1 tokens (inputs, then shifted targets). Gradients
+  // accumulate scaled by `grad_scale` (1 / tokens per step). Returns the sum
+  // of this rank's token losses (every X and Y rank holds the same sum).
+  double micro_step(const int* tokens, T grad_scale);
+  // Per-step reductions (replicated gradients over Z then D, shards over D),
+  // clipping by the global norm, AdamW. Returns the norm before clipping.
+  double optimizer_step(const AdamW& opt);
+
+  // Every parameter in canonical layout, summed onto rank 0 of the world
+  // communicator (empty elsewhere): name → row-major values.
+  std::vector<std::pair<std::string, std::vector<double>>> canonical_parameters();
+
+  const ParamLayout& layout() const { return layout_; }
+  // This rank's values and gradient accumulators of one parameter (tests).
+  T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
+  T* matrix_grads(int mi) { return &shard_g_[layout_.matrices[mi].offset]; }
+  T* vector_values(int vi) { return vw(vi); }
+  T* vector_grads(int vi) { return vg(vi); }
+  GemmStats gemm_stats;
+
+ private:
+  struct BlockActs {
+    std::vector<T> h_in, xhat1, rstd1, a1, qkv, probs, att, h_mid, xhat2, rstd2, a2, f, g;
+  };
+  static constexpr size_t kMaxInflight = 3;  // weight-gradient reduce-scatters in flight under ORS
+  struct GradSlot {
+    std::vector<T> full, part;
+    bool busy = false;
+    GridComm::Ticket ticket = 0;
+  };
+
+  void init_parameters(uint64_t seed);
+  void size_acts(BlockActs& a, bool full);
+  T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
+  T* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
+
+  // Weight all-gathers follow a fixed schedule per micro-step, so under OAG
+  // the next one can be prefetched while this one is in use.
+  void build_schedule();
+  const T* acquire(int mi);
+  GradSlot& grad_slot();
+  void submit_weight_grad(int mi, GradSlot& slot);
+
+  void linear_forward(int mi, const T* in, const T* bias, T* out);
+  void linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias);
+  void embedding_forward(const int* tokens, T* h0);
+  void embedding_backward(const int* tokens, const T* dh0);
+  void block_forward(int l, BlockActs& a, T* h_out);
+  void block_backward(int l, BlockActs& a, T* dh);
+
+  GridComm& comm_;
+  ModelSpec m_;
+  Config c_;
+  ParamLayout layout_;
+  long t_, hx_, hy_, fy_, vy_, heads_y_, head_dim_;
+  std::vector<T> shard_w_, shard_g_, shard_m_, shard_v_;
+  std::vector<T> rep_w_, rep_g_, rep_m_, rep_v_;
+  long adam_steps_ = 0;
+
+  std::vector<int> schedule_;
+  size_t cursor_ = 0;
+  long prefetch_pos_ = -1;
+  GridComm::Ticket prefetch_ticket_ = 0;
+  std::vector<T> gather_buf_[2];
+  std::vector<GradSlot> slots_;
+
+  std::vector<BlockActs> acts_;  // one per layer; under recompute only h_in is kept
+  BlockActs scratch_;            // recompute's working set
+  std::vector<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
+  std::vector<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
+  std::vector<int> targets_;
+};
+
+}  // namespace ff::engine

@@ -1,0 +1,220 @@
+// engine: train a GPT on the 4D grid under MPI and record what happened.
+#include <cblas.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "atomic_file.hpp"
+#include "data.hpp"
+#include "error.hpp"
+#include "record.hpp"
+#include "train.hpp"
+#include "version.hpp"
+
+using namespace ff;
+using namespace ff::engine;
+
+namespace {
+
+struct Cli {
+  std::string model = "examples/models/gpt-tiny.json";
+  std::string grid = "1,1,1,1";
+  std::string order = "xyzd";
+  int micro_batch = 1;
+  bool recompute = false;
+  std::string overlap = "none";
+  std::string dtype = "fp32";
+  long batch = 0;
+  int steps = 10;
+  std::string data = "synthetic";
+  std::string record;
+  double lr = 1e-3;
+  uint64_t seed = 1234;
+  bool bench = false;
+  bool quiet = false;
+};
+
+// The best rate of a large GEMM with every rank running it at once: the
+// ceiling the run's own GEMMs are held against.
+template <typename T>
+double blas_peak(int n) {
+  std::vector<T> a(size_t(n) * n, T(0.5)), b(size_t(n) * n, T(0.25)), c(size_t(n) * n);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = now_s();
+    blas_gemm(false, false, n, n, n, T(1), a.data(), n, b.data(), n, T(0), c.data(), n);
+    double dt = now_s() - t0;
+    best = std::max(best, 2.0 * n * n * double(n) / dt);
+  }
+  return best;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+template <typename T>
+int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::string& command) {
+  double peak = cli.bench ? blas_peak<T>(1024) : 0;
+  if (rank == 0 && !cli.quiet)
+    std::printf("engine: %s on grid %s order %s, %d ranks, %ld micro-steps of %d sequences, %s\n",
+                opts.model.name.c_str(), opts.config.grid.str().c_str(), opts.config.order.str().c_str(), ranks,
+                micro_steps_of(opts), opts.config.micro_batch, cli.dtype.c_str());
+  auto print_step = [&](const StepRecord& s) {
+    if (cli.quiet) return;
+    std::printf("step %4d  loss %.4f  time %8.2f ms\n", s.step, s.loss, s.time_s * 1e3);
+    std::fflush(stdout);
+  };
+  RunResult res = train<T>(MPI_COMM_WORLD, opts, false, print_step);
+  if (rank != 0) return 0;
+
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string mpi_version(mpi, len);
+  if (auto nl = mpi_version.find_first_of("\n,"); nl != std::string::npos) mpi_version.resize(nl);
+  Provenance prov{host, mpi_version, openblas_get_config(), FOURFOLD_GIT_REVISION, command};
+  nlohmann::json rec = run_record(opts, cli.dtype, ranks, res, prov);
+
+  if (cli.bench) {
+    // The first step warms caches and allocations: left out.
+    double time = 0, gemm = 0, flops = 0, compute = 0;
+    for (size_t i = res.steps.size() > 1 ? 1 : 0; i < res.steps.size(); ++i) {
+      const StepRecord& s = res.steps[i];
+      time += s.time_s, gemm += s.gemm_s, flops += s.gemm_flops, compute += s.compute_s;
+    }
+    size_t n = res.steps.size() > 1 ? res.steps.size() - 1 : res.steps.size();
+    double tokens = double(opts.batch) * opts.model.seq_len * double(n);
+    double rate = gemm > 0 ? flops / gemm : 0;
+    rec["bench"] = {{"blas_peak_flops_per_rank", peak}, {"gemm_flops_per_s_per_rank", rate},
+                    {"gemm_fraction_of_peak", peak > 0 ? rate / peak : 0}, {"gemm_share_of_step", gemm / time},
+                    {"non_gemm_compute_share_of_step", (compute - gemm) / time},
+                    {"communication_share_of_step", 1 - compute / time}, {"tokens_per_s", tokens / time},
+                    {"steps_timed", n}};
+    std::printf("\n%-34s %12s\n", "bench (steps after the first)", "value");
+    std::printf("%-34s %12s\n", "tokens/s", fixed(tokens / time, 0).c_str());
+    std::printf("%-34s %12s\n", "BLAS peak per rank (GFLOP/s)", fixed(peak / 1e9, 2).c_str());
+    std::printf("%-34s %12s\n", "GEMM rate per rank (GFLOP/s)", fixed(rate / 1e9, 2).c_str());
+    std::printf("%-34s %11s%%\n", "GEMM rate / BLAS peak", fixed(100 * rate / peak, 1).c_str());
+    std::printf("%-34s %11s%%\n", "step in GEMM", fixed(100 * gemm / time, 1).c_str());
+    std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
+    std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
+  }
+  if (!cli.record.empty()) write_file_atomic(cli.record, rec.dump(2) + "\n");
+  if (!cli.quiet && !res.steps.empty())
+    std::printf("final loss %.4f%s\n", res.steps.back().loss,
+                cli.record.empty() ? "" : ("; record: " + cli.record).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_CHECK(MPI_Init(&argc, &argv));
+  int rank = 0, ranks = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
+
+  Cli cli;
+  CLI::App app{"engine: train a GPT on a 4D grid (G_x, G_y, G_z, G_data) of MPI ranks and record what happened.\n"
+               "Launch with one rank per grid cell, e.g. mpirun -np 8 --map-by ppr:8:node engine --grid 2,2,1,2 ..."};
+  app.add_option("--model", cli.model, "Model: a preset name or a model JSON file")->capture_default_str();
+  app.add_option("--grid", cli.grid, "G_x,G_y,G_z,G_data; the product must equal the number of ranks")
+      ->capture_default_str();
+  app.add_option("--order", cli.order, "Placement, innermost axis first (xyzd: x varies fastest)")
+      ->capture_default_str();
+  app.add_option("--micro-batch", cli.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
+  app.add_flag("--recompute", cli.recompute, "Full activation recomputation");
+  app.add_option("--overlap", cli.overlap, "Communication overlap: any of oar,ors,oag; none; all")
+      ->capture_default_str();
+  app.add_option("--dtype", cli.dtype, "Scalar: fp32, or fp64 (exactness checks); the CPU engine has no bf16")
+      ->capture_default_str();
+  app.add_option("--batch", cli.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");
+  app.add_option("--steps", cli.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--data", cli.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();
+  app.add_option("--record", cli.record, "Write the run record (JSON) here, atomically, at the end");
+  app.add_option("--lr", cli.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--seed", cli.seed, "Seed of parameters and data order")->capture_default_str();
+  app.add_flag("--bench", cli.bench, "Measure the BLAS peak in this run and report GEMM share and efficiency");
+  app.add_flag("--quiet", cli.quiet, "No per-step output");
+
+  int code = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (rank == 0) code = app.exit(e);
+    else code = e.get_exit_code();
+    if (code != 0) code = 2;
+    MPI_Finalize();
+    return code;
+  }
+
+  std::ostringstream command;
+  for (int i = 0; i < argc; ++i) command << (i ? " " : "") << argv[i];
+  RunOptions opts;
+  std::string error;
+  try {
+    opts.model = load_model(cli.model);
+    Config& c = opts.config;
+    c.grid = parse_grid(cli.grid);
+    c.order = parse_order(cli.order);
+    c.micro_batch = cli.micro_batch;
+    c.recompute = cli.recompute;
+    c.overlap = parse_overlap(cli.overlap);
+    c.dtype = Dtype::FP32;
+    if (cli.dtype == "bf16")
+      input_error("--dtype bf16: the CPU engine computes in fp32 (or fp64); bf16 needs the GPU backend");
+    if (cli.dtype != "fp32" && cli.dtype != "fp64") input_error("--dtype " + cli.dtype + ": expected fp32 or fp64");
+    if (c.grid.total() != ranks)
+      input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
+                  std::to_string(ranks) + " ranks were launched");
+    if (cli.micro_batch <= 0) input_error("--micro-batch must be positive");
+    if (cli.steps <= 0) input_error("--steps must be positive");
+    if (cli.lr <= 0 || !std::isfinite(cli.lr)) input_error("--lr must be positive");
+    opts.batch = cli.batch ? cli.batch : long(cli.micro_batch) * c.grid.z * c.grid.d;
+    opts.steps = cli.steps;
+    opts.data = cli.data;
+    opts.seed = cli.seed;
+    opts.opt.lr = cli.lr;
+    micro_steps_of(opts);
+    engine::check_divisible(opts.model, c.grid);
+    TokenSource probe(opts.data, opts.model.vocab, opts.model.seq_len, opts.seed);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  // Ranks usually fail alike; the lowest failing rank speaks for all.
+  int first_bad = error.empty() ? ranks : rank;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first_bad < ranks) {
+    if (rank == first_bad)
+      std::fprintf(stderr, "engine: error%s: %s\n", rank ? (" on rank " + std::to_string(rank)).c_str() : "",
+                   error.c_str());
+    MPI_Finalize();
+    return 2;
+  }
+
+  try {
+    code = cli.dtype == "fp64" ? run<double>(cli, opts, ranks, rank, command.str())
+                               : run<float>(cli, opts, ranks, rank, command.str());
+  } catch (const InputError& e) {
+    // Raised on every rank at once (a NaN loss is seen by all), or on rank 0
+    // alone when the record cannot be written, after the last collective.
+    if (rank == 0) std::fprintf(stderr, "engine: error: %s\n", e.what());
+    code = 2;
+  }
+  MPI_Finalize();
+  return code;
+}

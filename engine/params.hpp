@@ -1,0 +1,79 @@
+#pragma once
+// Where every parameter lives on a rank (DESIGN §1): matrices as the Z shard
+// of their grid cell's block, replicated vectors as their X or Y slice. Maps
+// each local value to its logical (row, column) so initialisation and
+// comparisons use one canonical layout whatever the grid.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "grid.hpp"
+#include "model_spec.hpp"
+
+namespace ff::engine {
+
+// A matrix [rows, cols] (input × output). Normal: rows split over X, columns
+// over Y; transposed: the reverse. The cell's block, flattened row-major, is
+// split into G_z equal shards.
+struct MatrixParam {
+  std::string name;
+  int id = 0;
+  long rows = 0, cols = 0;
+  bool transposed = false;
+  bool qkv = false;  // columns [Q|K|V], stored by head group (whole heads per Y block)
+  double init_std = 0.02;
+  long block_rows = 0, block_cols = 0;
+  size_t shard_n = 0;
+  size_t offset = 0;  // into the rank's shard arena
+  size_t block_n() const { return size_t(block_rows) * size_t(block_cols); }
+};
+
+// A replicated parameter [rows, cols], columns split over `split` (X or Y),
+// replicated over the other axes.
+struct VectorParam {
+  enum class Init { Zero, One, Normal };
+  std::string name;
+  int id = 0;
+  long rows = 1, cols = 0;
+  Axis split = Axis::X;
+  bool qkv = false;
+  Init init = Init::Zero;
+  double init_std = 0;
+  long local_cols = 0;
+  size_t n = 0;
+  size_t offset = 0;  // into the rank's replicated arena
+};
+
+struct BlockParams {
+  int ln1_g, ln1_b, qkv_b, out_b, ln2_g, ln2_b, fc1_b, fc2_b;  // VectorParam indices
+  int qkv, out, fc1, fc2;                                      // MatrixParam indices
+};
+
+struct ParamLayout {
+  std::vector<MatrixParam> matrices;  // in forward order: embedding, blocks, LM head
+  std::vector<VectorParam> vectors;
+  std::vector<BlockParams> blocks;
+  int embedding = 0, lm_head = 0, positions = 0, lnf_g = 0, lnf_b = 0;
+  size_t shard_total = 0, vector_total = 0;
+  size_t largest_block = 0;
+};
+
+// Throws InputError when the grid cannot divide the model (DESIGN §2's list,
+// without padding).
+void check_divisible(const ModelSpec& m, const Grid& g);
+ParamLayout param_layout(const ModelSpec& m, const Grid& g);
+
+// Logical column of local column `lc` in column block `b` of `block_cols`.
+long logical_col(bool qkv, long cols, long block_cols, int b, long lc);
+
+// Logical (row, col) of element i of the rank's shard of `p`.
+void matrix_element(const MatrixParam& p, const Coords& c, size_t i, long& row, long& col);
+void vector_element(const VectorParam& p, const Coords& c, size_t i, long& row, long& col);
+
+// Whether this rank is the one that reports a value (gradient norm,
+// canonical gather): shards by the D = 0 replica; a replicated vector by
+// coordinate 0 on every axis it is replicated over.
+bool owns_matrix(const Coords& c);
+bool owns_vector(const VectorParam& p, const Coords& c);
+
+}  // namespace ff::engine

@@ -1,0 +1,19 @@
+#pragma once
+// The engine's run record (DESIGN §3), built at the edge from a RunResult.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train.hpp"
+
+namespace ff::engine {
+
+struct Provenance {
+  std::string host, mpi, blas, git, command;
+};
+
+// `dtype` is the scalar that ran: "fp32" or "fp64".
+nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r,
+                          const Provenance& p);
+
+}  // namespace ff::engine

@@ -1,0 +1,131 @@
+#include "train.hpp"
+
+#include <sys/resource.h>
+
+#include <cmath>
+
+#include "data.hpp"
+#include "error.hpp"
+
+namespace ff::engine {
+
+long micro_steps_of(const RunOptions& o) {
+  const Grid& g = o.config.grid;
+  long per = long(o.config.micro_batch) * g.z * g.d;
+  if (o.batch <= 0 || o.config.micro_batch <= 0) input_error("--batch and --micro-batch must be positive");
+  if (o.batch % per != 0)
+    input_error("--batch " + std::to_string(o.batch) + " is not a multiple of micro_batch·G_z·G_data = " +
+                std::to_string(per));
+  return o.batch / per;
+}
+
+namespace {
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// Per-step values of every rank, reduced after the run so that no step
+// carries reporting traffic: time as the slowest rank, the rest as means.
+void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
+  int ranks = 0;
+  MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const int k = 8;
+  std::vector<double> sum(steps.size() * k), mx(steps.size());
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const StepRecord& r = steps[s];
+    double v[k] = {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3], r.sync_s, r.gemm_s, 0};
+    for (int j = 0; j < k; ++j) sum[s * k + j] = v[j];
+    mx[s] = r.time_s;
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_DOUBLE, MPI_SUM, world));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mx.data(), int(mx.size()), MPI_DOUBLE, MPI_MAX, world));
+  for (size_t s = 0; s < steps.size(); ++s) {
+    StepRecord& r = steps[s];
+    const double* v = &sum[s * k];
+    r.compute_s = v[0] / ranks;
+    for (int a = 0; a < 4; ++a) r.comm_s[a] = v[1 + a] / ranks;
+    r.sync_s = v[5] / ranks;
+    r.gemm_s = v[6] / ranks;
+    r.time_s = mx[s];
+  }
+}
+
+}  // namespace
+
+template <typename T>
+RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
+                const std::function<void(const StepRecord&)>& on_step) {
+  const Config& c = o.config;
+  const long micro_steps = micro_steps_of(o);
+  const long S = o.model.seq_len, mb = c.micro_batch;
+  TokenSource data(o.data, o.model.vocab, int(S), o.seed);
+
+  GridComm comm(world, c.grid, c.order);
+  Gpt<T> model(comm, o.model, c, o.seed);
+  const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
+  // The loss is replicated over X and Y: one rank of each (z, d) reports it.
+  const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0;
+  const T grad_scale = T(1.0 / (double(o.batch) * double(S)));
+  std::vector<int> tokens(size_t(mb) * (S + 1));
+
+  RunResult res;
+  res.micro_steps = micro_steps;
+  for (int step = 0; step < o.steps; ++step) {
+    MPI_CHECK(MPI_Barrier(world));  // steps start together; the barrier is outside the timing
+    const CommStats before = comm.stats;
+    const GemmStats gemm_before = model.gemm_stats;
+    const double t0 = now_s();
+
+    model.zero_grad();
+    double local_loss = 0;
+    for (long a = 0; a < micro_steps; ++a) {
+      // Sequences of a step go to (z, d) ranks in blocks of micro_batch.
+      long first = long(step) * o.batch + a * mb * c.grid.z * c.grid.d + (long(d) * c.grid.z + z) * mb;
+      for (long i = 0; i < mb; ++i) data.sequence(first + i, &tokens[i * (S + 1)]);
+      local_loss += model.micro_step(tokens.data(), grad_scale);
+    }
+    StepRecord r;
+    r.step = step;
+    r.grad_norm = model.optimizer_step(o.opt);
+    r.loss = comm.sum_all(reports_loss ? local_loss : 0.0) / (double(o.batch) * double(S));
+    r.time_s = now_s() - t0;
+
+    double blocked = 0;
+    for (int a = 0; a < 4; ++a) {
+      r.comm_s[a] = comm.stats.blocked_s[a] - before.blocked_s[a];
+      blocked += r.comm_s[a];
+      res.bytes_per_step[a] = comm.stats.bytes[a] - before.bytes[a];
+    }
+    r.sync_s = comm.stats.sync_s - before.sync_s;
+    r.compute_s = r.time_s - blocked - r.sync_s;
+    r.gemm_s = model.gemm_stats.seconds - gemm_before.seconds;
+    r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
+    res.steps.push_back(r);
+    if (!std::isfinite(r.loss))
+      input_error("loss is " + std::to_string(r.loss) + " at step " + std::to_string(step) +
+                  " (diverged: lower --lr)");
+    if (on_step && comm.world_rank() == 0) on_step(r);
+  }
+  reduce_steps(world, res.steps);
+  double nb[2] = {comm.stats.inflight_s, comm.stats.nonblocking_exposed_s};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, nb, 2, MPI_DOUBLE, MPI_SUM, world));
+  int ranks = 0;
+  MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const double per = double(ranks) * std::max(1, o.steps);
+  res.inflight_s = nb[0] / per;
+  res.nonblocking_exposed_s = nb[1] / per;
+
+  double rss = peak_rss_bytes();
+  res.peak_memory_bytes.assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+  MPI_CHECK(MPI_Gather(&rss, 1, MPI_DOUBLE, res.peak_memory_bytes.data(), 1, MPI_DOUBLE, 0, world));
+  if (want_parameters) res.parameters = model.canonical_parameters();
+  return res;
+}
+
+template RunResult train<float>(MPI_Comm, const RunOptions&, bool, const std::function<void(const StepRecord&)>&);
+template RunResult train<double>(MPI_Comm, const RunOptions&, bool, const std::function<void(const StepRecord&)>&);
+
+}  // namespace ff::engine

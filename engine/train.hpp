@@ -1,0 +1,62 @@
+#pragma once
+// A training run on one communicator: the step loop, its timing, and what
+// the run record reports. Used by the engine CLI and, on sub-communicators
+// of one launch, by the exactness tests.
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config.hpp"
+#include "gpt.hpp"
+#include "model_spec.hpp"
+
+namespace ff::engine {
+
+struct RunOptions {
+  ModelSpec model;
+  Config config;      // dtype is ignored here: the scalar is the template argument
+  long batch = 0;     // sequences per step
+  int steps = 1;
+  AdamW opt;
+  std::string data = "synthetic";
+  uint64_t seed = 1234;
+};
+
+struct StepRecord {
+  int step = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double time_s = 0;                 // slowest rank
+  double compute_s = 0;              // mean over ranks: time not blocked in communication
+  std::array<double, 4> comm_s{};    // mean over ranks: blocked in that axis' calls and waits
+  double sync_s = 0;                 // mean over ranks: loss and gradient-norm scalars
+  double gemm_s = 0;                 // mean over ranks
+  double gemm_flops = 0;             // per rank
+};
+
+struct RunResult {
+  std::vector<StepRecord> steps;
+  std::array<double, 4> bytes_per_step{};  // per rank
+  std::vector<double> peak_memory_bytes;   // per rank (resident set), on world rank 0
+  double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
+  double nonblocking_exposed_s = 0;        // of that, spent inside MPI
+  long micro_steps = 0;
+  std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked
+};
+
+// Every rank's check that (batch, micro_batch, grid) make whole micro-steps;
+// throws InputError.
+long micro_steps_of(const RunOptions& o);
+
+// Trains on `world` (size = grid product). `on_step` runs on world rank 0
+// after each step. Throws InputError on a NaN/inf loss (every rank sees it).
+template <typename T>
+RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
+                const std::function<void(const StepRecord&)>& on_step = {});
+
+}  // namespace ff::engine

@@ -1,0 +1,253 @@
+// The correctness contract (DESIGN §6): in fp64, every ordered grid shape of
+// 1, 2, 4 and 8 ranks, under several placements, micro-batch, recompute and
+// overlap settings, ends with the loss of every step and every parameter
+// (canonical layout) equal to grid 1,1,1,1 to 1e-10 relative; its bytes per
+// axis equal DESIGN §1's table, computed here independently of the engine.
+// Run with 8 ranks: shapes of p ranks run 8/p at a time on split communicators.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "train.hpp"
+
+using namespace ff;
+using namespace ff::engine;
+
+namespace {
+
+ModelSpec exact_model() {
+  // Divisible by every grid of up to 8 ranks: H, A, F, Vp by 8; every block by 8.
+  ModelSpec m;
+  m.name = "gpt-exact";
+  m.layers = 2, m.hidden = 32, m.heads = 8, m.ffn = 128, m.vocab = 250, m.padded_vocab = 256, m.seq_len = 16;
+  return m;
+}
+
+struct Variant {
+  int order_pick;  // index into the grid's distinct placements (wrapped)
+  int micro_batch;
+  bool recompute;
+  const char* overlap;
+};
+const Variant kVariants[] = {
+    {0, 1, false, "none"}, {1, 2, true, "oar"}, {2, 1, true, "ors"}, {3, 2, false, "oag"}, {4, 1, true, "all"},
+};
+constexpr int kSteps = 3;
+constexpr long kBatch = 16;
+
+RunOptions options(const Grid& g, const Variant& v, const ModelSpec& m) {
+  RunOptions o;
+  o.model = m;
+  o.config.grid = g;
+  auto orders = distinct_orders(g);
+  o.config.order = orders[size_t(v.order_pick) % orders.size()];
+  o.config.micro_batch = v.micro_batch;
+  o.config.recompute = v.recompute;
+  o.config.overlap = parse_overlap(v.overlap);
+  o.batch = kBatch;
+  o.steps = kSteps;
+  o.opt.lr = 1e-2;  // large enough that parameters move visibly in 3 steps
+  return o;
+}
+
+// DESIGN §1, elements per rank per step on each axis (X, Y, Z, D), written
+// out from the table rather than taken from the engine's accounting.
+std::array<double, 4> expected_elements(const ModelSpec& m, const RunOptions& o) {
+  const Grid& g = o.config.grid;
+  const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
+  const double t = double(o.config.micro_batch) * S, r = o.config.recompute ? 1 : 0;
+  const double micro = double(o.batch) / (double(o.config.micro_batch) * g.z * g.d);
+  std::array<double, 4> per_micro{}, per_step{};
+  const int X = 0, Y = 1, Z = 2, D = 3;
+  struct Lin { double k, n; bool transposed; };
+  for (Lin l : {Lin{H, 3 * H, false}, Lin{H, H, true}, Lin{H, F, false}, Lin{F, H, true}}) {
+    double cell = l.k * l.n / (g.x * g.y);
+    per_micro[Z] += L * ((1 + r) + 1 + 1) * cell;  // gathers: forward (again under recompute), backward; reduce-scatter
+    if (!l.transposed) {
+      per_micro[X] += L * (1 + r) * t * l.n / g.y;  // output partial sums
+      per_micro[Y] += L * t * l.k / g.x;            // input-gradient partial sums
+    } else {
+      per_micro[Y] += L * (1 + r) * t * l.n / g.x;
+      per_micro[X] += L * t * l.k / g.y;
+    }
+    per_step[D] += L * cell / g.z;
+  }
+  per_micro[X] += L * 2 * (1 + r) * 2 * t + L * 2 * 2 * t;  // two LayerNorms: sum, centred squares; backward 2t
+  per_micro[X] += 2 * t + 2 * t;                            // final LayerNorm
+  const double emb = Vp * H / (g.x * g.y), head = H * Vp / (g.x * g.y);
+  per_micro[Z] += emb + emb;              // embedding: gather, reduce-scatter
+  per_micro[Y] += t * H / g.x;            // lookup partial rows
+  per_micro[Z] += 3 * head;               // LM head: gather forward and backward, reduce-scatter
+  per_micro[X] += t * Vp / g.y;           // logits partial sums
+  per_micro[Y] += t * H / g.x + t + 2 * t;  // head input gradient; cross-entropy max, sum-exp + target
+  per_step[D] += (emb + head) / g.z;
+  const double hx = H / g.x;
+  const double replicated = L * (4 * hx + 3 * H / g.y + hx + F / g.y + hx) + 2 * hx + S * hx;
+  per_step[Z] += replicated;
+  per_step[D] += replicated;
+  std::array<double, 4> total{};
+  for (int a = 0; a < 4; ++a)
+    total[a] = g.size(Axis(a)) > 1 ? micro * per_micro[a] + per_step[a] : 0.0;
+  return total;
+}
+
+struct Outcome {
+  double valid = 0;
+  double shape = 0, variant = 0;
+  double loss_err = 0;    // max over steps, relative
+  double param_err = 0;   // max over tensors of max|Δ| / max|reference|
+  double bytes_err = 0;   // max over axes, relative
+  double worst_tensor = -1;
+};
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-300); }
+
+Outcome compare(const RunResult& ref, const RunResult& run, const std::array<double, 4>& bytes) {
+  Outcome o;
+  o.valid = 1;
+  for (size_t s = 0; s < ref.steps.size(); ++s) o.loss_err = std::max(o.loss_err, rel(run.steps[s].loss, ref.steps[s].loss));
+  for (size_t i = 0; i < ref.parameters.size(); ++i) {
+    const auto& a = run.parameters[i].second;
+    const auto& b = ref.parameters[i].second;
+    double diff = 0, scale = 0;
+    for (size_t j = 0; j < b.size(); ++j) {
+      diff = std::max(diff, std::abs(a[j] - b[j]));
+      scale = std::max(scale, std::abs(b[j]));
+    }
+    double e = diff / std::max(scale, 1e-300);
+    if (e > o.param_err) o.param_err = e, o.worst_tensor = double(i);
+  }
+  for (int a = 0; a < 4; ++a) {
+    double got = run.bytes_per_step[a], want = bytes[a];
+    o.bytes_err = std::max(o.bytes_err, want == 0 ? got : rel(got, want));
+  }
+  return o;
+}
+
+// Runs `jobs` (grid, variant) of p ranks each, 8/p at a time, and returns
+// every outcome on world rank 0.
+std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
+                             const RunResult& ref) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int teams = size / p, team = rank / p;
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, team, rank, &sub);
+  int sub_rank = 0;
+  MPI_Comm_rank(sub, &sub_rank);
+  std::vector<Outcome> all;
+  for (size_t round = 0; round * teams < jobs.size(); ++round) {
+    size_t j = round * teams + team;
+    Outcome mine;
+    if (j < jobs.size()) {
+      RunOptions o = options(jobs[j].first, kVariants[jobs[j].second], m);
+      RunResult r = train<double>(sub, o, true);
+      if (sub_rank == 0) {
+        auto want = expected_elements(m, o);
+        for (double& w : want) w *= sizeof(double);
+        mine = compare(ref, r, want);
+        mine.shape = double(j);
+        mine.variant = jobs[j].second;
+      }
+    }
+    std::vector<Outcome> got(rank == 0 ? size : 0);
+    MPI_Gather(&mine, sizeof(Outcome) / sizeof(double), MPI_DOUBLE, got.data(), sizeof(Outcome) / sizeof(double),
+               MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (const Outcome& o : got)
+      if (o.valid) all.push_back(o);
+  }
+  MPI_Comm_free(&sub);
+  return all;
+}
+
+RunResult reference(const ModelSpec& m) {
+  RunOptions o = options(Grid{}, kVariants[0], m);
+  return train<double>(MPI_COMM_SELF, o, true);
+}
+
+std::string describe(const std::vector<std::pair<Grid, int>>& jobs, const Outcome& o, const ModelSpec& m) {
+  const auto& [g, v] = jobs[size_t(o.shape)];
+  RunOptions opt = options(g, kVariants[v], m);
+  return "grid " + g.str() + " order " + opt.config.order.str() + " micro_batch " +
+         std::to_string(opt.config.micro_batch) + (opt.config.recompute ? " recompute" : "") + " overlap " +
+         opt.config.overlap.str();
+}
+
+}  // namespace
+
+TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank (fp64)") {
+  const ModelSpec m = exact_model();
+  const RunResult ref = reference(m);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int shapes = 0, runs = 0;
+  double worst_loss = 0, worst_param = 0;
+  for (int p : {1, 2, 4, 8}) {
+    std::vector<std::pair<Grid, int>> jobs;
+    std::vector<Grid> grids = factorizations(p);
+    shapes += int(grids.size());
+    for (size_t i = 0; i < grids.size(); ++i) {
+      // Two settings per shape, rotating through placements, micro-batch,
+      // recompute and each overlap flag.
+      jobs.push_back({grids[i], int(i % 5)});
+      jobs.push_back({grids[i], int((i + 2) % 5)});
+      // Shapes with Z and one of X, Y split get every overlap setting.
+      if (grids[i].z > 1 && (grids[i].x > 1 || grids[i].y > 1))
+        for (int v : {1, 3, 4}) jobs.push_back({grids[i], v});
+    }
+    std::vector<Outcome> out = run_all(jobs, p, m, ref);
+    if (rank != 0) continue;
+    CHECK(out.size() == jobs.size());
+    for (const Outcome& o : out) {
+      INFO(describe(jobs, o, m));
+      INFO("worst tensor: " << (o.worst_tensor >= 0 ? ref.parameters[size_t(o.worst_tensor)].first : "-"));
+      CHECK(o.loss_err < 1e-10);
+      CHECK(o.param_err < 1e-10);
+      CHECK(o.bytes_err == 0);
+      worst_loss = std::max(worst_loss, o.loss_err);
+      worst_param = std::max(worst_param, o.param_err);
+    }
+    runs += int(out.size());
+  }
+  if (rank == 0) {
+    CHECK(shapes == 35);
+    MESSAGE("grid shapes: " << shapes << ", runs compared: " << runs << ", worst relative error: loss "
+                              << worst_loss << ", parameters " << worst_param);
+  }
+}
+
+TEST_CASE("parameters move: the comparison above is not between untrained models") {
+  const ModelSpec m = exact_model();
+  RunOptions o = options(Grid{}, kVariants[0], m);
+  o.steps = 1;
+  RunResult start = train<double>(MPI_COMM_SELF, [&] { auto z = o; z.opt.lr = 1e-30; return z; }(), true);
+  RunResult moved = train<double>(MPI_COMM_SELF, o, true);
+  double max_change = 0;
+  for (size_t i = 0; i < start.parameters.size(); ++i)
+    for (size_t j = 0; j < start.parameters[i].second.size(); ++j)
+      max_change = std::max(max_change, std::abs(start.parameters[i].second[j] - moved.parameters[i].second[j]));
+  CHECK(max_change > 1e-3);  // AdamW's first step moves each weight by about lr = 1e-2
+}
+
+TEST_CASE("fp32: the loss of every 8-rank shape agrees with one rank to 1e-5 relative") {
+  const ModelSpec m = exact_model();
+  RunOptions ro = options(Grid{}, kVariants[0], m);
+  RunResult ref = train<float>(MPI_COMM_SELF, ro, false);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (const Grid& g : factorizations(8)) {
+    RunOptions o = options(g, kVariants[4], m);
+    RunResult r = train<float>(MPI_COMM_WORLD, o, false);
+    if (rank != 0) continue;
+    for (size_t s = 0; s < ref.steps.size(); ++s) {
+      INFO("grid " << g.str() << " step " << s);
+      CHECK(rel(r.steps[s].loss, ref.steps[s].loss) < 1e-5);
+    }
+  }
+}
