@@ -19,6 +19,27 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
   return "";
 }
 
+std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
+  auto s = [](long long v) { return std::to_string(v); };
+  if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
+  if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
+  if (m.heads % g.y) return "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)";
+  if (m.ffn % g.y) return "ffn " + s(m.ffn) + " % G_y " + s(g.y) + " != 0";
+  if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " % G_y " + s(g.y) + " != 0";
+  struct W {
+    const char* name;
+    long long k, n;
+    bool transposed;
+  };
+  const long long H = m.hidden, F = m.ffn, Vp = m.padded_vocab;
+  for (W w : {W{"embedding", Vp, H, true}, W{"qkv", H, 3 * H, false}, W{"attention-out", H, H, true},
+              W{"fc1", H, F, false}, W{"fc2", F, H, true}, W{"lm_head", H, Vp, false}}) {
+    long long block = (w.k / (w.transposed ? g.y : g.x)) * (w.n / (w.transposed ? g.x : g.y));
+    if (block % g.z) return std::string(w.name) + " block of " + s(block) + " values % G_z " + s(g.z) + " != 0";
+  }
+  return "";
+}
+
 std::array<LinearLayer, 4> block_layers(const ModelSpec& m) {
   double H = m.hidden, F = m.ffn;
   return {LinearLayer{"qkv", H, 3 * H, false}, LinearLayer{"attn_out", H, H, true}, LinearLayer{"fc1", H, F, false},

@@ -18,6 +18,13 @@ struct Job {
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.
 std::string split_problem(const Job& job, const Grid& grid, int micro_batch);
 
+// Why engine/ cannot lay `m` out on `grid`, or "". Stricter than
+// split_problem: the engine stores Z shards unpadded, so every weight's grid
+// block (embedding Vp×H and the transposed layers split (Y, X), the others
+// (X, Y)) must divide by G_z. `advisor validate` filters with it so it never
+// launches a run the engine would refuse.
+std::string engine_split_problem(const ModelSpec& m, const Grid& grid);
+
 // A linear layer k → n. A "transposed" layer takes its input split over Y
 // and its output over X, so consecutive layers need no redistribution.
 struct LinearLayer {

@@ -109,10 +109,12 @@ std::vector<std::string> bundled_machines() {
   return names;
 }
 
-MachineProfile load_machine(const std::string& name_or_file) {
+nlohmann::json machine_json(const std::string& name_or_file, std::string& origin) {
   for (const auto& b : bundled_profiles())
-    if (name_or_file == b.name)
-      return machine_from_json(nlohmann::json::parse(b.json), std::string("bundled profile ") + b.name);
+    if (name_or_file == b.name) {
+      origin = std::string("bundled profile ") + b.name;
+      return nlohmann::json::parse(b.json);
+    }
   bool looks_like_file = name_or_file.find('/') != std::string::npos ||
                          name_or_file.ends_with(".json") || std::filesystem::exists(name_or_file);
   if (!looks_like_file) {
@@ -120,7 +122,14 @@ MachineProfile load_machine(const std::string& name_or_file) {
     for (const auto& n : bundled_machines()) known += (known.empty() ? "" : ", ") + n;
     input_error("unknown machine '" + name_or_file + "'; bundled: " + known + " (or give a profile JSON file)");
   }
-  return machine_from_json(read_json_file(name_or_file), name_or_file);
+  origin = name_or_file;
+  return read_json_file(name_or_file);
+}
+
+MachineProfile load_machine(const std::string& name_or_file) {
+  std::string origin;
+  nlohmann::json j = machine_json(name_or_file, origin);
+  return machine_from_json(j, origin);
 }
 
 const char* tier_name(Tier t) {

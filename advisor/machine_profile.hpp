@@ -63,6 +63,9 @@ const char* default_machine();
 // A bundled name or a path to a profile JSON; throws InputError naming the
 // known machines, or the file and field that is wrong.
 MachineProfile load_machine(const std::string& name_or_file);
+// The same lookup, giving the JSON unparsed into a profile and, in `origin`,
+// how errors should name it.
+nlohmann::json machine_json(const std::string& name_or_file, std::string& origin);
 MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin);
 
 // For "how sure": the same machine with one tier's bandwidth or the GEMM

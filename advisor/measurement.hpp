@@ -67,6 +67,23 @@ struct Measurement {
   double memory_bytes_per_rank = 0;  // node memory / ranks per node; 0 if unknown
 };
 
+// The "format" a measurement record carries.
+inline constexpr const char* kMeasurementFormat = "fourfold-measurement/1";
+
+// nccl-tests' bus-bandwidth factor: busbw = algbw × factor, all-reduce
+// 2(g−1)/g, all-gather and reduce-scatter (g−1)/g.
+double busbw_factor(Coll c, int group_size);
+// "all-reduce", "all-gather", "reduce-scatter" (coll_name's spelling); false otherwise.
+bool coll_from_name(const std::string& name, Coll& c);
+
+// Adds `s` to `into`, as more repeats of a sample of the same collective,
+// geometry and size when there is one.
+void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s);
+// Several records of one machine as one: collectives merged, GEMM samples
+// joined (one dtype), the best peak and the first stream and memory figures
+// kept. Throws InputError when they disagree on ranks per node or GEMM dtype.
+Measurement merge_measurements(const std::vector<Measurement>& ms);
+
 nlohmann::json to_json(const Measurement& m);
 // `origin` names the file in errors ("FILE: field 'collectives[3].bytes': ...").
 // Accepts a measurement record or a profile whose "raw" holds one.

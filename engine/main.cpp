@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -112,6 +113,17 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("%-34s %11s%%\n", "step in GEMM", fixed(100 * gemm / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
+  }
+  if (!cli.quiet && !res.steps.empty()) {
+    std::array<double, 4> comm{};
+    for (const StepRecord& s : res.steps)
+      for (int a = 0; a < 4; ++a) comm[a] += s.comm_s[a] / double(res.steps.size());
+    std::printf("blocked in communication per step (ms): x %.2f  y %.2f  z %.2f  data %.2f", comm[0] * 1e3,
+                comm[1] * 1e3, comm[2] * 1e3, comm[3] * 1e3);
+    if (res.inflight_s > 0)
+      std::printf("; non-blocking in flight %.2f, of it exposed %.2f", res.inflight_s * 1e3,
+                  res.nonblocking_exposed_s * 1e3);
+    std::printf("\n");
   }
   if (!cli.record.empty()) write_file_atomic(cli.record, rec.dump(2) + "\n");
   if (!cli.quiet && !res.steps.empty())

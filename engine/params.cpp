@@ -4,31 +4,14 @@
 #include <cmath>
 
 #include "error.hpp"
+#include "job.hpp"
 
 namespace ff::engine {
 
-namespace {
-
-void need(bool ok, const std::string& what) {
-  if (!ok) input_error("grid cannot divide the model: " + what);
-}
-
-}  // namespace
-
 void check_divisible(const ModelSpec& m, const Grid& g) {
-  auto s = [](long v) { return std::to_string(v); };
-  need(m.hidden % m.heads == 0, "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads));
-  need(m.hidden % g.x == 0, "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0");
-  need(m.heads % g.y == 0, "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)");
-  need(m.ffn % g.y == 0, "ffn " + s(m.ffn) + " % G_y " + s(g.y) + " != 0");
-  need(m.padded_vocab % g.y == 0, "padded vocabulary " + s(m.padded_vocab) + " % G_y " + s(g.y) + " != 0");
-  struct W { const char* name; long k, n; bool t; };
-  const long H = m.hidden, F = m.ffn, Vp = m.padded_vocab;
-  for (W w : {W{"embedding", Vp, H, true}, W{"qkv", H, 3 * H, false}, W{"attention-out", H, H, true},
-              W{"fc1", H, F, false}, W{"fc2", F, H, true}, W{"lm_head", H, Vp, false}}) {
-    long block = (w.k / (w.t ? g.y : g.x)) * (w.n / (w.t ? g.x : g.y));
-    need(block % g.z == 0, std::string(w.name) + " block of " + s(block) + " values % G_z " + s(g.z) + " != 0");
-  }
+  // One rule for the engine and `advisor validate`, which must not launch a
+  // run the engine refuses.
+  if (std::string why = engine_split_problem(m, g); !why.empty()) input_error("grid cannot divide the model: " + why);
 }
 
 ParamLayout param_layout(const ModelSpec& m, const Grid& g) {

@@ -105,8 +105,8 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
     res.steps.push_back(r);
     if (!std::isfinite(r.loss))
-      input_error("loss is " + std::to_string(r.loss) + " at step " + std::to_string(step) +
-                  " (diverged: lower --lr)");
+      input_error(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") + " at step " +
+                  std::to_string(step) + " (training diverged: lower --lr)");
     if (on_step && comm.world_rank() == 0) on_step(r);
   }
   reduce_steps(world, res.steps);

@@ -7,21 +7,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 
-# expect CODE PATTERN -- command...: exit code CODE and PATTERN in stdout+stderr.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [[ $rc -ne $code ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $code), pattern '$pattern'"
-    echo "$out" | head -15
-    failures=$((failures + 1))
-  else
-    echo "ok: $*"
-  fi
-}
+source "$(dirname "$0")/expect.sh"
 
 expect 0 'evaluated [0-9,]+ configurations' -- "$advisor" recommend --model gpt-80b --gpus 1024
 expect 0 'gpt-640b' -- "$advisor" models
@@ -115,6 +101,77 @@ expect 2 "bad-profile.json: field 'gpus_per_node': expected an integer" -- "$adv
 # A small custom model runs.
 echo '{"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 32}' >"$tmp/tiny.json"
 expect 0 'tiny' -- "$advisor" recommend --model "$tmp/tiny.json" --gpus 8 --batch 16
+
+# advisor calibrate: nccl-tests logs and measurement records to a profile the
+# advisor then plans with. The fixtures' timings were generated from known
+# (α µs, busbw GB/s), ±3% noise (tests/fixtures/nccl-tests/README.md); the
+# fit must land near them.
+fx="$(dirname "$0")/fixtures/nccl-tests"
+mkdir -p "$tmp/cal"
+expect 0 'intra +stride 1, size 4 +all-reduce' -- "$advisor" calibrate --base perlmutter --gpus-per-node 4 \
+  --from-nccl-tests "$fx/all_reduce_perf-old.log" "$fx/all_gather_perf-new.log" \
+  "$fx/reduce_scatter_perf-tagged.log" "$fx/all_reduce_perf-split-hostprefix.log" -o "$tmp/cal/pm.json"
+expect 0 'evaluated [0-9,]+ configurations' -- "$advisor" recommend --model gpt-5b --gpus 16 --machine "$tmp/cal/pm.json"
+"$advisor" calibrate --base perlmutter --gpus-per-node 4 --json -o "$tmp/cal/pm-again.json" \
+  --from-nccl-tests "$fx/all_reduce_perf-old.log" "$fx/all_gather_perf-new.log" \
+  "$fx/reduce_scatter_perf-tagged.log" "$fx/all_reduce_perf-split-hostprefix.log" >"$tmp/cal/fits.json"
+expect 0 'fits ok' -- python3 - "$tmp/cal/fits.json" "$tmp/cal/pm.json" <<'PY'
+import json, sys
+fits, prof = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want = {("intra", 1, 4): (6, 200), ("inter", 1, 8): (12, 80), ("inter", 1, 2): (9, 45), ("intra", 2, 2): (5, 70)}
+got = {}
+for f in fits["fits"]:
+    key = (f["tier"], f["stride"] if f["tier"] == "intra" else f["groups_per_node"], f["size"])
+    got[key] = (f["alpha_us"], f["busbw_GBps"])
+assert set(got) == set(want), got
+for k, (a, b) in want.items():
+    assert abs(got[k][0] - a) <= 0.15 * a and abs(got[k][1] - b) <= 0.05 * b, (k, got[k])
+assert prof["raw"]["format"] == "fourfold-measurement/1" and prof["raw"]["backend"] == "nccl-tests"
+assert prof["intra_node"]["kind"] == "measured" and prof["compute"]["kind"] == "nominal"
+print("fits ok")
+PY
+# A calibrated profile is itself a measurement to refit from.
+expect 0 'inter +size 8, 1 per node +all-gather' -- "$advisor" calibrate --base frontier --from "$tmp/cal/pm.json" -o "$tmp/cal/refit.json"
+expect 0 'intra +stride 1, size 4 +all-reduce +3\.[0-9]+ +35[0-9]\.[0-9]' -- "$advisor" calibrate --base alps --gpus-per-node 4 \
+  --from-nccl-tests "$fx/all_reduce_perf.json" -o "$tmp/cal/gh200.json"
+
+# A CPU-rank measurement record alone (no base): every section from it or a stated assumption.
+python3 - "$tmp/cal/run.json" <<'PY'
+import json, sys
+def ar(g, b, a, bw): return a * 2 * (g - 1) + 2 * (g - 1) / g * b / bw
+colls = []
+for stride, size, a, bw in [(1, 2, 20e-6, 5e9), (1, 4, 30e-6, 4e9), (2, 2, 25e-6, 3e9)]:
+    for b in [4096 * 4 ** i for i in range(6)]:
+        t = ar(size, b, a, bw) * 1e6
+        colls.append({"op": "all-reduce", "tier": "intra", "stride": stride, "size": size, "groups_per_node": 1,
+                      "bytes": b, "iters": 20, "times_us": [t, 1.1 * t, 0.9 * t]})
+samples = [{"m": m, "n": n, "k": k, "layout": "nn", "times_us": [2 * m * n * k / 20e9 * 1e6]}
+           for m in (64, 512) for n in (64, 512) for k in (64, 512)]
+json.dump({"format": "fourfold-measurement/1", "backend": "mpi", "ranks": 4, "gpus_per_node": 4, "nodes": 1,
+           "command": "mpirun -np 4 measure", "host": "ci", "date": "2026-11-22T00:00:00Z",
+           "collectives": colls, "gemm": {"dtype": "fp32", "peak_tflops": 0.04, "samples": samples},
+           "stream_GBps": 8, "memory_GiB_per_rank": 4}, open(sys.argv[1], "w"))
+PY
+expect 0 'intra +stride 2, size 2 +all-reduce +25\.00 +3\.0' -- "$advisor" calibrate --from "$tmp/cal/run.json" -o "$tmp/cal/cpu.json"
+expect 0 'on 4 × cpu GPUs' -- "$advisor" recommend --model "$tmp/tiny.json" --gpus 4 --batch 16 --machine "$tmp/cal/cpu.json"
+
+# Bad inputs: exit 2, a message naming the file (and line or field), no output left behind.
+expect 2 'nope.log: cannot open' -- "$advisor" calibrate --base perlmutter --gpus-per-node 4 --from-nccl-tests "$tmp/nope.log" -o "$tmp/cal/bad1.json"
+expect 2 'osu_allreduce.log: not nccl-tests output' -- "$advisor" calibrate --base perlmutter --gpus-per-node 4 --from-nccl-tests "$fx/osu_allreduce.log" -o "$tmp/cal/bad2.json"
+expect 2 'all_reduce_perf-truncated.log:21: ' -- "$advisor" calibrate --base perlmutter --gpus-per-node 4 --from-nccl-tests "$fx/all_reduce_perf-truncated.log" -o "$tmp/cal/bad3.json"
+expect 2 'all_reduce_perf-truncated.json:133: malformed JSON' -- "$advisor" calibrate --base perlmutter --gpus-per-node 4 --from-nccl-tests "$fx/all_reduce_perf-truncated.json" -o "$tmp/cal/bad4.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['collectives'][3]['bytes']='x'; json.dump(d, open(sys.argv[2],'w'))" "$tmp/cal/run.json" "$tmp/cal/run-bad.json"
+expect 2 "run-bad.json: field 'collectives\[3\]\.bytes': expected a number" -- "$advisor" calibrate --from "$tmp/cal/run-bad.json" -o "$tmp/cal/bad5.json"
+expect 2 "needs --gpus-per-node" -- "$advisor" calibrate --base perlmutter --from-nccl-tests "$fx/all_reduce_perf-old.log" -o "$tmp/cal/bad6.json"
+expect 2 "lacks GEMM samples" -- "$advisor" calibrate --gpus-per-node 4 --from-nccl-tests "$fx/all_reduce_perf-old.log" -o "$tmp/cal/bad7.json"
+expect 2 "unknown machine 'summit'" -- "$advisor" calibrate --base summit --from "$tmp/cal/run.json" -o "$tmp/cal/bad8.json"
+expect 2 "out is required" -- "$advisor" calibrate --from "$tmp/cal/run.json"
+for i in 1 2 3 4 5 6 7 8; do expect 0 "absent" -- sh -c '[ ! -e "$1" ] && echo absent' _ "$tmp/cal/bad$i.json"; done
+# A failed run leaves an existing profile as it was, and no temporary beside it.
+cp "$tmp/cal/cpu.json" "$tmp/cal/keep.json"
+expect 2 "run-bad.json" -- "$advisor" calibrate --from "$tmp/cal/run-bad.json" -o "$tmp/cal/keep.json"
+expect 0 "same" -- sh -c "cmp -s '$tmp/cal/cpu.json' '$tmp/cal/keep.json' && echo same"
+expect 0 "^0$" -- sh -c "ls -a '$tmp/cal' | grep -vcE '^(\.|\.\.|pm|pm-again|fits|refit|gh200|run|run-bad|cpu|keep)\.?(json)?$' || true"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures CLI check(s) failed"

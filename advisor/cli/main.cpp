@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   ff::cli::setup_models(app);
   ff::cli::setup_machines(app);
   ff::cli::setup_bench(app);
+  ff::cli::setup_calibrate(app);
+  ff::cli::setup_validate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

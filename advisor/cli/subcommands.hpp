@@ -10,5 +10,7 @@ void setup_predict(CLI::App& app);
 void setup_models(CLI::App& app);
 void setup_machines(CLI::App& app);
 void setup_bench(CLI::App& app);
+void setup_calibrate(CLI::App& app);
+void setup_validate(CLI::App& app);
 
 }  // namespace ff::cli

@@ -1,0 +1,458 @@
+#include "calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "compute_model.hpp"
+#include "json_fields.hpp"
+
+namespace ff {
+
+namespace {
+
+constexpr double us = 1e-6, GB = 1e9, GiB = 1073741824.0, TFLOPS = 1e12;
+
+// One timing under the ring model: t = α·steps + factor·bytes/busbw.
+struct RingPoint {
+  double steps = 0, factor = 0, bytes = 0, seconds = 0;
+};
+
+RingPoint ring_point(Coll op, int g, double bytes, double seconds) {
+  double steps = op == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  return {steps, steps / g, bytes, seconds};
+}
+
+// Weighted least squares in x = (α, 1/busbw): each row divided by its time,
+// so the residuals are relative errors and the target is 1. Columns are
+// normalised before the 2×2 normal equations, whose raw entries differ by
+// 20 orders of magnitude (µs steps against GB transfers).
+LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
+  if (pts.size() < 2) input_error(what + ": need at least 2 message sizes to fit α and busbw, got " + std::to_string(pts.size()));
+  for (const auto& p : pts)
+    if (!(p.bytes > 0) || !(p.seconds > 0) || !std::isfinite(p.bytes) || !std::isfinite(p.seconds))
+      input_error(what + ": bytes and times must be > 0 (got " + std::to_string(p.bytes) + " bytes in " +
+                  std::to_string(p.seconds) + " s)");
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (const auto& p : pts) {
+    double u = p.steps / p.seconds, v = p.factor * p.bytes / p.seconds;
+    a11 += u * u, a12 += u * v, a22 += v * v, b1 += u, b2 += v;
+  }
+  double su = std::sqrt(a11), sv = std::sqrt(a22);
+  double r = a12 / (su * sv);  // 1 when every point has the same bytes per ring step
+  if (!(1 - r * r > 1e-12))
+    input_error(what + ": every point has the same bytes per ring step, which cannot separate latency from "
+                "bandwidth: measure at least 2 message sizes");
+  double c1 = b1 / su, c2 = b2 / sv;
+  double alpha = (c1 - r * c2) / (1 - r * r) / su;
+  double inv_bw = (c2 - r * c1) / (1 - r * r) / sv;
+  if (alpha < 0) {  // α ≥ 0: refit the bandwidth alone
+    alpha = 0;
+    inv_bw = b2 / a22;
+  }
+  if (!(inv_bw > 0))
+    input_error(what + ": times do not grow with message size, so no positive bus bandwidth fits them");
+  LinkFit fit;
+  fit.link = {alpha, 1 / inv_bw};
+  double sum = 0;
+  for (const auto& p : pts) {
+    double model = alpha * p.steps + p.factor * p.bytes * inv_bw;
+    sum += (model - p.seconds) * (model - p.seconds) / (p.seconds * p.seconds);
+  }
+  fit.points = int(pts.size());
+  fit.rel_rms = std::sqrt(sum / double(pts.size()));
+  return fit;
+}
+
+std::string geometry_name(const Geometry& g) {
+  if (g.inter)
+    return "inter-node size " + std::to_string(g.size) + ", " + std::to_string(g.groups_per_node) + " groups per node";
+  return "intra-node stride " + std::to_string(g.stride) + " size " + std::to_string(g.size);
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string measured_source(const Measurement& m) {
+  std::string s = "measured";
+  if (!m.command.empty()) s += " by `" + m.command + "`";
+  if (!m.host.empty()) s += " on " + m.host;
+  if (!m.date.empty()) s += " at " + m.date;
+  return s + " (" + m.backend + " backend, " + std::to_string(m.ranks) + " ranks, " +
+         std::to_string(m.gpus_per_node) + " per node)";
+}
+
+// A fitted table entry; "fit" is ours (the loader ignores it) so the profile
+// says how well its numbers explain the raw data.
+nlohmann::json link_json(const LinkFit& f, const std::set<std::string>& ops) {
+  nlohmann::json o = nlohmann::json::array();
+  for (const auto& s : ops) o.push_back(s);
+  return {{"alpha_us", f.link.alpha_s / us},
+          {"busbw_GBps", f.link.busbw / GB},
+          {"kind", "measured"},
+          {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
+}
+
+struct GeometryFit {
+  Geometry g;
+  LinkFit fit;
+  std::set<std::string> ops;
+};
+
+// Every geometry's samples fitted jointly over the collectives measured on
+// it: the advisor prices all three with one (α, busbw) per geometry, so the
+// fit minimises the relative error of exactly the times it will predict.
+std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
+  std::map<std::pair<long long, int>, std::vector<const CollectiveSample*>> by_geometry;
+  for (const auto& c : m.collectives)
+    if (c.geometry.inter == inter)
+      by_geometry[{inter ? c.geometry.groups_per_node : c.geometry.stride, c.geometry.size}].push_back(&c);
+  std::vector<GeometryFit> fits;
+  for (const auto& [key, samples] : by_geometry) {
+    std::vector<CollectiveSample> copy;
+    GeometryFit gf;
+    gf.g = samples.front()->geometry;
+    for (const auto* s : samples) {
+      copy.push_back(*s);
+      gf.ops.insert(coll_name(s->op));
+    }
+    gf.fit = fit_link(copy);
+    fits.push_back(gf);
+  }
+  return fits;
+}
+
+// Entries of a base table the measurement did not cover, kept with a note.
+void keep_unmeasured(nlohmann::json& table, const nlohmann::json& base_section, const std::string& key,
+                     const std::set<std::pair<long long, int>>& measured) {
+  if (!base_section.contains("table")) return;
+  for (auto e : base_section["table"]) {
+    if (measured.count({e.value(key, 1LL), e.value("size", 2)})) continue;
+    if (!e.contains("kind")) e["kind"] = base_section.value("kind", "nominal");
+    if (!e.contains("source")) e["source"] = "from the base profile: " + base_section.value("source", std::string("(no source)"));
+    table.push_back(e);
+  }
+}
+
+// A tier's table: the fitted entries, keyed by stride (intra) or
+// groups_per_node (inter) and size, then the base's entries not measured.
+nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::json& base, const char* section) {
+  const std::string key = std::string(section) == "intra_node" ? "stride" : "groups_per_node";
+  nlohmann::json table = nlohmann::json::array();
+  std::set<std::pair<long long, int>> measured;
+  for (const auto& f : fits) {
+    long long k = f.g.inter ? f.g.groups_per_node : f.g.stride;
+    nlohmann::json e = link_json(f.fit, f.ops);
+    e[key] = k;
+    e["size"] = f.g.size;
+    table.push_back(e);
+    measured.insert({k, f.g.size});
+  }
+  if (!base.is_null()) keep_unmeasured(table, base.at(section), key, measured);
+  return table;
+}
+
+void fit_intra(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
+  auto fits = fit_geometries(m, false);
+  if (fits.empty()) {
+    if (base.is_null())
+      input_error("the measurement has no intra-node collectives and there is no --base profile to take them from");
+    return;  // the base's section stands
+  }
+  const GeometryFit* def = nullptr;  // stride 1, smallest size; else smallest stride
+  for (const auto& f : fits)
+    if (!def || std::make_pair(f.g.stride, f.g.size) < std::make_pair(def->g.stride, def->g.size)) def = &f;
+  p["intra_node"] = {
+      {"kind", "measured"},
+      {"source", measured_source(m) + ". Each entry: α and busbw fitted jointly to the medians of every collective "
+                 "measured on that (stride, size), least squares of relative error, α >= 0 (fit.rel_rms, fit.points). "
+                 "default = the measured entry of stride " + std::to_string(def->g.stride) + ", size " +
+                 std::to_string(def->g.size) + " (stride 1, smallest size, when measured)."},
+      {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB}}},
+      {"table", tier_table(fits, base, "intra_node")}};
+}
+
+void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
+  auto fits = fit_geometries(m, true);
+  if (fits.empty()) {
+    if (!base.is_null()) return;
+    const auto& d = p["intra_node"]["default"];
+    p["inter_node"] = {
+        {"kind", "nominal"},
+        {"source", "not measured (no cross-node collectives in the measurement): assumed equal to the intra-node "
+                   "default, i.e. a single-node machine; measure across nodes before planning multi-node runs."},
+        {"node_busbw_GBps", d["busbw_GBps"]},
+        {"alpha_us", d["alpha_us"]},
+        {"table", nlohmann::json::array()}};
+    return;
+  }
+  // The node's own bandwidth: one group per node uses all of it; c groups
+  // sharing a node each see node/c, so c·busbw estimates it otherwise.
+  // Preference: groups_per_node 1, then the most points, then the largest size.
+  auto better = [](const GeometryFit& a, const GeometryFit& b) {
+    if ((a.g.groups_per_node == 1) != (b.g.groups_per_node == 1)) return a.g.groups_per_node == 1;
+    if (a.fit.points != b.fit.points) return a.fit.points > b.fit.points;
+    return a.g.size > b.g.size;
+  };
+  const GeometryFit* node = nullptr;
+  for (const auto& f : fits)
+    if (!node || better(f, *node)) node = &f;
+  p["inter_node"] = {
+      {"kind", "measured"},
+      {"source", measured_source(m) + ". Each entry fitted like intra_node's. node_busbw_GBps and alpha_us = the "
+                 "fit of groups_per_node " + std::to_string(node->g.groups_per_node) + ", size " +
+                 std::to_string(node->g.size) + (node->g.groups_per_node == 1 ? "" : ", busbw times groups_per_node") +
+                 " (groups_per_node 1 preferred, then the most points, then the largest size)."},
+      {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
+      {"alpha_us", node->fit.link.alpha_s / us},
+      {"table", tier_table(fits, base, "inter_node")}};
+}
+
+std::vector<double> distinct(const std::vector<GemmSample>& s, long long GemmSample::*dim) {
+  std::set<double> v;
+  for (const auto& x : s) v.insert(double(x.*dim));
+  return {v.begin(), v.end()};
+}
+
+nlohmann::json nested(const std::vector<double>& eff, size_t nm, size_t nn, size_t nk) {
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < nm; ++i) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t j = 0; j < nn; ++j) {
+      nlohmann::json row = nlohmann::json::array();
+      for (size_t l = 0; l < nk; ++l) row.push_back(eff[(i * nn + j) * nk + l]);
+      rows.push_back(row);
+    }
+    a.push_back(rows);
+  }
+  return a;
+}
+
+// The GEMM table on the measured shapes' own axes (distinct m, n, k), so a
+// full factorial measurement is reproduced cell for cell. The dtype not
+// measured keeps the base's table, resampled onto these axes.
+void fit_gemm(nlohmann::json& p, const nlohmann::json& base, const MachineProfile* b, const Measurement& m) {
+  if (m.gemm.empty()) {
+    if (!b) input_error("the measurement has no GEMM samples and there is no --base profile to take them from");
+    return;
+  }
+  double best = 0;
+  for (const auto& g : m.gemm) best = std::max(best, g.flops() / g.median_s());
+  const char* dt = dtype_name(m.gemm_dtype);
+  // Efficiency is achieved / peak. Without a base the measured peak is the
+  // peak (or the best sample when none was recorded); with one the base's
+  // datasheet peak stays, unless the machine beat it.
+  double peak = m.gemm_peak_flops > 0 ? m.gemm_peak_flops : best;
+  std::string peak_note = m.gemm_peak_flops > 0 ? "the measured peak" : "the fastest sample (no peak was recorded)";
+  if (b) {
+    double base_peak = b->peak_flops(m.gemm_dtype);
+    if (base_peak >= std::max(best, m.gemm_peak_flops)) {
+      peak = base_peak;
+      peak_note = "the base profile's peak";
+    } else {
+      peak = std::max(best, m.gemm_peak_flops);
+      peak_note += ", which beats the base profile's " + fmt(base_peak / TFLOPS) + " TFLOP/s";
+      p["compute"]["peak_tflops"][dt] = peak / TFLOPS;
+      p["compute"]["kind"] = "measured";
+      p["compute"]["source"] = measured_source(m) + ": peak_tflops." + dt + " raised to the measured rate; the rest " +
+                               "from the base profile: " + base["compute"].value("source", std::string("(no source)"));
+    }
+  }
+  std::vector<GemmPoint> pts;
+  for (const auto& g : m.gemm)
+    pts.push_back({double(g.m), double(g.n), double(g.k), std::min(1.0, g.flops() / g.median_s() / peak)});
+  auto M = distinct(m.gemm, &GemmSample::m), N = distinct(m.gemm, &GemmSample::n), K = distinct(m.gemm, &GemmSample::k);
+  auto eff = fit_gemm_grid(M, N, K, pts);
+
+  nlohmann::json g = {{"kind", "measured"}, {"m", M}, {"n", N}, {"k", K}};
+  g[dt] = nested(eff, M.size(), N.size(), K.size());
+  std::string other = m.gemm_dtype == Dtype::BF16 ? "fp32" : "bf16";
+  std::string how = measured_source(m) + ". " + dt + ": " + std::to_string(pts.size()) + " samples (" +
+                    "median time; efficiency = achieved / " + peak_note + ", at most 1) placed on the grid of the " +
+                    "measured dimensions; a cell with samples on it holds their mean (layouts nn, nt, tn alike), " +
+                    "a cell without the inverse-distance-squared mean in log2(m, n, k) of all samples. ";
+  if (b) {
+    const GemmTable& t = b->gemm(m.gemm_dtype == Dtype::BF16 ? Dtype::FP32 : Dtype::BF16);
+    std::vector<double> o;
+    for (double x : M)
+      for (double y : N)
+        for (double z : K) o.push_back(std::clamp(gemm_efficiency(t, x, y, z), 1e-3, 1.0));
+    g[other] = nested(o, M.size(), N.size(), K.size());
+    how += other + ": not measured; the base profile's table interpolated onto this grid (" +
+           base["gemm"].value("kind", std::string("nominal")) + ").";
+  } else {
+    g[other] = g[dt];
+    how += other + ": not measured; assumed equal to " + dt + " (CPU BLAS has no " + other + " path of its own).";
+  }
+  g["source"] = how;
+  p["gemm"] = g;
+}
+
+// Without a base: a CPU-rank profile from the measurement, every number the
+// measurement cannot give a stated assumption.
+nlohmann::json measured_skeleton(const Measurement& m) {
+  if (!(m.stream_bytes_per_s > 0) || !(m.memory_bytes_per_rank > 0) || m.gemm.empty())
+    input_error("the measurement lacks " +
+                std::string(m.gemm.empty() ? "GEMM samples" : m.stream_bytes_per_s > 0 ? "memory per rank" : "stream bandwidth") +
+                ", which a profile without a --base profile needs (nccl-tests logs, for one, measure collectives only)");
+  double peak = m.gemm_peak_flops;
+  if (!(peak > 0))
+    for (const auto& g : m.gemm) peak = std::max(peak, g.flops() / g.median_s());
+  std::string src = measured_source(m);
+  nlohmann::json p;
+  p["compute"] = {
+      {"kind", "measured"},
+      {"source", src + ": peak_tflops = the measured GEMM peak for both dtypes (CPU ranks have one GEMM path); "
+                 "attention_efficiency 0.3 is an assumption (attention is small, batched GEMMs plus a softmax), "
+                 "not measured."},
+      {"peak_tflops", {{"bf16", peak / TFLOPS}, {"fp32", peak / TFLOPS}}},
+      {"attention_efficiency", 0.3}};
+  double cap = m.memory_bytes_per_rank / GiB;
+  p["memory"] = {
+      {"kind", "measured"},
+      {"source", src + ": hbm_GBps = the stream bandwidth per rank with every rank of the node running; capacity_GiB "
+                 "= node memory / ranks per node. Assumptions, not measured: elementwise_efficiency 0.5 (LayerNorm, "
+                 "GELU, optimizer loops reach half of a stream triad) and reserve_GiB = 10% of capacity (MPI buffers, "
+                 "the OS, the allocator)."},
+      {"hbm_GBps", m.stream_bytes_per_s / GB},
+      {"elementwise_efficiency", 0.5},
+      {"capacity_GiB", cap},
+      {"reserve_GiB", 0.1 * cap}};
+  p["overlap"] = {
+      {"kind", "nominal"},
+      {"source", "Assumed 0: on CPU ranks a collective progresses only while its rank drives it, so compute hides "
+                 "none of it unless a core is free (DESIGN §2); not measured."},
+      {"efficiency", 0.0}};
+  return p;
+}
+
+std::string describe(const Measurement& m) {
+  std::string d = "calibrated from " + m.backend + " measurements";
+  if (!m.host.empty()) d += " on " + m.host;
+  if (!m.date.empty()) d += " (" + m.date + ")";
+  return d;
+}
+
+// With a base: what the measurement says of memory replaces the base's figures.
+void measured_memory(nlohmann::json& mem, const Measurement& m) {
+  std::vector<std::string> measured;
+  if (m.stream_bytes_per_s > 0) {
+    mem["hbm_GBps"] = m.stream_bytes_per_s / GB;
+    measured.push_back("hbm_GBps (stream bandwidth per rank)");
+  }
+  if (m.memory_bytes_per_rank > 0) {
+    double cap = m.memory_bytes_per_rank / GiB;
+    mem["capacity_GiB"] = cap;
+    measured.push_back("capacity_GiB (node memory / ranks per node)");
+    if (mem.value("reserve_GiB", 0.0) >= cap) {
+      mem["reserve_GiB"] = 0.1 * cap;
+      measured.push_back("reserve_GiB lowered to 10% of capacity (an assumption)");
+    }
+  }
+  if (measured.empty()) return;
+  std::string what;
+  for (const auto& x : measured) what += (what.empty() ? "" : ", ") + x;
+  mem["source"] = measured_source(m) + ": " + what + "; the rest from the base profile: " +
+                  mem.value("source", std::string("(no source)"));
+  mem["kind"] = "measured";
+}
+
+nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const std::string& name) {
+  if (m.gpus_per_node < 1) input_error("measurement: gpus_per_node must be >= 1");
+  MachineProfile base_profile;
+  const MachineProfile* b = nullptr;
+  nlohmann::json p;
+  if (!base.is_null()) {
+    base_profile = machine_from_json(base, "base profile");
+    b = &base_profile;
+    p = base;
+    p.erase("raw");  // the base's own measurement no longer describes this profile
+    p["description"] = describe(m) + "; unmeasured sections from " + base.value("name", std::string("the base")) +
+                       ": " + base.value("description", std::string(""));
+  } else {
+    p = measured_skeleton(m);
+    p["description"] = describe(m) + " (CPU ranks)";
+  }
+  p["name"] = name;
+  p["gpus_per_node"] = m.gpus_per_node;  // the placement the geometries were measured under
+  if (b) measured_memory(p["memory"], m);
+  fit_intra(p, base, m);
+  fit_inter(p, base, m);
+  fit_gemm(p, base, b, m);
+  p["raw"] = to_json(m);
+  try {
+    machine_from_json(p, "calibrated profile " + name);
+  } catch (const InputError& e) {
+    input_error(std::string("calibration produced a profile the advisor cannot load (a bug or an unusable "
+                            "measurement): ") + e.what());
+  }
+  return p;
+}
+
+}  // namespace
+
+LinkFit fit_link(Coll op, int group_size, const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  std::string what = std::string(coll_name(op)) + " fit, group of " + std::to_string(group_size);
+  if (group_size < 2) input_error(what + ": a group of fewer than 2 ranks uses no link");
+  if (bytes.size() != seconds.size())
+    input_error(what + ": " + std::to_string(bytes.size()) + " sizes but " + std::to_string(seconds.size()) + " times");
+  std::vector<RingPoint> pts;
+  for (size_t i = 0; i < bytes.size(); ++i) pts.push_back(ring_point(op, group_size, bytes[i], seconds[i]));
+  return fit_ring(pts, what);
+}
+
+LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
+  if (samples.empty()) input_error("collective fit: no samples");
+  const Geometry& g = samples.front().geometry;
+  std::string what = geometry_name(g) + " fit";
+  if (g.size < 2) input_error(what + ": a group of fewer than 2 ranks uses no link");
+  std::vector<RingPoint> pts;
+  for (const auto& s : samples) pts.push_back(ring_point(s.op, s.geometry.size, s.bytes, s.median_s()));
+  return fit_ring(pts, what);
+}
+
+std::vector<double> fit_gemm_grid(const std::vector<double>& M, const std::vector<double>& N,
+                                  const std::vector<double>& K, const std::vector<GemmPoint>& points) {
+  if (points.empty()) input_error("GEMM fit: no samples");
+  std::vector<double> eff;
+  for (double m : M)
+    for (double n : N)
+      for (double k : K) {
+        double on_sum = 0, w_sum = 0, wx_sum = 0;
+        int on = 0;
+        for (const auto& p : points) {
+          double dm = std::log2(p.m / m), dn = std::log2(p.n / n), dk = std::log2(p.k / k);
+          double d2 = dm * dm + dn * dn + dk * dk;
+          if (d2 < 1e-18) {
+            on_sum += p.eff, ++on;
+            continue;
+          }
+          w_sum += 1 / d2, wx_sum += p.eff / d2;
+        }
+        double e = on ? on_sum / on : wx_sum / w_sum;
+        eff.push_back(std::clamp(e, 1e-3, 1.0));
+      }
+  return eff;
+}
+
+nlohmann::json calibrate_profile(const nlohmann::json& base, const Measurement& m, const std::string& name) {
+  // A base that loads may still hold odd extras ("source": 5); say so, not crash.
+  try {
+    return calibrate(base, m, name);
+  } catch (const nlohmann::json::exception& e) {
+    input_error(std::string("base profile: unexpected content: ") + e.what());
+  }
+}
+
+nlohmann::json profile_json(const std::string& name_or_file) {
+  std::string origin;
+  nlohmann::json j = machine_json(name_or_file, origin);
+  machine_from_json(j, origin);  // a base must be a valid profile itself
+  return j;
+}
+
+}  // namespace ff

@@ -1,0 +1,55 @@
+#pragma once
+// Fitting a machine profile from measurements (DESIGN §2, §5): α and busbw
+// per collective geometry, the GEMM efficiency table, and the profile JSON
+// that holds them. Pure functions; reading files is the caller's business,
+// except profile_json, which resolves a --base name or file.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm_model.hpp"
+#include "machine_profile.hpp"
+#include "measurement.hpp"
+
+namespace ff {
+
+struct LinkFit {
+  LinkParams link;
+  double rel_rms = 0;  // sqrt(mean(((model − t)/t)²)) over the points
+  int points = 0;
+};
+
+// Least squares of the ring α-β model t = α·steps + factor·bytes/busbw
+// (steps 2(g−1) all-reduce, g−1 otherwise; factor = steps/g) weighted by
+// relative error, with α >= 0. `seconds[i]` is the time of `bytes[i]`.
+// Throws InputError on fewer than 2 points, non-positive data, a group of
+// size < 2, or data no positive bandwidth explains.
+LinkFit fit_link(Coll op, int group_size, const std::vector<double>& bytes, const std::vector<double>& seconds);
+// The same fit over samples of one geometry, any mix of collectives, each
+// point its median time: one (α, busbw) that prices all three, as the
+// advisor does.
+LinkFit fit_link(const std::vector<CollectiveSample>& samples);
+
+// One scattered GEMM measurement: efficiency = achieved / peak.
+struct GemmPoint {
+  double m = 0, n = 0, k = 0, eff = 0;
+};
+// The profile's efficiency grid filled from scattered points: each cell is
+// the inverse-distance-squared weighted mean of the points in log2 space
+// (a point on the cell takes it), clamped to [1e-3, 1]. Returns [m][n][k]
+// row-major like GemmTable::eff.
+std::vector<double> fit_gemm_grid(const std::vector<double>& m, const std::vector<double>& n,
+                                  const std::vector<double>& k, const std::vector<GemmPoint>& points);
+
+// A complete profile (profiles/README.md): the sections `m` covers are fitted
+// and marked "kind": "measured"; the rest come from `base` (a profile JSON),
+// or, when `base` is null, from stated CPU-rank assumptions marked nominal.
+// The measurement is kept in "raw". Throws InputError if the result would not
+// load (machine_from_json) or the measurement is unusable.
+nlohmann::json calibrate_profile(const nlohmann::json& base, const Measurement& m, const std::string& name);
+
+// A bundled profile name or a profile file, as JSON (for --base).
+nlohmann::json profile_json(const std::string& name_or_file);
+
+}  // namespace ff

@@ -1,0 +1,546 @@
+// advisor validate: run the engine on the configurations of one job and hold
+// the measured time per step against the prediction (DESIGN §8), in sample
+// and, after refitting on one half, out of sample on the other.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "atomic_file.hpp"
+#include "child_process.hpp"
+#include "error.hpp"
+#include "format.hpp"
+#include "json_fields.hpp"
+#include "subcommands.hpp"
+#include "validation_report.hpp"
+#include "validation_stats.hpp"
+#include "validation_svg.hpp"
+
+namespace ff::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct ValidateOptions {
+  std::string model, machine, launcher, engine, out, plot, logs;
+  long long ranks = 0, batch = 0;
+  int steps = 5, max_configs = 64, max_micro_batch = 16;
+  unsigned long long seed = 1;
+  std::vector<int> micro_batches;
+  bool recompute_only = false, no_recompute = false, resume = false, json = false;
+  double run_timeout = 300;
+};
+
+// Everything fixed before the first run.
+struct Setup {
+  Job job;
+  MachineProfile machine;
+  json machine_json;
+  std::vector<std::string> launcher;
+  std::string engine, model_path, logs;
+};
+
+std::string engine_path(const std::string& given) {
+  if (!given.empty()) {
+    std::string p = find_program(given);
+    if (p.empty()) input_error("--engine " + given + ": not an executable file (nor on PATH)");
+    return fs::absolute(p).string();
+  }
+  // The engine of the same build: <build>/advisor/advisor → <build>/engine/engine.
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path sibling = self.parent_path().parent_path() / "engine" / "engine";
+    if (!find_program(sibling.string()).empty()) return sibling.string();
+  }
+  std::string p = find_program("engine");
+  if (p.empty())
+    input_error("no engine found next to this advisor (../engine/engine) or on PATH; build it (ninja engine/engine) "
+                "or give --engine PATH");
+  return fs::absolute(p).string();
+}
+
+Setup setup(const ValidateOptions& o) {
+  if (o.ranks < 1) input_error("--ranks " + std::to_string(o.ranks) + ": expected at least 1 rank");
+  if (o.steps < 2) input_error("--steps " + std::to_string(o.steps) + ": expected at least 2 (the first is discarded)");
+  if (o.max_configs < 1) input_error("--max-configs " + std::to_string(o.max_configs) + ": expected at least 1");
+  if (!(o.run_timeout > 0)) input_error("--run-timeout: expected seconds > 0");
+  if (o.batch < 0) input_error("--batch " + std::to_string(o.batch) + ": expected sequences >= 1");
+  for (int mb : o.micro_batches)
+    if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
+  Setup s;
+  s.job.model = load_model(o.model);
+  s.job.gpus = o.ranks;
+  s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
+  s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
+  std::string origin;
+  s.machine_json = machine_json(o.machine.empty() ? default_machine() : o.machine, origin);
+  s.machine = machine_from_json(s.machine_json, origin);
+  s.launcher = split_words(o.launcher);
+  if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
+  if (find_program(s.launcher[0]).empty())
+    input_error("--launcher: '" + s.launcher[0] + "' not found (not an executable file, nor on PATH)");
+  s.engine = engine_path(o.engine);
+  s.model_path = fs::exists(o.model) ? fs::absolute(o.model).string() : o.model;
+  s.logs = o.logs.empty() ? o.out + ".runs" : o.logs;
+  return s;
+}
+
+// --- which configurations --------------------------------------------------
+
+std::vector<int> micro_batches(const ValidateOptions& o, long long share) {
+  std::vector<int> out;
+  for (int mb = 1; mb <= share; ++mb) {
+    bool wanted = o.micro_batches.empty() ? mb <= o.max_micro_batch
+                                          : std::count(o.micro_batches.begin(), o.micro_batches.end(), mb) > 0;
+    if (wanted && share % mb == 0) out.push_back(mb);
+  }
+  return out;
+}
+
+// Every configuration the engine can run and memory holds, per grid shape.
+// Overlap flags with nothing to act on are folded, as the search does.
+std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineProfile& p, const ValidateOptions& o,
+                                                  std::map<std::string, int>& skipped) {
+  std::vector<std::vector<Config>> out;
+  for (const Grid& g : factorizations(job.gpus)) {
+    std::string why = split_problem(job, g, 1);
+    if (why.empty()) why = engine_split_problem(job.model, g);
+    if (!why.empty()) {
+      ++skipped[why.substr(0, why.find_first_of("=%"))];
+      continue;
+    }
+    std::vector<Config> cs;
+    for (int mb : micro_batches(o, job.batch / (1LL * g.z * g.d)))
+      for (bool rc : {false, true}) {
+        if ((rc && o.no_recompute) || (!rc && o.recompute_only)) continue;
+        for (int f = 0; f < 8; ++f) {
+          Overlap ov{bool(f & 1), bool(f & 2), bool(f & 4)};
+          if (ov.oar && g.x == 1 && g.y == 1) continue;
+          if ((ov.ors || ov.oag) && g.z == 1) continue;
+          if (memory_use(job, p, g, mb, rc, ov).total() > p.hbm_capacity) {
+            ++skipped["does not fit in memory"];
+            continue;
+          }
+          for (const Order& ord : distinct_orders(g)) cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+        }
+      }
+    if (!cs.empty()) out.push_back(std::move(cs));
+  }
+  return out;
+}
+
+// Round-robin over grid shapes, each shape's configurations in a seeded
+// shuffle: the first k runs cover min(k, shapes) shapes, so an interrupted
+// validation is still broad, and a larger --max-configs extends a smaller one.
+std::vector<Config> run_order(std::vector<std::vector<Config>> by_grid, unsigned long long seed) {
+  std::mt19937_64 rng(seed);  // specified bit for bit: the same sample everywhere
+  for (auto& cs : by_grid)
+    for (size_t i = cs.size(); i > 1; --i) std::swap(cs[i - 1], cs[rng() % i]);
+  std::vector<Config> out;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const auto& cs : by_grid)
+      if (round < cs.size()) out.push_back(cs[round]), any = true;
+    if (!any) return out;
+  }
+}
+
+// --- one run ---------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Time per step: the median over the steps after the first (which warms
+// caches and allocations); compute and communication: their mean.
+json measured_of(const json& record, const std::string& origin) {
+  Fields f(record, origin);
+  const auto& steps = f.array("steps");
+  if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
+  std::vector<double> times;
+  double compute = 0;
+  std::array<double, 4> comm{};
+  for (size_t i = 1; i < steps.size(); ++i) {
+    Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
+    times.push_back(s.positive("time_s"));
+    compute += s.number("compute_s");
+    Fields c = s.object("comm_s");
+    comm = {comm[0] + c.number("x"), comm[1] + c.number("y"), comm[2] + c.number("z"), comm[3] + c.number("data")};
+  }
+  double n = double(times.size());
+  for (double& c : comm) c /= n;
+  return {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
+          {"steps_discarded", 1},    {"steps", steps},
+          {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
+}
+
+json predicted_of(const Prediction& p) {
+  const Estimate& e = p.estimate;
+  return {{"time_s", e.time_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", per_axis_json(e.exposed_comm_s)},
+          {"comm_s", per_axis_json(e.comm_s)}, {"memory_gib", p.memory.total() / 1073741824.0}};
+}
+
+std::string file_stem(const std::string& key) {
+  std::string s = key;
+  for (char& c : s)
+    if (c == ' ') c = '_';
+    else if (c == ',') c = '-';
+  return s;
+}
+
+std::string duration_text(double s) {
+  long t = long(std::lround(s));
+  return t >= 60 ? std::to_string(t / 60) + "m" + std::to_string(t % 60) + "s" : std::to_string(t) + "s";
+}
+
+json run_one(const Setup& s, const ValidateOptions& o, const Config& c, const Prediction& pred) {
+  const std::string key = config_key(c);
+  const std::string stem = (fs::path(s.logs) / file_stem(key)).string();
+  const std::string log = stem + ".log", rec = stem + ".json";
+  fs::remove(rec);
+  fs::remove(log);
+  std::vector<std::string> argv = s.launcher;
+  for (std::string a : {s.engine, std::string("--model"), s.model_path, std::string("--grid"), c.grid.str(),
+                        std::string("--order"), c.order.str(), std::string("--micro-batch"),
+                        std::to_string(c.micro_batch)})
+    argv.push_back(a);
+  if (c.recompute) argv.push_back("--recompute");
+  for (std::string a : {std::string("--overlap"), c.overlap.str(), std::string("--dtype"), std::string("fp32"),
+                        std::string("--batch"), std::to_string(s.job.batch), std::string("--steps"),
+                        std::to_string(o.steps), std::string("--data"), std::string("synthetic"),
+                        std::string("--record"), rec, std::string("--quiet")})
+    argv.push_back(a);
+  std::string command;
+  for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
+
+  json r = {{"key", key}, {"config", to_json(c)}, {"predicted", predicted_of(pred)}, {"log", log},
+            {"record", rec}, {"command", command}};
+  ChildOutcome out = run_logged(argv, log, o.run_timeout);
+  r["wall_s"] = out.seconds;
+  std::string error;
+  if (out.interrupted) error = "interrupted";
+  else if (out.timed_out) error = "timed out after " + fixed(o.run_timeout, 0) + " s (--run-timeout)";
+  else if (out.signal) error = "ended by signal " + std::to_string(out.signal);
+  else if (out.exit_code != 0) error = "exit code " + std::to_string(out.exit_code);
+  else if (!fs::exists(rec)) error = "exited 0 but wrote no record";
+  if (error.empty()) {
+    try {
+      json record = read_json_file(rec);
+      if (config_from_json(record.at("config"), rec) != c) input_error(rec + ": the record's config is not the one launched");
+      r["measured"] = measured_of(record, rec);
+    } catch (const std::exception& e) {  // InputError, or a field nlohmann could not find
+      error = e.what();
+    }
+  }
+  r["status"] = error.empty() ? "ok" : (out.interrupted ? "interrupted" : "failed");
+  if (!error.empty()) r["error"] = error, r["log_tail"] = file_tail(log, 15);
+  return r;
+}
+
+// --- scores ----------------------------------------------------------------
+
+json scores_json(const Scores& s, const std::vector<std::string>& keys) {
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  return {{"n", s.n},
+          {"mape", num(s.mape)},
+          {"spearman", num(s.spearman)},
+          {"kendall", num(s.kendall)},
+          {"top_pick", keys[s.regret.top_pick]},
+          {"measured_best", keys[s.regret.measured_best]},
+          {"regret", num(s.regret.value)}};
+}
+
+struct OkRuns {
+  std::vector<MeasuredRun> runs;
+  std::vector<std::string> keys;
+  std::vector<double> predicted, measured;
+};
+
+OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
+  json report = {{"job", job_json(job, "", 0)}, {"machine_profile", json::object()}, {"runs", runs}};
+  ReportRuns rr = read_report_runs(report, "report");
+  OkRuns ok;
+  ok.runs = rr.runs;
+  ok.keys = rr.keys;
+  for (const auto& r : ok.runs) {
+    ok.predicted.push_back(predict(job, m, r.config).estimate.time_s);
+    ok.measured.push_back(r.time_s);
+  }
+  return ok;
+}
+
+json summary_json(const OkRuns& ok) {
+  if (ok.runs.empty()) return {{"n", 0}};
+  return scores_json(score(ok.predicted, ok.measured), ok.keys);
+}
+
+json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok) {
+  if (ok.runs.size() < 4)
+    return {{"skipped", "needs at least 4 successful runs (2 to fit, 2 to score, each way); have " +
+                            std::to_string(ok.runs.size())}};
+  OutOfSample o = out_of_sample(job, m, ok.runs, ok.keys);
+  json parts = json::array();
+  for (const HalfScore& h : o.halves) {
+    std::vector<std::string> fit_keys, scored_keys;
+    for (size_t i : h.fit_on) fit_keys.push_back(ok.keys[i]);
+    for (size_t i : h.scored_on) scored_keys.push_back(ok.keys[i]);
+    json part = fit_json(h.fit);  // factors, held, in-sample error of the half fitted
+    part["fit_on"] = fit_keys;
+    part["scored_on"] = scored_keys;
+    part["raw"] = scores_json(h.raw, scored_keys);
+    part["fitted"] = scores_json(h.fitted, scored_keys);
+    parts.push_back(part);
+  }
+  return {{"method", "runs sorted by configuration key, alternately into halves A and B; fit on A, score on B, and "
+                     "B on A; 'pooled' scores every run under the fit of the other half"},
+          {"halves", parts},
+          {"pooled", {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}}}};
+}
+
+// --- report and output -----------------------------------------------------
+
+json load_resumed(const ValidateOptions& o, const json& fresh) {
+  json old = read_json_file(o.out);
+  auto differs = [&](const char* what, const json& a, const json& b) {
+    if (a != b)
+      input_error(o.out + " is a validation of another job (its " + what + " is " + a.dump() + ", this one's " +
+                  b.dump() + "); give another --out, or the same options to resume it");
+  };
+  if (!old.is_object() || !old.contains("job") || !old.contains("runs") || !old["runs"].is_array())
+    input_error(o.out + ": not an advisor validate report (no \"job\" and \"runs\")");
+  for (const char* k : {"model", "ranks", "batch_sequences", "steps", "dtype"})
+    differs(k, old["job"].value(k, json(nullptr)), fresh["job"][k]);
+  if (old.value("machine_profile", json(nullptr)) != fresh["machine_profile"])
+    input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
+                "); resume with the same --machine");
+  return old;
+}
+
+void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok) {
+  std::vector<ScatterPoint> pts;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < ok.runs.size(); ++i) {
+    Prediction pr = predict(s.job, s.machine, ok.runs[i].config);
+    int heavy = int(std::max_element(pr.estimate.comm_s.begin(), pr.estimate.comm_s.end()) - pr.estimate.comm_s.begin());
+    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy, pr.links[heavy].across});
+    idx.push_back(i);
+  }
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ok.measured[a] < ok.measured[b]; });
+  std::vector<PairedBreakdown> top;
+  for (size_t k = 0; k < idx.size() && k < 6; ++k) {
+    const MeasuredRun& r = ok.runs[idx[k]];
+    Estimate e = predict(s.job, s.machine, r.config).estimate;
+    top.push_back({"#" + std::to_string(k + 1) + " " + ok.keys[idx[k]],
+                   {e.compute_s, e.exposed_comm_s[0], e.exposed_comm_s[1], e.exposed_comm_s[2], e.exposed_comm_s[3]},
+                   {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3]}});
+  }
+  std::string sub = std::to_string(ok.runs.size()) + " measured configurations";
+  if (!ok.runs.empty()) {
+    Scores sc = score(ok.predicted, ok.measured);
+    sub += ", MAPE " + fixed(100 * sc.mape, 1) + "%, Spearman " + fixed(sc.spearman, 2) + ", regret of the top pick " +
+           fixed(100 * sc.regret.value, 1) + "% (before any refit)";
+  }
+  write_file_atomic(o.plot, validation_svg(pts, top,
+                                           s.job.model.name + " on " + std::to_string(s.job.gpus) + " ranks, " +
+                                               s.machine.name + ": predicted vs measured time per step",
+                                           sub));
+}
+
+std::string pct(const json& v) { return v.is_number() ? fixed(100 * v.get<double>(), 1) + "%" : "n/a"; }
+std::string num2(const json& v) { return v.is_number() ? fixed(v.get<double>(), 2) : "n/a"; }
+
+void print_text(const json& report) {
+  Table t({"#", "<configuration", "<status", "predicted", "measured", "error"});
+  int i = 0;
+  for (const auto& r : report["runs"]) {
+    double p = r["predicted"]["time_s"].get<double>();
+    bool ok = r["status"] == "ok";
+    double m = ok ? r["measured"]["time_s"].get<double>() : 0;
+    t.row({std::to_string(++i), r["key"].get<std::string>(), r["status"].get<std::string>(), seconds(p),
+           ok ? seconds(m) : "-", ok ? fixed(100 * (p - m) / m, 1) + "%" : "-"});
+  }
+  std::cout << t.str() << "\n";
+  const json& s = report["summary"];
+  if (s.value("n", 0) == 0) {
+    std::cout << "No successful runs to score.\n";
+    return;
+  }
+  std::cout << "In sample (the profile as given, nothing fitted), " << s["n"] << " runs: MAPE " << pct(s["mape"])
+            << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "
+            << s["top_pick"].get<std::string>() << " is " << pct(s["regret"]) << " slower than the measured best "
+            << s["measured_best"].get<std::string>() << "\n";
+  const json& oos = report["out_of_sample"];
+  if (oos.contains("skipped")) {
+    std::cout << "Out of sample: skipped, " << oos["skipped"].get<std::string>() << "\n";
+    return;
+  }
+  const json &raw = oos["pooled"]["raw"], &fit = oos["pooled"]["fitted"];
+  std::cout << "Out of sample (refit on one half, scored on the other, both ways): MAPE " << pct(raw["mape"]) << " -> "
+            << pct(fit["mape"]) << ", Spearman " << num2(raw["spearman"]) << " -> " << num2(fit["spearman"])
+            << ", Kendall " << num2(raw["kendall"]) << " -> " << num2(fit["kendall"]) << ", regret " << pct(raw["regret"])
+            << " -> " << pct(fit["regret"]) << "\n";
+  for (const auto& h : oos["halves"]) {
+    std::string f;
+    for (const auto& [k, v] : h["factors"].items())
+      f += (f.empty() ? "" : ", ") + k + " " + fixed(v.get<double>(), 3) + (h["held"].contains(k) ? " (held)" : "") +
+           (std::count(h["at_bound"].begin(), h["at_bound"].end(), k) ? " (at its bound)" : "");
+    std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "\n";
+  }
+}
+
+void run(const ValidateOptions& o) {
+  const Setup s = setup(o);
+  std::map<std::string, int> skipped;
+  std::vector<std::vector<Config>> by_grid = feasible_by_grid(s.job, s.machine, o, skipped);
+  size_t feasible = 0;
+  for (const auto& cs : by_grid) feasible += cs.size();
+  if (feasible == 0) {
+    std::string why;
+    for (const auto& [k, n] : skipped) why += "\n  " + std::to_string(n) + ": " + k;
+    input_error("no configuration of " + s.job.model.name + " on " + std::to_string(s.job.gpus) + " ranks with batch " +
+                std::to_string(s.job.batch) + " can run on the engine:" + why);
+  }
+  std::vector<Config> plan = run_order(by_grid, o.seed);
+  const bool sampled = plan.size() > size_t(o.max_configs);
+  if (sampled) plan.resize(size_t(o.max_configs));
+
+  json report = {{"format", "fourfold-validation/1"},
+                 {"job", job_json(s.job, o.model, o.steps)},
+                 {"machine", o.machine.empty() ? default_machine() : o.machine},
+                 {"machine_profile", s.machine_json},
+                 {"launcher", o.launcher},
+                 {"engine", s.engine},
+                 {"sampled", sampled},
+                 {"sample", {{"feasible", feasible}, {"grid_shapes", by_grid.size()}, {"planned", plan.size()},
+                             {"seed", o.seed}, {"max_configs", o.max_configs},
+                             {"rule", "round-robin over grid shapes, each shape's configurations in a seeded shuffle "
+                                      "(mt19937_64); the first max_configs"}}},
+                 {"runs", json::array()}};
+  std::map<std::string, json> done;
+  if (o.resume && fs::exists(o.out)) {
+    json old = load_resumed(o, report);
+    for (const auto& r : old["runs"])
+      if (r.value("status", "") == "ok") done[r.value("key", "")] = r;
+  } else if (fs::exists(o.out)) {
+    input_error(o.out + " exists: --resume to continue that validation, or remove it");
+  }
+  fs::create_directories(s.logs);
+
+  std::cerr << "advisor: " << feasible << " configurations of " << s.job.model.name << " on " << s.job.gpus
+            << " ranks (batch " << s.job.batch << ") the engine can run, over " << by_grid.size() << " grid shapes";
+  if (sampled)
+    std::cerr << "; measuring a stated sample of " << plan.size() << " (seed " << o.seed
+              << ": round-robin over shapes, each shape's configurations shuffled)";
+  std::cerr << "\n";
+  // Finished runs first, in their order; the plan's others after.
+  for (const Config& c : plan)
+    if (done.count(config_key(c))) report["runs"].push_back(done[config_key(c)]);
+  std::map<std::string, bool> planned;
+  for (const Config& c : plan) planned[config_key(c)] = true;
+  for (const auto& [k, r] : done)
+    if (!planned.count(k)) report["runs"].push_back(r);  // from a larger earlier plan: kept
+  if (!done.empty())
+    std::cerr << "advisor: resuming: " << report["runs"].size() << " finished runs kept from " << o.out << "\n";
+
+  auto save = [&] {
+    report["summary"] = summary_json(ok_runs(report["runs"], s.job, s.machine));
+    write_file_atomic(o.out, report.dump(2) + "\n");
+  };
+  catch_interrupts();
+  auto t0 = std::chrono::steady_clock::now();
+  int ran = 0;
+  size_t todo = 0;
+  for (const Config& c : plan) todo += !done.count(config_key(c));
+  size_t k = 0;
+  for (const Config& c : plan) {
+    ++k;
+    if (done.count(config_key(c))) continue;
+    Prediction pred = predict(s.job, s.machine, c);
+    json r = run_one(s, o, c, pred);
+    if (r["status"] == "interrupted") break;
+    report["runs"].push_back(r);
+    save();
+    ++ran;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double left = elapsed / ran * double(todo - size_t(ran));
+    std::cerr << "[" << k << "/" << plan.size() << "] grid " << c.grid.str() << " " << c.order.str() << " mb "
+              << c.micro_batch << (c.recompute ? " rc " : " ") << c.overlap.str() << ": ";
+    if (r["status"] == "ok")
+      std::cerr << seconds(r["measured"]["time_s"].get<double>()) << " measured, " << seconds(pred.estimate.time_s)
+                << " predicted";
+    else
+      std::cerr << "FAILED (" << r["error"].get<std::string>() << "); log " << r["log"].get<std::string>()
+                << ", its end:\n"
+                << r["log_tail"].get<std::string>();
+    std::cerr << " (elapsed " << duration_text(elapsed) << ", ~" << duration_text(left) << " left)\n";
+    if (interrupted()) break;
+  }
+  if (interrupted()) {
+    save();
+    std::cerr << "advisor: interrupted; " << report["runs"].size() << " finished runs are in " << o.out
+              << "; --resume continues\n";
+    std::exit(130);
+  }
+
+  OkRuns ok = ok_runs(report["runs"], s.job, s.machine);
+  report["out_of_sample"] = out_of_sample_json(s.job, s.machine, ok);
+  save();
+  if (!o.plot.empty()) write_plot(o, s, ok);
+  if (o.json) std::cout << report.dump(2) << "\n";
+  else print_text(report);
+  size_t failed = report["runs"].size() - ok.runs.size();
+  if (failed) {
+    // Everything is kept; the exit code tells a script that not all ran.
+    std::cerr << "advisor: " << failed << " of " << report["runs"].size() << " runs failed (see \"error\" and \"log\" in "
+              << o.out << "); --resume retries them\n";
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+void setup_validate(CLI::App& app) {
+  auto o = std::make_shared<ValidateOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "validate", "Run the engine on the configurations of a job; report predicted vs measured, in and out of sample");
+  sub->add_option("--model", o->model, "A preset or a model JSON file")->required();
+  sub->add_option("--ranks", o->ranks, "Ranks (GPUs) every run uses")->required();
+  sub->add_option("--machine", o->machine,
+                  std::string("The profile predictions use: bundled name or JSON file [") + default_machine() + "]");
+  sub->add_option("--batch", o->batch, "Sequences per step [2 × ranks]");
+  sub->add_option("--steps", o->steps, "Steps per run; the first is discarded")->capture_default_str();
+  sub->add_option("--launcher", o->launcher,
+                  "Command prefix that starts the ranks, split like a shell would: \"mpirun -np 8\", "
+                  "\"srun -N 4 --ntasks-per-node 4\", …")
+      ->required();
+  sub->add_option("--engine", o->engine, "The engine binary [the build's engine/engine, else engine on PATH]");
+  sub->add_option("-o,--out", o->out, "Report JSON, rewritten (atomically) after every run")->required();
+  sub->add_option("--plot", o->plot, "Write predicted vs measured and the top breakdowns as SVG");
+  sub->add_option("--logs", o->logs, "Directory for each run's log and record [OUT.runs]");
+  sub->add_flag("--resume", o->resume, "Continue the report in --out: keep its finished runs, run the rest");
+  sub->add_option("--max-configs", o->max_configs, "At most this many configurations (a stated sample beyond)")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the sample's shuffle")->capture_default_str();
+  sub->add_option("--micro-batch", o->micro_batches, "Only these micro-batch sizes")->delimiter(',');
+  sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
+  auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only runs with full recompute [both]");
+  sub->add_flag("--no-recompute", o->no_recompute, "Only runs without recompute [both]")->excludes(rc);
+  sub->add_option("--run-timeout", o->run_timeout, "Seconds before a run is stopped and recorded as failed")
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace ff::cli

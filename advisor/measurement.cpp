@@ -1,0 +1,230 @@
+#include "measurement.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "error.hpp"
+#include "json_fields.hpp"
+
+namespace ff {
+
+namespace {
+
+constexpr double us = 1e-6, GB = 1e9, GiB = 1073741824.0, TFLOPS = 1e12;
+
+// Middle value, or the mean of the two middle values; 0 for no data.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+nlohmann::json micros(const std::vector<double>& seconds) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double s : seconds) a.push_back(s / us);
+  return a;
+}
+
+// A non-empty array of positive times in µs, as seconds.
+std::vector<double> times_from(const Fields& f, const std::string& key) {
+  std::vector<double> t;
+  for (const auto& x : f.array(key)) {
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
+      f.fail(key, "a non-empty array of times in µs > 0");
+    t.push_back(x.get<double>() * us);
+  }
+  if (t.empty()) f.fail(key, "a non-empty array of times in µs > 0");
+  return t;
+}
+
+std::string string_or(const Fields& f, const std::string& key) { return f.has(key) ? f.string(key) : ""; }
+
+nlohmann::json object_or(const Fields& f, const std::string& key) {
+  return f.has(key) ? f.object(key).json() : nlohmann::json::object();
+}
+
+CollectiveSample collective_from(const Fields& c) {
+  CollectiveSample s;
+  if (!coll_from_name(c.string("op"), s.op)) c.fail("op", "\"all-reduce\", \"all-gather\" or \"reduce-scatter\"");
+  std::string tier = c.string("tier");
+  if (tier != "intra" && tier != "inter") c.fail("tier", "\"intra\" or \"inter\"");
+  s.geometry.inter = tier == "inter";
+  s.geometry.size = int(c.integer("size", 2));
+  s.geometry.stride = c.integer_or("stride", 1, 1);
+  s.geometry.groups_per_node = int(c.integer_or("groups_per_node", 1, 1));
+  s.bytes = c.positive("bytes");
+  s.iters = int(c.integer_or("iters", 1, 1));
+  s.times_s = times_from(c, "times_us");
+  return s;
+}
+
+GemmSample gemm_sample_from(const Fields& g) {
+  GemmSample s;
+  s.m = g.integer("m", 1);
+  s.n = g.integer("n", 1);
+  s.k = g.integer("k", 1);
+  s.layout = g.has("layout") ? g.string("layout") : "nn";
+  if (s.layout != "nn" && s.layout != "nt" && s.layout != "tn") g.fail("layout", "\"nn\", \"nt\" or \"tn\"");
+  s.times_s = times_from(g, "times_us");
+  return s;
+}
+
+Measurement measurement_from(const Fields& f) {
+  if (f.string("format") != kMeasurementFormat)
+    f.fail("format", std::string("\"") + kMeasurementFormat + "\"");
+  Measurement m;
+  m.backend = f.string("backend");
+  m.ranks = int(f.integer("ranks", 1));
+  m.gpus_per_node = int(f.integer("gpus_per_node", 1));
+  m.nodes = int(f.integer_or("nodes", 1, (m.ranks + m.gpus_per_node - 1) / m.gpus_per_node));
+  m.command = string_or(f, "command");
+  m.host = string_or(f, "host");
+  m.date = string_or(f, "date");
+  m.versions = object_or(f, "versions");
+  m.topology = object_or(f, "topology");
+  if (f.has("collectives")) {
+    const auto& a = f.array("collectives");
+    for (size_t i = 0; i < a.size(); ++i)
+      m.collectives.push_back(collective_from(Fields(a[i], f.origin(), f.path("collectives") + "[" + std::to_string(i) + "]")));
+  }
+  if (f.has("gemm")) {
+    Fields g = f.object("gemm");
+    std::string dt = g.string("dtype");
+    if (dt != "bf16" && dt != "fp32") g.fail("dtype", "\"bf16\" or \"fp32\"");
+    m.gemm_dtype = parse_dtype(dt);
+    m.gemm_peak_flops = g.number_or("peak_tflops", 0) * TFLOPS;
+    if (m.gemm_peak_flops < 0) g.fail("peak_tflops", "a number >= 0");
+    if (g.has("samples")) {
+      const auto& a = g.array("samples");
+      for (size_t i = 0; i < a.size(); ++i)
+        m.gemm.push_back(gemm_sample_from(Fields(a[i], f.origin(), g.path("samples") + "[" + std::to_string(i) + "]")));
+    }
+  }
+  m.stream_bytes_per_s = f.number_or("stream_GBps", 0) * GB;
+  if (m.stream_bytes_per_s < 0) f.fail("stream_GBps", "a number >= 0");
+  m.memory_bytes_per_rank = f.number_or("memory_GiB_per_rank", 0) * GiB;
+  if (m.memory_bytes_per_rank < 0) f.fail("memory_GiB_per_rank", "a number >= 0");
+  return m;
+}
+
+}  // namespace
+
+double CollectiveSample::median_s() const { return median_of(times_s); }
+double CollectiveSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
+double CollectiveSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
+double GemmSample::median_s() const { return median_of(times_s); }
+
+double busbw_factor(Coll c, int g) {
+  if (g <= 1) return 0;
+  return (c == Coll::AllReduce ? 2.0 : 1.0) * (g - 1) / g;
+}
+
+bool coll_from_name(const std::string& name, Coll& c) {
+  for (Coll x : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
+    if (name == coll_name(x)) {
+      c = x;
+      return true;
+    }
+  return false;
+}
+
+void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s) {
+  for (auto& c : into) {
+    const Geometry &a = c.geometry, &b = s.geometry;
+    if (c.op == s.op && c.bytes == s.bytes && a.inter == b.inter && a.size == b.size &&
+        (a.inter ? a.groups_per_node == b.groups_per_node : a.stride == b.stride)) {
+      c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
+      return;
+    }
+  }
+  into.push_back(s);
+}
+
+Measurement merge_measurements(const std::vector<Measurement>& ms) {
+  if (ms.empty()) input_error("no measurements to merge");
+  Measurement out = ms.front();
+  out.collectives.clear();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const Measurement& m = ms[i];
+    if (m.gpus_per_node != out.gpus_per_node)
+      input_error("measurements disagree on ranks per node (" + std::to_string(out.gpus_per_node) + " and " +
+                  std::to_string(m.gpus_per_node) + "): they are not of one placement");
+    for (const auto& c : m.collectives) merge_sample(out.collectives, c);
+    if (i == 0) continue;
+    if (!m.gemm.empty()) {
+      if (!out.gemm.empty() && m.gemm_dtype != out.gemm_dtype)
+        input_error("measurements hold GEMM samples of different dtypes (" + std::string(dtype_name(out.gemm_dtype)) +
+                    " and " + dtype_name(m.gemm_dtype) + ")");
+      out.gemm_dtype = m.gemm_dtype;
+      out.gemm.insert(out.gemm.end(), m.gemm.begin(), m.gemm.end());
+    }
+    out.gemm_peak_flops = std::max(out.gemm_peak_flops, m.gemm_peak_flops);
+    if (!(out.stream_bytes_per_s > 0)) out.stream_bytes_per_s = m.stream_bytes_per_s;
+    if (!(out.memory_bytes_per_rank > 0)) out.memory_bytes_per_rank = m.memory_bytes_per_rank;
+    out.ranks = std::max(out.ranks, m.ranks);
+    out.nodes = std::max(out.nodes, m.nodes);
+    if (!m.command.empty() && m.command != out.command) out.command += (out.command.empty() ? "" : "; ") + m.command;
+    if (out.host.empty()) out.host = m.host;
+    if (out.date.empty()) out.date = m.date;
+    for (auto it = m.versions.begin(); it != m.versions.end(); ++it)
+      if (!out.versions.contains(it.key())) out.versions[it.key()] = it.value();
+  }
+  return out;
+}
+
+nlohmann::json to_json(const Measurement& m) {
+  nlohmann::json colls = nlohmann::json::array();
+  for (const auto& c : m.collectives) {
+    double t = c.median_s();
+    double algbw = t > 0 ? c.bytes / t / GB : 0;
+    colls.push_back({{"op", coll_name(c.op)},
+                     {"tier", c.geometry.inter ? "inter" : "intra"},
+                     {"stride", c.geometry.stride},
+                     {"size", c.geometry.size},
+                     {"groups_per_node", c.geometry.groups_per_node},
+                     {"bytes", c.bytes},
+                     {"iters", c.iters},
+                     {"times_us", micros(c.times_s)},
+                     {"median_us", t / us},
+                     {"min_us", c.min_s() / us},
+                     {"max_us", c.max_s() / us},
+                     {"algbw_GBps", algbw},
+                     {"busbw_GBps", algbw * busbw_factor(c.op, c.geometry.size)}});
+  }
+  nlohmann::json j = {{"format", kMeasurementFormat},
+                      {"backend", m.backend},
+                      {"ranks", m.ranks},
+                      {"gpus_per_node", m.gpus_per_node},
+                      {"nodes", m.nodes},
+                      {"command", m.command},
+                      {"host", m.host},
+                      {"date", m.date},
+                      {"versions", m.versions},
+                      {"topology", m.topology},
+                      {"collectives", colls}};
+  if (!m.gemm.empty() || m.gemm_peak_flops > 0) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (const auto& g : m.gemm) {
+      double t = g.median_s();
+      samples.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"layout", g.layout},
+                         {"times_us", micros(g.times_s)}, {"tflops", t > 0 ? g.flops() / t / TFLOPS : 0}});
+    }
+    j["gemm"] = {{"dtype", dtype_name(m.gemm_dtype)}, {"peak_tflops", m.gemm_peak_flops / TFLOPS}, {"samples", samples}};
+  }
+  if (m.stream_bytes_per_s > 0) j["stream_GBps"] = m.stream_bytes_per_s / GB;
+  if (m.memory_bytes_per_rank > 0) j["memory_GiB_per_rank"] = m.memory_bytes_per_rank / GiB;
+  return j;
+}
+
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& origin) {
+  // A fitted profile keeps its measurement in "raw": errors then name
+  // "raw.collectives[3]…" so the person finds the field in that file.
+  if (j.is_object() && !j.contains("format") && j.contains("raw"))
+    return measurement_from(Fields(j.at("raw"), origin, "raw"));
+  if (j.is_object() && !j.contains("format") && j.contains("intra_node"))
+    input_error(origin + ": a machine profile with no \"raw\" measurement to refit from");
+  return measurement_from(Fields(j, origin));
+}
+
+}  // namespace ff

@@ -1,0 +1,326 @@
+#include "refit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "error.hpp"
+
+namespace ff {
+
+namespace {
+
+bool is_log(Knob k) { return k != Knob::Overlap; }
+
+// Residuals of one profile against the runs (see refit()'s comment). A
+// component's residual is scaled by the measured step so a near-zero axis
+// neither explodes nor vanishes; weight 1/2 keeps the step time in the lead.
+std::vector<double> residuals(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
+  constexpr double kComponentWeight = 0.7071067811865476;  // sqrt(1/2)
+  std::vector<double> r;
+  r.reserve(runs.size() * 6);
+  for (const MeasuredRun& m : runs) {
+    Estimate e = predict(job, p, m.config).estimate;
+    r.push_back(std::log(e.time_s / m.time_s));
+    r.push_back(kComponentWeight * (e.compute_s - m.compute_s) / m.time_s);
+    for (int a = 0; a < 4; ++a) r.push_back(kComponentWeight * (e.exposed_comm_s[a] - m.comm_s[a]) / m.time_s);
+  }
+  return r;
+}
+
+double rms_log_time(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
+  double s = 0;
+  for (const MeasuredRun& m : runs) {
+    double l = std::log(predict(job, p, m.config).estimate.time_s / m.time_s);
+    s += l * l;
+  }
+  return std::sqrt(s / double(runs.size()));
+}
+
+std::string held_reason(Knob k, const MachineProfile& base) {
+  switch (k) {
+    case Knob::IntraBw: return "no run's prediction depends on it (no group inside a node)";
+    case Knob::InterBw: return "no run's prediction depends on it (no group crosses nodes)";
+    case Knob::Alpha:
+      return base.intra_default.alpha_s == 0 && base.inter_node.alpha_s == 0 ? "the profile's latencies are 0"
+                                                                            : "no run's prediction depends on it";
+    case Knob::Overlap: return "no run hides communication (no overlap flag with something to hide)";
+    default: return "no run's prediction depends on it";
+  }
+}
+
+// Nelder–Mead on a box: every point is clamped into [lo, hi] before it is
+// evaluated, so the simplex slides along a bound instead of leaving it.
+struct Box {
+  std::vector<double> lo, hi;
+  void clamp(std::vector<double>& x) const {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::clamp(x[i], lo[i], hi[i]);
+  }
+};
+
+template <class F>
+std::vector<double> nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& step, const Box& box,
+                                int max_evals, int& evals) {
+  const size_t d = x0.size();
+  std::vector<std::vector<double>> pts(d + 1, x0);
+  std::vector<double> val(d + 1);
+  auto eval = [&](std::vector<double>& x) {
+    box.clamp(x);
+    ++evals;
+    return f(x);
+  };
+  for (size_t i = 0; i < d; ++i) {
+    // Step towards the roomier side of the box.
+    double s = x0[i] + step[i] <= box.hi[i] ? step[i] : -step[i];
+    pts[i + 1][i] += s;
+  }
+  for (size_t i = 0; i <= d; ++i) val[i] = eval(pts[i]);
+  int budget = max_evals;
+  while (budget-- > 0) {
+    std::vector<size_t> ord(d + 1);
+    std::iota(ord.begin(), ord.end(), 0);
+    std::sort(ord.begin(), ord.end(), [&](size_t a, size_t b) { return val[a] < val[b]; });
+    size_t best = ord[0], worst = ord[d], second = ord[d - 1];
+    double spread = 0;
+    for (size_t i = 0; i <= d; ++i)
+      for (size_t k = 0; k < d; ++k) spread = std::max(spread, std::abs(pts[i][k] - pts[best][k]));
+    if (spread < 1e-7 || val[worst] - val[best] < 1e-14 * (1 + std::abs(val[best]))) break;
+    std::vector<double> c(d, 0);
+    for (size_t i = 0; i <= d; ++i)
+      if (i != worst)
+        for (size_t k = 0; k < d; ++k) c[k] += pts[i][k] / double(d);
+    auto along = [&](double t) {
+      std::vector<double> x(d);
+      for (size_t k = 0; k < d; ++k) x[k] = c[k] + t * (pts[worst][k] - c[k]);
+      return x;
+    };
+    std::vector<double> xr = along(-1);
+    double fr = eval(xr);
+    if (fr < val[best]) {
+      std::vector<double> xe = along(-2);
+      double fe = eval(xe);
+      if (fe < fr) pts[worst] = xe, val[worst] = fe;
+      else pts[worst] = xr, val[worst] = fr;
+    } else if (fr < val[second]) {
+      pts[worst] = xr, val[worst] = fr;
+    } else {
+      std::vector<double> xc = fr < val[worst] ? along(-0.5) : along(0.5);
+      double fc = eval(xc);
+      if (fc < std::min(fr, val[worst])) {
+        pts[worst] = xc, val[worst] = fc;
+      } else {
+        for (size_t i = 0; i <= d; ++i) {
+          if (i == best) continue;
+          for (size_t k = 0; k < d; ++k) pts[i][k] = pts[best][k] + 0.5 * (pts[i][k] - pts[best][k]);
+          val[i] = eval(pts[i]);
+        }
+      }
+    }
+  }
+  size_t b = size_t(std::min_element(val.begin(), val.end()) - val.begin());
+  return pts[b];
+}
+
+}  // namespace
+
+const char* knob_name(Knob k) {
+  switch (k) {
+    case Knob::IntraBw: return "intra_bw_scale";
+    case Knob::InterBw: return "inter_bw_scale";
+    case Knob::Alpha: return "alpha_scale";
+    case Knob::Gemm: return "gemm_scale";
+    case Knob::Elementwise: return "elementwise_scale";
+    case Knob::Overlap: return "overlap_efficiency";
+  }
+  return "";
+}
+
+Factors identity_factors(const MachineProfile& base) {
+  Factors f;
+  f[Knob::Overlap] = base.overlap_efficiency;
+  return f;
+}
+
+MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
+  MachineProfile p = scaled(scaled(base, Tier::Intra, f[Knob::IntraBw]), Tier::Inter, f[Knob::InterBw]);
+  p.intra_default.alpha_s *= f[Knob::Alpha];
+  p.inter_node.alpha_s *= f[Knob::Alpha];
+  for (auto& e : p.intra) e.link.alpha_s *= f[Knob::Alpha];
+  for (auto& e : p.inter) e.link.alpha_s *= f[Knob::Alpha];
+  p.peak_flops_bf16 *= f[Knob::Gemm];
+  p.peak_flops_fp32 *= f[Knob::Gemm];
+  p.hbm_bandwidth *= f[Knob::Elementwise];
+  p.overlap_efficiency = f[Knob::Overlap];
+  return p;
+}
+
+RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<MeasuredRun>& runs) {
+  if (runs.empty()) input_error("no successful runs to fit to");
+  for (const MeasuredRun& m : runs)
+    if (!(m.time_s > 0)) input_error("a measured run has no positive time per step");
+  RefitResult r;
+  const Factors id = identity_factors(base);
+  r.factors = id;
+  const std::vector<double> r0 = residuals(job, base, runs);
+
+  // A knob is fitted only if moving it (×2, or overlap to the other end)
+  // moves some residual: otherwise the data cannot say what it is.
+  std::vector<Knob> free;
+  for (Knob k : kKnobs) {
+    Factors moved = id;
+    moved[k] = is_log(k) ? 2 * id[k] : (id[k] < 0.5 ? 1.0 : 0.0);
+    std::vector<double> r1 = residuals(job, apply_factors(base, moved), runs);
+    double change = 0;
+    for (size_t i = 0; i < r0.size(); ++i) change = std::max(change, std::abs(r1[i] - r0[i]));
+    if (change > 1e-3) {
+      free.push_back(k);
+      r.fitted[size_t(k)] = true;
+    } else {
+      r.held_because[size_t(k)] = held_reason(k, base);
+    }
+  }
+
+  // Coordinates: log of each scale in [1/100, 100], overlap as it is in [0, 1].
+  // A faint pull towards the base (1e-8 per log-unit²) picks one answer
+  // where two knobs trade off exactly (e.g. GEMM and element-wise speed when
+  // every run has the same mix) without moving a well-determined fit.
+  Box box;
+  std::vector<double> x0, step;
+  for (Knob k : free) {
+    box.lo.push_back(is_log(k) ? std::log(0.01) : 0.0);
+    box.hi.push_back(is_log(k) ? std::log(100.0) : 1.0);
+    x0.push_back(is_log(k) ? 0.0 : id[k]);
+    step.push_back(is_log(k) ? 0.5 : 0.25);
+  }
+  auto factors_at = [&](const std::vector<double>& x) {
+    Factors f = id;
+    for (size_t i = 0; i < free.size(); ++i) f[free[i]] = is_log(free[i]) ? std::exp(x[i]) : x[i];
+    return f;
+  };
+  auto objective = [&](const std::vector<double>& x) {
+    std::vector<double> res = residuals(job, apply_factors(base, factors_at(x)), runs);
+    double s = 0;
+    for (double v : res) s += v * v;
+    s /= double(runs.size());
+    for (size_t i = 0; i < free.size(); ++i)
+      if (is_log(free[i])) s += 1e-8 * x[i] * x[i];
+    return s;
+  };
+  if (!free.empty()) {
+    std::vector<double> x = x0;
+    // Restart from the best point until a restart gains nothing: Nelder–Mead
+    // stalls on a collapsed simplex, and the model has kinks (min, max) where
+    // a hidden collective becomes exposed or another group becomes the slowest.
+    double best = objective(x);
+    for (int round = 0; round < 12; ++round) {
+      x = nelder_mead(objective, x, step, box, 400 * int(free.size()), r.evaluations);
+      double now = objective(x);
+      bool stalled = best - now <= 1e-10 * best;
+      best = std::min(best, now);
+      if (stalled && round >= 2) break;
+    }
+    r.factors = factors_at(x);
+    for (size_t i = 0; i < free.size(); ++i)
+      r.at_bound[size_t(free[i])] =
+          is_log(free[i]) && (x[i] - box.lo[i] < 1e-6 || box.hi[i] - x[i] < 1e-6);
+  }
+  r.rms_before = rms_log_time(job, base, runs);
+  r.rms_after = rms_log_time(job, apply_factors(base, r.factors), runs);
+  return r;
+}
+
+OutOfSample out_of_sample(const Job& job, const MachineProfile& base, const std::vector<MeasuredRun>& runs,
+                          const std::vector<std::string>& keys) {
+  if (runs.size() != keys.size()) input_error("one key per run");
+  if (runs.size() < 4)
+    input_error("out-of-sample scoring needs at least 4 successful runs (2 to fit, 2 to score, each way); have " +
+                std::to_string(runs.size()));
+  OutOfSample o;
+  std::vector<double> measured;
+  for (const MeasuredRun& m : runs) {
+    o.raw.push_back(predict(job, base, m.config).estimate.time_s);
+    measured.push_back(m.time_s);
+  }
+  o.cross.resize(runs.size());
+  auto pick = [](const std::vector<double>& v, const std::vector<size_t>& idx) {
+    std::vector<double> out;
+    for (size_t i : idx) out.push_back(v[i]);
+    return out;
+  };
+  auto halves = split_halves(keys);
+  for (int h = 0; h < 2; ++h) {
+    HalfScore& hs = o.halves[h];
+    hs.fit_on = halves[h];
+    hs.scored_on = halves[1 - h];
+    std::vector<MeasuredRun> fit_runs;
+    for (size_t i : hs.fit_on) fit_runs.push_back(runs[i]);
+    hs.fit = refit(job, base, fit_runs);
+    MachineProfile fitted = apply_factors(base, hs.fit.factors);
+    for (size_t i : hs.scored_on) o.cross[i] = predict(job, fitted, runs[i].config).estimate.time_s;
+    std::vector<double> meas = pick(measured, hs.scored_on);
+    hs.raw = score(pick(o.raw, hs.scored_on), meas);
+    hs.fitted = score(pick(o.cross, hs.scored_on), meas);
+  }
+  o.pooled_raw = score(o.raw, measured);
+  o.pooled_fitted = score(o.cross, measured);
+  return o;
+}
+
+nlohmann::json fit_json(const RefitResult& r) {
+  nlohmann::json factors = nlohmann::json::object(), held = nlohmann::json::object();
+  nlohmann::json at_bound = nlohmann::json::array();
+  for (Knob k : kKnobs) {
+    factors[knob_name(k)] = r.factors[k];
+    if (!r.fitted[size_t(k)]) held[knob_name(k)] = r.held_because[size_t(k)];
+    if (r.at_bound[size_t(k)]) at_bound.push_back(knob_name(k));
+  }
+  return {{"factors", factors},
+          {"held", held},
+          {"at_bound", at_bound},
+          {"rms_log_time_error", {{"before", r.rms_before}, {"after", r.rms_after}}}};
+}
+
+nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult& r, const std::string& name,
+                                   const nlohmann::json& source) {
+  nlohmann::json j = base;
+  const Factors& f = r.factors;
+  auto scale = [](nlohmann::json& obj, const char* key, double by) {
+    if (obj.contains(key) && obj[key].is_number()) obj[key] = obj[key].get<double>() * by;
+  };
+  auto mark = [&](nlohmann::json& section, Knob k) {
+    if (!r.fitted[size_t(k)]) return;
+    if (section.contains("source")) section["base_source"] = section["source"];
+    section["kind"] = "fitted";
+    section["source"] = std::string("refitted to measured training runs (") + knob_name(k) + "); see \"fitted\"";
+  };
+  nlohmann::json& intra = j["intra_node"];
+  scale(intra["default"], "busbw_GBps", f[Knob::IntraBw]);
+  scale(intra["default"], "alpha_us", f[Knob::Alpha]);
+  for (auto& e : intra["table"]) scale(e, "busbw_GBps", f[Knob::IntraBw]), scale(e, "alpha_us", f[Knob::Alpha]);
+  mark(intra, Knob::IntraBw);
+  nlohmann::json& inter = j["inter_node"];
+  scale(inter, "node_busbw_GBps", f[Knob::InterBw]);
+  scale(inter, "alpha_us", f[Knob::Alpha]);
+  if (inter.contains("table"))
+    for (auto& e : inter["table"]) scale(e, "busbw_GBps", f[Knob::InterBw]), scale(e, "alpha_us", f[Knob::Alpha]);
+  mark(inter, Knob::InterBw);
+  scale(j["compute"]["peak_tflops"], "bf16", f[Knob::Gemm]);
+  scale(j["compute"]["peak_tflops"], "fp32", f[Knob::Gemm]);
+  mark(j["compute"], Knob::Gemm);
+  scale(j["memory"], "hbm_GBps", f[Knob::Elementwise]);
+  mark(j["memory"], Knob::Elementwise);
+  j["overlap"]["efficiency"] = f[Knob::Overlap];
+  mark(j["overlap"], Knob::Overlap);
+
+  j["name"] = name;
+  j["description"] = base.value("description", std::string()) +
+                     " Refitted to measured training runs: bandwidths, latency, compute speed and overlap scaled as "
+                     "\"fitted\" says (peak_tflops then means the effective rate, not the datasheet's).";
+  j["fitted"] = fit_json(r);
+  j["fitted"]["kind"] = "fitted";
+  j["fitted"]["note"] = "rms_log_time_error is in sample (the runs fitted); advisor validate scores out of sample";
+  j["fitted"]["source"] = source;
+  return j;
+}
+
+}  // namespace ff

@@ -1,0 +1,111 @@
+#include "validation_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "error.hpp"
+
+namespace ff {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void same_length(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) input_error("predicted and measured lists differ in length");
+}
+
+int sign(double v) { return (v > 0) - (v < 0); }
+
+}  // namespace
+
+double mape(const std::vector<double>& p, const std::vector<double>& m) {
+  same_length(p, m);
+  if (m.empty()) return kNaN;
+  double s = 0;
+  for (size_t i = 0; i < m.size(); ++i) s += std::abs(p[i] - m[i]) / m[i];
+  return s / double(m.size());
+}
+
+std::vector<double> average_ranks(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+    double mean = (double(i) + double(j)) / 2 + 1;  // ranks i+1 … j+1
+    for (size_t k = i; k <= j; ++k) r[idx[k]] = mean;
+    i = j + 1;
+  }
+  return r;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  same_length(a, b);
+  if (a.size() < 2) return kNaN;
+  std::vector<double> ra = average_ranks(a), rb = average_ranks(b);
+  double n = double(a.size()), ma = (n + 1) / 2, mb = ma;  // mean rank, ties or not
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  if (saa == 0 || sbb == 0) return kNaN;
+  return sab / std::sqrt(saa * sbb);
+}
+
+double kendall_tau_b(const std::vector<double>& a, const std::vector<double>& b) {
+  same_length(a, b);
+  if (a.size() < 2) return kNaN;
+  // O(n²): validation sets are tens to hundreds of runs.
+  double concordant_minus_discordant = 0, untied_a = 0, untied_b = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      int sa = sign(a[i] - a[j]), sb = sign(b[i] - b[j]);
+      concordant_minus_discordant += sa * sb;
+      untied_a += sa != 0;
+      untied_b += sb != 0;
+    }
+  if (untied_a == 0 || untied_b == 0) return kNaN;
+  return concordant_minus_discordant / std::sqrt(untied_a * untied_b);
+}
+
+Regret regret(const std::vector<double>& p, const std::vector<double>& m) {
+  same_length(p, m);
+  if (m.empty()) input_error("regret of no configurations");
+  Regret r;
+  r.top_pick = size_t(std::min_element(p.begin(), p.end()) - p.begin());
+  r.measured_best = size_t(std::min_element(m.begin(), m.end()) - m.begin());
+  r.value = m[r.top_pick] / m[r.measured_best] - 1;
+  return r;
+}
+
+Scores score(const std::vector<double>& p, const std::vector<double>& m) {
+  same_length(p, m);
+  if (m.empty()) input_error("no measured configurations to score");
+  for (double x : m)
+    if (!(x > 0)) input_error("a measured time is not positive");
+  Scores s;
+  s.n = m.size();
+  s.mape = mape(p, m);
+  s.spearman = spearman(p, m);
+  s.kendall = kendall_tau_b(p, m);
+  s.regret = regret(p, m);
+  return s;
+}
+
+std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& keys) {
+  std::vector<size_t> idx(keys.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  std::array<std::vector<size_t>, 2> h;
+  for (size_t i = 0; i < idx.size(); ++i) h[i % 2].push_back(idx[i]);
+  return h;
+}
+
+}  // namespace ff

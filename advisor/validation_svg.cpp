@@ -1,0 +1,184 @@
+#include "validation_svg.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <locale>
+#include <sstream>
+
+namespace ff {
+namespace {
+
+// The palette of report_svg.cpp (Okabe–Ito, compute grey), so the two
+// pictures read alike.
+constexpr const char* kNames[5] = {"compute", "x", "y", "z", "data"};
+constexpr const char* kColours[5] = {"#bbbbbb", "#e69f00", "#56b4e9", "#009e73", "#cc79a7"};
+constexpr double kPad = 16, kPlot = 400, kScatterTop = 64, kLeft = 70;
+
+std::string text_of(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+// Numbers in the classic locale: a decimal comma would break the SVG.
+struct Out {
+  std::ostringstream o;
+  Out() {
+    o.imbue(std::locale::classic());
+    o.setf(std::ios::fixed);
+    o.precision(1);
+  }
+  template <class T>
+  Out& operator<<(const T& v) {
+    o << v;
+    return *this;
+  }
+};
+
+std::string ms(double s) {
+  std::ostringstream o;
+  o.imbue(std::locale::classic());
+  o.setf(std::ios::fixed);
+  double v = s * 1e3;
+  o.precision(v < 10 ? 2 : v < 100 ? 1 : 0);
+  o << v;
+  return o.str();
+}
+
+// Log axis from a 1-2-5 tick below the smallest value to one above the largest.
+struct LogAxis {
+  double lo = 1e-3, hi = 1;
+  std::vector<double> ticks;
+  LogAxis(double min, double max) {
+    min = std::max(min, 1e-9), max = std::max(max, min * 1.01);
+    auto below = [](double v) {
+      double d = std::pow(10.0, std::floor(std::log10(v)));
+      for (double m : {5.0, 2.0, 1.0})
+        if (m * d <= v) return m * d;
+      return d;
+    };
+    auto above = [](double v) {
+      double d = std::pow(10.0, std::floor(std::log10(v)));
+      for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * d >= v) return m * d;
+      return 10 * d;
+    };
+    lo = below(min), hi = above(max);
+    bool fine = hi / lo < 100;  // under two decades, 1-2-5 ticks; else decades
+    for (double d = std::pow(10.0, std::floor(std::log10(lo))); d <= hi * 1.0001; d *= 10)
+      for (double m : fine ? std::vector<double>{1, 2, 5} : std::vector<double>{1})
+        if (m * d >= lo * 0.9999 && m * d <= hi * 1.0001) ticks.push_back(m * d);
+  }
+  double at(double v) const { return kPlot * std::log(v / lo) / std::log(hi / lo); }
+};
+
+}  // namespace
+
+std::string validation_svg(const std::vector<ScatterPoint>& points, const std::vector<PairedBreakdown>& top,
+                           const std::string& title, const std::string& subtitle) {
+  const double bar_row = 18, pair_gap = 12, label_w = 300, bar_w = 420;
+  const double bars_top = kScatterTop + kPlot + 80;
+  const double width = std::max(kLeft + kPlot + 260, kPad + label_w + bar_w + 90);
+  const double height = bars_top + 40 + top.size() * (2 * bar_row + pair_gap) + 40;
+  Out s;
+  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\""
+    << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << ' ' << height
+    << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" << kPad
+    << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">" << text_of(title) << "</text>\n<text x=\"" << kPad
+    << "\" y=\"46\" fill=\"#555555\">" << text_of(subtitle) << "</text>\n";
+
+  // --- scatter: predicted (x) against measured (y), both in ms, log–log.
+  double lo = 1e300, hi = 0;
+  for (const auto& p : points)
+    for (double v : {p.predicted_s, p.measured_s})
+      if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (hi == 0) lo = 1e-3, hi = 1;
+  LogAxis ax(lo, hi);
+  const double x0 = kLeft, y0 = kScatterTop + kPlot;  // the origin, bottom left
+  for (double t : ax.ticks) {
+    double d = ax.at(t);
+    s << "<line x1=\"" << x0 + d << "\" y1=\"" << kScatterTop << "\" x2=\"" << x0 + d << "\" y2=\"" << y0
+      << "\" stroke=\"#e4e4e4\"/><line x1=\"" << x0 << "\" y1=\"" << y0 - d << "\" x2=\"" << x0 + kPlot << "\" y2=\""
+      << y0 - d << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << x0 + d << "\" y=\"" << y0 + 16
+      << "\" text-anchor=\"middle\">" << ms(t) << "</text><text x=\"" << x0 - 6 << "\" y=\"" << y0 - d + 4
+      << "\" text-anchor=\"end\">" << ms(t) << "</text>\n";
+  }
+  s << "<rect x=\"" << x0 << "\" y=\"" << kScatterTop << "\" width=\"" << kPlot << "\" height=\"" << kPlot
+    << "\" fill=\"none\" stroke=\"#333333\"/>\n"
+    << "<line x1=\"" << x0 << "\" y1=\"" << y0 << "\" x2=\"" << x0 + kPlot << "\" y2=\"" << kScatterTop
+    << "\" stroke=\"#333333\" stroke-dasharray=\"5,4\"><title>predicted = measured</title></line>\n"
+    << "<text x=\"" << x0 + kPlot / 2 << "\" y=\"" << y0 + 36 << "\" text-anchor=\"middle\">predicted ms per step</text>\n"
+    << "<text transform=\"translate(" << kPad + 6 << ',' << kScatterTop + kPlot / 2
+    << ") rotate(-90)\" text-anchor=\"middle\">measured ms per step</text>\n";
+  for (const auto& p : points) {
+    if (!(p.predicted_s > 0 && p.measured_s > 0)) continue;
+    const char* c = kColours[1 + std::clamp(p.heaviest_axis, 0, 3)];
+    s << "<circle cx=\"" << x0 + ax.at(p.predicted_s) << "\" cy=\"" << y0 - ax.at(p.measured_s) << "\" r=\"4.5\" "
+      << "fill=\"" << (p.crosses_nodes ? "white" : c) << "\" stroke=\"" << c << "\" stroke-width=\""
+      << (p.crosses_nodes ? 2 : 1) << "\"><title>" << text_of(p.label) << ": predicted " << ms(p.predicted_s)
+      << " ms, measured " << ms(p.measured_s) << " ms</title></circle>\n";
+  }
+  // Legend: what the colour and the hollow mean.
+  double lx = x0 + kPlot + 24, ly = kScatterTop + 12;
+  s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">most communication on</text>\n";
+  for (int k = 1; k < 5; ++k) {
+    ly += 20;
+    s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"" << kColours[k] << "\"/><text x=\""
+      << lx + 18 << "\" y=\"" << ly << "\">" << kNames[k] << "</text>\n";
+  }
+  ly += 26;
+  s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"white\" stroke=\"#333333\" "
+    << "stroke-width=\"2\"/><text x=\"" << lx + 18 << "\" y=\"" << ly << "\">hollow: that axis crosses nodes</text>\n"
+    << "<text x=\"" << lx << "\" y=\"" << ly + 22 << "\" fill=\"#555555\">dashed: predicted = measured</text>\n";
+
+  // --- breakdown of the fastest measured: predicted bar, measured bar.
+  double tmax = 0;
+  for (const auto& b : top)
+    for (const auto* v : {&b.predicted, &b.measured}) {
+      double t = 0;
+      for (double x : *v) t += std::max(0.0, x);
+      tmax = std::max(tmax, t);
+    }
+  s << "<text x=\"" << kPad << "\" y=\"" << bars_top - 24 << "\" font-size=\"14\" font-weight=\"bold\">"
+    << "Fastest measured: compute and exposed communication, predicted (P) and measured (M)</text>\n";
+  double lgx = kPad;
+  for (int k = 0; k < 5; ++k) {
+    s << "<rect x=\"" << lgx << "\" y=\"" << bars_top - 12 << "\" width=\"12\" height=\"12\" fill=\"" << kColours[k]
+      << "\"/><text x=\"" << lgx + 17 << "\" y=\"" << bars_top - 2 << "\">" << kNames[k] << "</text>\n";
+    lgx += 17 + 8.0 * std::char_traits<char>::length(kNames[k]) + 18;
+  }
+  const double scale = tmax > 0 ? bar_w / tmax : 0, bx = kPad + label_w;
+  double y = bars_top + 14;
+  for (const auto& b : top) {
+    s << "<text x=\"" << kPad << "\" y=\"" << y + bar_row + 2 << "\" xml:space=\"preserve\" "
+      << "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">" << text_of(b.label) << "</text>\n";
+    for (int which = 0; which < 2; ++which) {
+      const auto& v = which ? b.measured : b.predicted;
+      double x = bx, total = 0;
+      s << "<text x=\"" << bx - 14 << "\" y=\"" << y + bar_row - 5 << "\">" << (which ? 'M' : 'P') << "</text>\n";
+      for (int k = 0; k < 5; ++k) {
+        double w = std::max(0.0, v[k]) * scale;
+        total += std::max(0.0, v[k]);
+        if (w <= 0) continue;
+        s << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << bar_row - 3
+          << "\" fill=\"" << kColours[k] << "\" stroke=\"white\" stroke-width=\"0.5\"><title>" << kNames[k] << ": "
+          << ms(v[k]) << " ms</title></rect>\n";
+        x += w;
+      }
+      s << "<text x=\"" << x + 6 << "\" y=\"" << y + bar_row - 5 << "\">" << ms(total) << " ms</text>\n";
+      y += bar_row;
+    }
+    y += pair_gap;
+  }
+  s << "</svg>\n";
+  return s.o.str();
+}
+
+}  // namespace ff

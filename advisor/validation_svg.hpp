@@ -1,0 +1,28 @@
+#pragma once
+// The picture of a validation: predicted against measured time per step
+// (log–log, the diagonal is a perfect model) and, for the fastest measured
+// configurations, the breakdown predicted next to measured.
+#include <array>
+#include <string>
+#include <vector>
+
+namespace ff {
+
+struct ScatterPoint {
+  std::string label;
+  double predicted_s = 0, measured_s = 0;
+  int heaviest_axis = 0;     // 0 x, 1 y, 2 z, 3 data: the most predicted communication
+  bool crosses_nodes = false;  // that axis' groups span nodes (drawn hollow)
+};
+
+struct PairedBreakdown {
+  std::string label;
+  // compute, then exposed communication x, y, z, data; seconds per step.
+  std::array<double, 5> predicted{}, measured{};
+};
+
+// A self-contained SVG document.
+std::string validation_svg(const std::vector<ScatterPoint>& points, const std::vector<PairedBreakdown>& top,
+                           const std::string& title, const std::string& subtitle);
+
+}  // namespace ff

@@ -1,0 +1,75 @@
+// The MPI backend: host buffers, blocking collectives (each call completes
+// before it returns, so sync() has nothing to wait for).
+#include <cstdlib>
+#include <cstring>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+namespace meas {
+
+void Group::attach(MPI_Comm c) {
+  comm = c;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+}
+
+Group::~Group() {
+  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+}
+
+namespace {
+
+class MpiBackend : public Backend {
+ public:
+  std::string name() const override { return "mpi"; }
+
+  std::unique_ptr<Group> make_group(MPI_Comm comm) override {
+    auto g = std::make_unique<Group>();
+    g->attach(comm);
+    return g;
+  }
+
+  float* alloc(size_t count) override {
+    // Page-aligned and touched, so first-touch page faults stay out of the timings.
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, count * sizeof(float) + 4096) != 0) MEAS_FATAL("out of host memory");
+    std::memset(p, 0, count * sizeof(float));
+    return static_cast<float*>(p);
+  }
+  void release(float* buf) override { std::free(buf); }
+  void upload(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
+  void download(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
+
+  void run(Coll op, Group& g, const float* send, float* recv, size_t count) override {
+    int n = int(count);  // counts beyond 2^31 are rejected by --max-bytes
+    switch (op) {
+      case Coll::AllReduce: MPI_CHECK(MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm)); break;
+      case Coll::AllGather: MPI_CHECK(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, g.comm)); break;
+      case Coll::ReduceScatter:
+        MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm));
+        break;
+    }
+  }
+  void sync(Group&) override {}
+
+  // Blocking calls: the wall clock after each one is when it finished here.
+  void stamp(Group&, int i) override {
+    if (size_t(i) >= stamps_.size()) stamps_.resize(size_t(i) + 1);
+    stamps_[size_t(i)] = MPI_Wtime();
+  }
+  std::vector<double> elapsed(Group&, int n) override {
+    std::vector<double> gaps;
+    for (int i = 0; i < n; ++i) gaps.push_back(stamps_[size_t(i) + 1] - stamps_[size_t(i)]);
+    return gaps;
+  }
+
+ private:
+  std::vector<double> stamps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend() { return std::make_unique<MpiBackend>(); }
+
+}  // namespace meas

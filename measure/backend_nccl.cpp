@@ -1,0 +1,135 @@
+// The NCCL backend: device buffers, one GPU per local rank, one NCCL
+// communicator and stream per group. Built only where CUDA and NCCL are found;
+// uses host APIs only, so no nvcc is needed (DESIGN §7).
+#include <vector>
+
+#include "backend.hpp"
+#include "cuda_check.hpp"
+
+namespace meas {
+
+namespace {
+
+struct NcclGroup : Group {
+  ncclComm_t nccl = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<cudaEvent_t> events;
+  ~NcclGroup() override {
+    for (auto e : events) cudaEventDestroy(e);
+    if (nccl) ncclCommDestroy(nccl);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+ncclDataType_t kFloat = ncclFloat32;
+
+class NcclBackend : public Backend {
+ public:
+  std::string name() const override { return "nccl"; }
+
+  std::unique_ptr<Group> make_group(MPI_Comm comm) override {
+    auto g = std::make_unique<NcclGroup>();
+    g->attach(comm);
+    // The group's first rank makes the id; MPI carries it to the others.
+    ncclUniqueId id;
+    if (g->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+    NCCL_CHECK(ncclCommInitRank(&g->nccl, g->size, id, g->rank));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    return g;
+  }
+
+  float* alloc(size_t count) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, count * sizeof(float) + 256));
+    CUDA_CHECK(cudaMemset(p, 0, count * sizeof(float)));
+    return static_cast<float*>(p);
+  }
+  void release(float* buf) override { CUDA_CHECK(cudaFree(buf)); }
+  void upload(float* dst, const float* src, size_t count) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void download(float* dst, const float* src, size_t count) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+  void run(Coll op, Group& group, const float* send, float* recv, size_t count) override {
+    auto& g = static_cast<NcclGroup&>(group);
+    switch (op) {
+      case Coll::AllReduce: NCCL_CHECK(ncclAllReduce(send, recv, count, kFloat, ncclSum, g.nccl, g.stream)); break;
+      case Coll::AllGather: NCCL_CHECK(ncclAllGather(send, recv, count, kFloat, g.nccl, g.stream)); break;
+      case Coll::ReduceScatter:
+        NCCL_CHECK(ncclReduceScatter(send, recv, count, kFloat, ncclSum, g.nccl, g.stream));
+        break;
+    }
+  }
+  void sync(Group& group) override { CUDA_CHECK(cudaStreamSynchronize(static_cast<NcclGroup&>(group).stream)); }
+
+  // Events between the enqueued operations time each one on the GPU.
+  void stamp(Group& group, int i) override {
+    auto& g = static_cast<NcclGroup&>(group);
+    while (g.events.size() <= size_t(i)) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      g.events.push_back(e);
+    }
+    CUDA_CHECK(cudaEventRecord(g.events[size_t(i)], g.stream));
+  }
+  std::vector<double> elapsed(Group& group, int n) override {
+    auto& g = static_cast<NcclGroup&>(group);
+    std::vector<double> gaps;
+    for (int i = 0; i < n; ++i) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, g.events[size_t(i)], g.events[size_t(i) + 1]));
+      gaps.push_back(ms * 1e-3);
+    }
+    return gaps;
+  }
+};
+
+}  // namespace
+
+bool nccl_built() { return true; }
+
+std::unique_ptr<Backend> make_nccl_backend(MPI_Comm node_comm, std::string* why) {
+  // Without a GPU the runtime reports a driver error rather than zero
+  // devices (DESIGN §7): any error means no GPU here.
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  int local = 0, local_size = 1;
+  MPI_CHECK(MPI_Comm_rank(node_comm, &local));
+  MPI_CHECK(MPI_Comm_size(node_comm, &local_size));
+  if (err != cudaSuccess || devices == 0) {
+    *why = std::string("--backend nccl: no usable GPU on this node (") +
+           (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + "); use --backend mpi";
+    return nullptr;
+  }
+  if (local_size > devices) {
+    *why = "--backend nccl: " + std::to_string(local_size) + " ranks share a node with " + std::to_string(devices) +
+           " GPUs; launch one rank per GPU";
+    return nullptr;
+  }
+  CUDA_CHECK(cudaSetDevice(local));
+  return std::make_unique<NcclBackend>();
+}
+
+nlohmann::json cuda_versions() {
+  nlohmann::json v = nlohmann::json::object();
+  int nccl = 0, runtime = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess) {
+    // NCCL_VERSION(X,Y,Z): X·10000 + Y·100 + Z since 2.9, X·1000 + Y·100 + Z before.
+    int major = nccl >= 10000 ? nccl / 10000 : nccl / 1000, minor = nccl >= 10000 ? nccl / 100 % 100 : nccl / 100 % 10;
+    v["nccl"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(nccl % 100);
+  }
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+    v["cuda"] = std::to_string(runtime / 1000) + "." + std::to_string(runtime / 10 % 100);
+  return v;
+}
+
+double gpu_memory_bytes() {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return double(total);
+}
+
+}  // namespace meas

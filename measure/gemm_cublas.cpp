@@ -1,0 +1,69 @@
+// cuBLAS GEMM throughput: bf16 inputs, fp32 accumulation, as training runs.
+// Host APIs only (buffers filled with cudaMemset), so no nvcc is needed.
+#include <mpi.h>
+
+#include <algorithm>
+
+#include "cuda_check.hpp"
+#include "gemm.hpp"
+#include "harness.hpp"
+#include "stream.hpp"
+
+namespace meas {
+
+std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shapes, int repeats,
+                                              const GemmProgress& progress) {
+  cublasHandle_t handle;
+  CUBLAS_CHECK(cublasCreate(&handle));
+  auto samples = sweep_gemm(shapes, repeats, progress, [&](const GemmShape& s) {
+    void *a = nullptr, *b = nullptr, *c = nullptr;
+    CUDA_CHECK(cudaMalloc(&a, size_t(s.m * s.k) * 2));
+    CUDA_CHECK(cudaMalloc(&b, size_t(s.k * s.n) * 2));
+    CUDA_CHECK(cudaMalloc(&c, size_t(s.m * s.n) * 2));
+    // Every byte 0x3c: each bf16 is 0x3c3c ≈ 0.0115, a normal number (no denormal slow paths).
+    CUDA_CHECK(cudaMemset(a, 0x3c, size_t(s.m * s.k) * 2));
+    CUDA_CHECK(cudaMemset(b, 0x3c, size_t(s.k * s.n) * 2));
+    bool ta = s.layout[0] == 't', tb = s.layout[1] == 't';
+    // Row-major C[m,n] = op(A)·op(B) is column-major C^T[n,m] = op(B)^T·op(A)^T.
+    int lda = int(ta ? s.m : s.k), ldb = int(tb ? s.k : s.n);
+    float one = 1.0f, zero = 0.0f;
+    auto call = [&] {
+      CUBLAS_CHECK(cublasGemmEx(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(s.n),
+                                int(s.m), int(s.k), &one, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &zero, c,
+                                CUDA_R_16BF, int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    call();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int calls = gemm_calls(s, 2e11);  // ~1 ms of an A100
+    double t = time_all_ranks([&] {
+      for (int j = 0; j < calls; ++j) call();
+      CUDA_CHECK(cudaDeviceSynchronize());
+    });
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaFree(c));
+    return t / calls;
+  });
+  CUBLAS_CHECK(cublasDestroy(handle));
+  return samples;
+}
+
+double measure_device_copy(size_t bytes, int repeats) {
+  void *src = nullptr, *dst = nullptr;
+  CUDA_CHECK(cudaMalloc(&src, bytes));
+  CUDA_CHECK(cudaMalloc(&dst, bytes));
+  CUDA_CHECK(cudaMemset(src, 1, bytes));
+  auto copy = [&] {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  };
+  copy();  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < repeats; ++rep) times.push_back(time_all_ranks(copy));
+  CUDA_CHECK(cudaFree(src));
+  CUDA_CHECK(cudaFree(dst));
+  std::sort(times.begin(), times.end());
+  return 2.0 * double(bytes) / times[times.size() / 2];
+}
+
+}  // namespace meas

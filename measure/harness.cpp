@@ -1,0 +1,91 @@
+#include "harness.hpp"
+
+#include <algorithm>
+
+#include "check.hpp"
+
+namespace meas {
+
+size_t op_count(Coll op, size_t bytes, int g) {
+  size_t floats = bytes / sizeof(float);
+  return op == Coll::AllReduce ? floats : floats / size_t(g);
+}
+
+double op_bytes(Coll op, size_t count, int g) {
+  double per_rank = double(count) * sizeof(float);
+  return op == Coll::AllReduce ? per_rank : per_rank * g;
+}
+
+Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, int world_rank) {
+  Membership m;
+  int color = MPI_UNDEFINED, key = 0;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (size_t j = 0; j < groups[i].size(); ++j)
+      if (groups[i][j] == world_rank) color = int(i), key = int(j), m.members = groups[i];
+  // key = position in the group, so the communicator's ranks follow the ring order.
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+  if (comm != MPI_COMM_NULL) m.group = b.make_group(comm);
+  return m;
+}
+
+Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* recv, size_t count, int warmup,
+                       int iters) {
+  if (g) {
+    for (int i = 0; i < warmup; ++i) b.run(op, *g, send, recv, count);
+    b.sync(*g);
+  }
+  // Start together: concurrent groups must compete for links as in training.
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  std::vector<double> local(size_t(iters) + 1, 0.0);  // [loop time, each iteration]
+  if (g) {
+    double t0 = MPI_Wtime();
+    b.stamp(*g, 0);
+    for (int i = 0; i < iters; ++i) {
+      b.run(op, *g, send, recv, count);
+      b.stamp(*g, i + 1);
+    }
+    b.sync(*g);
+    local[0] = MPI_Wtime() - t0;
+    std::vector<double> gaps = b.elapsed(*g, iters);
+    for (int i = 0; i < iters; ++i) local[size_t(i) + 1] = gaps[size_t(i)];
+  }
+  std::vector<double> worst(local.size());
+  MPI_CHECK(MPI_Allreduce(local.data(), worst.data(), int(local.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  Timing t;
+  t.per_op_s = worst[0] / iters;
+  t.iter_s.assign(worst.begin() + 1, worst.end());
+  return t;
+}
+
+// Small integers, so sums over any group size we run are exact in fp32.
+float pattern_value(int world_rank, size_t index) { return float((world_rank * 131 + index * 7) % 251); }
+
+long long check_collective(Backend& b, Group& g, Coll op, const std::vector<int>& members, float* send, float* recv,
+                           size_t count) {
+  int me = members[size_t(g.rank)];
+  size_t in = op == Coll::ReduceScatter ? count * g.size : count;
+  size_t out = op == Coll::AllGather ? count * g.size : count;
+  std::vector<float> host(std::max(in, out));
+  for (size_t i = 0; i < in; ++i) host[i] = pattern_value(me, i);
+  b.upload(send, host.data(), in);
+  std::vector<float> junk(out, -1.0f);  // so a collective that writes nothing is caught
+  b.upload(recv, junk.data(), out);
+  b.run(op, g, send, recv, count);
+  b.sync(g);
+  b.download(host.data(), recv, out);
+  long long wrong = 0;
+  for (size_t i = 0; i < out; ++i) {
+    float expect = 0;
+    if (op == Coll::AllGather) {
+      expect = pattern_value(members[i / count], i % count);
+    } else {
+      size_t index = op == Coll::ReduceScatter ? size_t(g.rank) * count + i : i;
+      for (int m : members) expect += pattern_value(m, index);
+    }
+    wrong += host[i] != expect;
+  }
+  return wrong;
+}
+
+}  // namespace meas

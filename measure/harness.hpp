@@ -1,0 +1,64 @@
+#pragma once
+// The timing harness, nccl-tests' conventions (DESIGN §5): warm-up, then
+// `iters` back-to-back operations bracketed by one synchronization, time per
+// op, maximum over ranks. Every group of a geometry runs at once; ranks in no
+// group join the barrier and the maximum with nothing to do.
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "backend.hpp"
+#include "check.hpp"
+
+namespace meas {
+
+// Floats each rank passes to Backend::run for a nominal buffer of `bytes`
+// (all-gather: output, reduce-scatter: input) in a group of g, rounded down
+// as nccl-tests does; 0 when the buffer is smaller than one float per rank.
+size_t op_count(Coll op, size_t bytes, int g);
+// The buffer size, nccl-tests' way, that `count` actually moves.
+double op_bytes(Coll op, size_t count, int g);
+
+// This rank's part in one geometry: its group's communicator (null when the
+// geometry leaves it out) and the group's world ranks in ring order. Every
+// rank of MPI_COMM_WORLD calls it with the same `groups`.
+struct Membership {
+  std::unique_ptr<Group> group;
+  std::vector<int> members;
+};
+Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, int world_rank);
+
+struct Timing {
+  double per_op_s = 0;            // loop time / iters, maximum over all ranks
+  std::vector<double> iter_s;     // each iteration's time, maximum over all ranks
+};
+
+// Collective over MPI_COMM_WORLD: `g` is null on ranks in no group.
+Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* recv, size_t count, int warmup,
+                       int iters);
+
+// Seconds from a common start until the last rank has finished `work`: a
+// barrier before and after, for GEMM and memory bandwidth with every rank
+// busy. Ranks oversubscribing cores take turns, so a rank's own clock can
+// miss the time it waited for a core; the closing barrier cannot. The same
+// value on every rank.
+template <class Work>
+double time_all_ranks(Work&& work) {
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  double t0 = MPI_Wtime();
+  work();
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  double local = MPI_Wtime() - t0, worst = 0;
+  MPI_CHECK(MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return worst;
+}
+
+// The contents check nccl-tests runs with -c: every rank fills its send
+// buffer with pattern_value(world rank, index), runs `op` once, and compares
+// the result element by element with what the members' patterns must give.
+// Returns the number of wrong elements on this rank (not reduced).
+float pattern_value(int world_rank, size_t index);
+long long check_collective(Backend& b, Group& g, Coll op, const std::vector<int>& members, float* send, float* recv,
+                           size_t count);
+
+}  // namespace meas

@@ -1,0 +1,542 @@
+// measure: microbenchmarks that calibrate a machine profile (DESIGN §5).
+//
+//   mpirun -np 8 measure --backend mpi --gpus-per-node 4 --out local.json
+//   srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json
+//
+// Collectives on every group geometry the advisor prices, GEMM throughput,
+// memory bandwidth and the node's topology, fitted into a profile by
+// ff::calibrate_profile and written once, atomically, at the very end.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "atomic_file.hpp"
+#include "backend.hpp"
+#include "calibrate.hpp"
+#include "check.hpp"
+#include "error.hpp"
+#include "gemm.hpp"
+#include "groups.hpp"
+#include "harness.hpp"
+#include "stream.hpp"
+#include "topology.hpp"
+
+namespace meas {
+namespace {
+
+struct Options {
+  std::string backend = "mpi";
+  int gpus_per_node = 0;  // 0: from MPI_COMM_TYPE_SHARED
+  std::string min_bytes, max_bytes;
+  int iters = 20, warmup = 5, repeats = 5;
+  std::string ops = "all-reduce,all-gather,reduce-scatter";
+  std::string intra, inter;
+  bool quick = false, skip_gemm = false, no_check = false;
+  std::string model, gemm_grids;
+  int micro_batch = 1;
+  std::string base, name, out, raw;
+};
+
+int g_rank = 0;
+
+// Progress and errors: rank 0 speaks for everyone.
+void say(const std::string& line) {
+  if (g_rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return fmt(b == std::floor(b) ? "%.0f" : "%.1f", b) + " " + units[u];
+}
+
+// "1K", "16M", "1G", "4096", "64KiB": powers of 1024.
+size_t parse_bytes(const std::string& flag, const std::string& text) {
+  std::string what = flag + " '" + text + "'";
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    throw UsageError(what + ": expected a size such as 4096, 1K, 16M or 1G");
+  }
+  std::string unit = text.substr(used);
+  double scale = 1;
+  if (!unit.empty()) {
+    char u = char(std::toupper(unit[0]));
+    std::string rest = unit.substr(1);
+    if ((u != 'K' && u != 'M' && u != 'G' && u != 'B') || (u != 'B' && !rest.empty() && rest != "B" && rest != "iB") ||
+        (u == 'B' && !rest.empty()))
+      throw UsageError(what + ": unknown unit '" + unit + "' (use K, M or G, powers of 1024)");
+    scale = u == 'K' ? 1024.0 : u == 'M' ? 1024.0 * 1024 : u == 'G' ? 1024.0 * 1024 * 1024 : 1;
+  }
+  double bytes = v * scale;
+  if (!(bytes >= 1) || bytes != std::floor(bytes))
+    throw UsageError(what + ": a message size must be a positive whole number of bytes");
+  size_t b = size_t(bytes);
+  if ((b & (b - 1)) != 0) throw UsageError(what + ": message sizes are swept in powers of two; " + human_bytes(bytes) +
+                                           " is not one (try " + human_bytes(double(std::bit_floor(b))) + ")");
+  if (b < sizeof(float)) throw UsageError(what + ": the smallest message is one float, 4 bytes");
+  return b;
+}
+
+std::vector<Coll> parse_ops(const std::string& text) {
+  std::vector<Coll> ops;
+  std::stringstream ss(text);
+  std::string op;
+  while (std::getline(ss, op, ',')) {
+    std::string k;
+    for (char c : op)
+      if (c != '-' && c != '_') k += char(std::tolower(c));
+    if (k == "allreduce") ops.push_back(Coll::AllReduce);
+    else if (k == "allgather") ops.push_back(Coll::AllGather);
+    else if (k == "reducescatter") ops.push_back(Coll::ReduceScatter);
+    else throw UsageError("--ops '" + text + "': unknown collective '" + op + "' (all-reduce, all-gather, reduce-scatter)");
+  }
+  if (ops.empty()) throw UsageError("--ops '" + text + "': name at least one collective");
+  return ops;
+}
+
+// Every rank evaluates `ok` for itself; all learn whether every rank is ok.
+// Rank 0 prints `why` (its own, or a note that another rank failed).
+void agree(bool ok, const std::string& why) {
+  int all = ok ? 1 : 0, mine = all;
+  MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+  if (!all) throw UsageError(ok ? "on another rank: " + why : why);
+}
+
+// Where rank 0 will write: checked before the run, not after an hour of it.
+std::string output_problem(const std::string& flag, const std::string& path) {
+  if (path.empty()) return "";
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
+  if (dir.empty()) dir = "/";
+  if (access(dir.c_str(), W_OK) != 0) return flag + " '" + path + "': directory '" + dir + "' does not exist or is not writable";
+  if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0) return flag + " '" + path + "': not writable";
+  return "";
+}
+
+struct Node {
+  int per_node = 0;       // ranks per node used for placement
+  int host_ranks = 0;     // ranks actually sharing this host
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::string source;     // where per_node came from
+};
+
+// Ranks per node from MPI_COMM_TYPE_SHARED, checked to be equal and placed in
+// blocks, unless --gpus-per-node sets it (one host standing for several nodes).
+Node detect_node(const Options& o, int rank, int ranks) {
+  Node n;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &n.comm));
+  int local = 0;
+  MPI_CHECK(MPI_Comm_rank(n.comm, &local));
+  MPI_CHECK(MPI_Comm_size(n.comm, &n.host_ranks));
+  if (o.gpus_per_node > 0) {
+    n.per_node = o.gpus_per_node;
+    n.source = "--gpus-per-node";
+    if (ranks % n.per_node != 0)
+      throw UsageError("--gpus-per-node " + std::to_string(n.per_node) + ": " + std::to_string(ranks) +
+                       " ranks do not fill whole nodes of " + std::to_string(n.per_node));
+    return n;
+  }
+  int lo = 0, hi = 0, first = rank - local, first_seen = 0;
+  MPI_CHECK(MPI_Allreduce(&n.host_ranks, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Allreduce(&n.host_ranks, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (lo != hi)
+    throw UsageError("nodes hold different numbers of ranks (" + std::to_string(lo) + " to " + std::to_string(hi) +
+                     "); launch the same count on every node, or set --gpus-per-node");
+  MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT, 0, n.comm));  // world rank of the node's local rank 0
+  first_seen = first;
+  agree(first_seen == rank - local && rank % lo == local,
+        "ranks are not placed on nodes in blocks (rank r on node r / " + std::to_string(lo) +
+            "), so the groups measured would not be the ones the advisor prices; launch with "
+            "`mpirun --map-by ppr:" + std::to_string(lo) + ":node` or `srun -m block`");
+  n.per_node = lo;
+  n.source = "MPI_COMM_TYPE_SHARED";
+  return n;
+}
+
+// One geometry: all its groups, and this rank's part in them.
+struct GeometryRun {
+  ff::Geometry geometry;
+  std::vector<std::vector<int>> groups;
+  Membership mine;
+};
+
+// One row of the results: a collective, a geometry, a message size.
+struct Row {
+  ff::CollectiveSample sample;
+  size_t count = 0;       // floats per rank passed to the backend
+  int groups = 0;         // groups running at once
+  std::vector<double> iterations;  // every timed iteration, max over ranks, all repeats
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void print_table(const std::vector<Row>& rows) {
+  if (g_rank != 0) return;
+  std::string last;
+  for (const auto& r : rows) {
+    const auto& s = r.sample;
+    std::string head = std::string(ff::coll_name(s.op)) + "  " + geometry_name(s.geometry);
+    if (head != last) {
+      std::printf("\n# %s  (%d group%s at once, %d iterations a repeat, %zu repeats)\n", head.c_str(), r.groups,
+                  r.groups == 1 ? "" : "s", s.iters, s.times_s.size());
+      std::printf("# %12s %11s %11s %11s %11s %9s %9s %11s %11s %11s\n", "size(B)", "count", "time(us)", "min(us)",
+                  "max(us)", "algbw", "busbw", "iter min", "iter med", "iter max");
+      std::printf("# %12s %11s %11s %11s %11s %9s %9s %11s %11s %11s\n", "", "(floats)", "median", "repeats",
+                  "repeats", "(GB/s)", "(GB/s)", "(us)", "(us)", "(us)");
+      last = head;
+    }
+    double t = s.median_s(), algbw = s.bytes / t / 1e9;
+    auto [lo, hi] = std::minmax_element(r.iterations.begin(), r.iterations.end());
+    std::printf("  %12.0f %11zu %11.2f %11.2f %11.2f %9.3f %9.3f %11.2f %11.2f %11.2f\n", s.bytes, r.count, t * 1e6,
+                s.min_s() * 1e6, s.max_s() * 1e6, algbw, algbw * ff::busbw_factor(s.op, s.geometry.size), *lo * 1e6,
+                median(r.iterations) * 1e6, *hi * 1e6);
+  }
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv, int rank, int ranks) {
+  Options o;
+  CLI::App app{
+      "measure: microbenchmarks that calibrate a fourfold machine profile.\n\n"
+      "Launch it like the training job, one rank per GPU, ranks placed on nodes in blocks:\n"
+      "  srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json\n"
+      "  mpirun -np 8 --oversubscribe measure --backend mpi --gpus-per-node 4 --out local.json\n"
+      "then: advisor recommend --model gpt-80b --gpus 1024 --machine mine.json\n\n"
+      "It times all-reduce, all-gather and reduce-scatter on every group geometry the advisor prices\n"
+      "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
+      "node), with all groups of a geometry running at once; then GEMM throughput (OpenBLAS sgemm, or\n"
+      "cuBLAS bf16) and memory bandwidth with every rank busy. Progress goes to stderr, the results\n"
+      "table to stdout, the fitted profile to --out (written once, at the end)."};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--backend", o.backend, "mpi (CPU buffers) or nccl (GPU buffers, one GPU per rank)");
+  app.add_option("--gpus-per-node", o.gpus_per_node,
+                 "ranks per node for placement [default: the ranks sharing a host, MPI_COMM_TYPE_SHARED]; "
+                 "set it to let one host stand for several nodes")
+      ->check(CLI::PositiveNumber)
+      ->default_str("");
+  app.add_option("--min-bytes", o.min_bytes, "smallest message, a power of two (K, M, G suffixes) [default 1K]");
+  app.add_option("--max-bytes", o.max_bytes, "largest message [default 16M for mpi, 256M for nccl]");
+  app.add_option("--iters", o.iters, "back-to-back operations per timing");
+  app.add_option("--warmup", o.warmup, "untimed operations before each timing");
+  app.add_option("--repeats", o.repeats, "timings per point, interleaved over sizes and geometries; the median is kept");
+  app.add_option("--ops", o.ops, "collectives to time");
+  app.add_option("--intra", o.intra,
+                 "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
+  app.add_option("--inter", o.inter,
+                 "inter-node geometries GROUPS_PER_NODExSIZE,... (default: 1..ranks-per-node groups, sizes the "
+                 "powers of two up to the node count and the node count; 'none')");
+  app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
+  app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
+  app.add_flag("--no-check", o.no_check, "skip verifying each collective's result before timing it");
+  app.add_option("--model", o.model, "also time the GEMMs the advisor prices for this model (preset name or file)");
+  app.add_option("--gemm-grids", o.gemm_grids,
+                 "with --model: G_x x G_y pairs, e.g. 1x1,2x2 [default: powers of two with G_x·G_y <= ranks per node]");
+  app.add_option("--micro-batch", o.micro_batch, "with --model: sequences per rank per micro-step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--base", o.base,
+                 "profile (bundled name or file) the measured sections override; without it, unmeasured numbers "
+                 "are stated CPU-rank assumptions");
+  app.add_option("--name", o.name, "profile name [default: --out's file name without .json]");
+  app.add_option("--out", o.out, "write the calibrated profile here (for advisor --machine FILE)");
+  app.add_option("--raw", o.raw, "write the raw measurement record here (advisor calibrate --from FILE refits it)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream quiet;
+    return rank == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
+  }
+
+  // Arguments: every rank checks the same things the same way, so all agree
+  // without talking.
+  if (o.backend != "mpi" && o.backend != "nccl")
+    throw UsageError("--backend '" + o.backend + "': expected mpi (CPU buffers) or nccl (GPU buffers)");
+  bool gpu = o.backend == "nccl";
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  if (o.quick) {
+    if (!given("--min-bytes")) o.min_bytes = "1K";
+    if (!given("--max-bytes")) o.max_bytes = "64K";
+    if (!given("--iters")) o.iters = 5;
+    if (!given("--warmup")) o.warmup = 1;
+    if (!given("--repeats")) o.repeats = 3;
+  }
+  if (o.min_bytes.empty()) o.min_bytes = "1K";
+  if (o.max_bytes.empty()) o.max_bytes = gpu ? "256M" : "16M";
+  size_t min_bytes = parse_bytes("--min-bytes", o.min_bytes), max_bytes = parse_bytes("--max-bytes", o.max_bytes);
+  if (min_bytes > max_bytes)
+    throw UsageError("--min-bytes " + o.min_bytes + " is larger than --max-bytes " + o.max_bytes);
+  if (max_bytes > (size_t(1) << 32))
+    throw UsageError("--max-bytes " + o.max_bytes + ": at most 4G (an MPI count is a 32-bit int of floats)");
+  if (o.iters < 1) throw UsageError("--iters must be at least 1");
+  if (o.warmup < 0) throw UsageError("--warmup must be at least 0");
+  if (o.repeats < 1) throw UsageError("--repeats must be at least 1");
+  std::vector<Coll> ops = parse_ops(o.ops);
+  if (!o.out.empty() && o.out == o.raw) throw UsageError("--out and --raw name the same file '" + o.out + "'");
+  if (o.name.empty()) {
+    std::string file = o.out.substr(o.out.find_last_of('/') + 1);
+    o.name = file.size() > 5 && file.ends_with(".json") ? file.substr(0, file.size() - 5) : file;
+    if (o.name.empty()) o.name = "measured";
+  }
+  if (!o.gemm_grids.empty() && o.model.empty()) throw UsageError("--gemm-grids needs --model");
+  std::vector<std::pair<int, int>> gemm_xy;
+  if (!o.gemm_grids.empty()) gemm_xy = parse_pairs("--gemm-grids", o.gemm_grids, "G_XxG_Y, e.g. 1x1,2x2");
+  ff::ModelSpec model;
+  if (!o.model.empty()) model = ff::load_model(o.model);  // same file on every rank: same verdict
+  nlohmann::json base;
+  if (!o.base.empty()) base = ff::profile_json(o.base);
+  if (ranks < 2)
+    throw UsageError("measure needs at least 2 ranks, this is 1; launch it with mpirun -np N or srun (a binary "
+                     "started by another MPI's launcher runs as N separate 1-rank jobs)");
+  std::string out_problem = output_problem("--out", o.out);
+  if (out_problem.empty()) out_problem = output_problem("--raw", o.raw);
+  agree(rank != 0 || out_problem.empty(), out_problem);
+
+  // Placement and geometries.
+  Node node = detect_node(o, rank, ranks);
+  int per_node = node.per_node, nodes = ranks / per_node;
+  std::vector<ff::Geometry> geometries;
+  if (o.intra.empty() && o.inter.empty()) {
+    geometries = default_geometries(ranks, per_node);
+  } else {
+    auto intra = parse_geometries(o.intra.empty() ? "none" : o.intra, false);
+    auto inter = parse_geometries(o.inter.empty() ? "none" : o.inter, true);
+    for (auto& g : inter) g.stride = per_node;
+    geometries = intra;
+    geometries.insert(geometries.end(), inter.begin(), inter.end());
+  }
+  for (const auto& g : geometries)
+    if (std::string why = geometry_problem(g, ranks, per_node); !why.empty()) throw UsageError(why);
+  if (geometries.empty())
+    throw UsageError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
+                     std::to_string(per_node) + " per node");
+  // What calibrate_profile cannot do without a base profile, said now rather
+  // than after the run.
+  bool any_intra = std::any_of(geometries.begin(), geometries.end(), [](const ff::Geometry& g) { return !g.inter; });
+  if (!o.out.empty() && o.base.empty()) {
+    if (o.skip_gemm) throw UsageError("--skip-gemm with --out needs --base NAME|FILE to take the GEMM table from");
+    if (!any_intra)
+      throw UsageError("no intra-node geometry is measured (" + std::to_string(per_node) +
+                       " rank per node), so --out needs --base NAME|FILE to take intra-node bandwidths from");
+  }
+  if (gpu && !o.out.empty() && o.base.empty())
+    say("note: without --base, what measure cannot time (attention efficiency, overlap, memory reserve) is filled "
+        "with CPU-rank assumptions; on GPUs pass --base NAME|FILE (e.g. --base perlmutter)");
+  std::vector<size_t> sizes;
+  for (size_t b = min_bytes; b <= max_bytes; b *= 2) sizes.push_back(b);
+
+  // The backend, and memory for two buffers of the largest message.
+  std::unique_ptr<Backend> backend;
+  std::string why;
+  if (gpu) backend = make_nccl_backend(node.comm, &why);
+  else backend = make_mpi_backend();
+  agree(backend != nullptr, why);
+  double node_memory = node_memory_bytes();
+  double memory_per_rank = gpu ? gpu_memory_bytes() : node_memory / node.host_ranks;
+  if (memory_per_rank > 0 && 2.0 * double(max_bytes) > 0.5 * memory_per_rank)
+    throw UsageError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
+                     human_bytes(memory_per_rank) + " each rank has");
+
+  say("measure: " + std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node (" + node.source +
+      "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " + backend->name() + "; " +
+      std::to_string(geometries.size()) + " geometries x " + std::to_string(ops.size()) + " collectives x " +
+      std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
+      human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
+      " iterations after " + std::to_string(o.warmup) + " warm-up");
+  std::vector<GeometryRun> runs;
+  for (const auto& geo : geometries) {
+    GeometryRun r{geo, geometry_groups(geo, ranks, per_node), {}};
+    r.mine = join_group(*backend, r.groups, rank);
+    runs.push_back(std::move(r));
+  }
+  size_t max_floats = max_bytes / sizeof(float);
+  float* send = backend->alloc(max_floats);
+  float* recv = backend->alloc(max_floats);
+
+  // Contents first (nccl-tests' -c): a wrong result makes every timing moot.
+  if (!o.no_check) {
+    for (auto& r : runs)
+      for (Coll op : ops)
+        for (size_t bytes : {min_bytes, max_bytes}) {
+          size_t count = op_count(op, bytes, r.geometry.size);
+          long long wrong = 0, total = 0;
+          if (r.mine.group && count > 0)
+            wrong = check_collective(*backend, *r.mine.group, op, r.mine.members, send, recv, count);
+          MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+          if (total > 0)
+            throw std::runtime_error(std::string(ff::coll_name(op)) + " " + geometry_name(r.geometry) + " at " +
+                                     human_bytes(double(bytes)) + ": " + std::to_string(total) +
+                                     " wrong elements; the " + backend->name() + " library or this machine is broken");
+        }
+    say("contents checked: every collective on every geometry, at " + human_bytes(double(min_bytes)) + " and " +
+        human_bytes(double(max_bytes)));
+  }
+
+  // Timings. Repeats outermost, so each point's repeats are spread over the
+  // whole run and a noisy minute spoils one repeat of many points, not all
+  // repeats of one.
+  std::vector<Row> rows;
+  std::vector<std::vector<size_t>> row_of(runs.size() * ops.size(), std::vector<size_t>(sizes.size(), SIZE_MAX));
+  for (size_t gi = 0; gi < runs.size(); ++gi)
+    for (size_t oi = 0; oi < ops.size(); ++oi)
+      for (size_t si = 0; si < sizes.size(); ++si) {
+        int g = runs[gi].geometry.size;
+        size_t count = op_count(ops[oi], sizes[si], g);
+        if (count == 0) continue;  // less than a float per rank
+        Row row;
+        row.sample.op = ops[oi];
+        row.sample.geometry = runs[gi].geometry;
+        row.sample.bytes = op_bytes(ops[oi], count, g);
+        row.sample.iters = o.iters;
+        row.count = count;
+        row.groups = int(runs[gi].groups.size());
+        row_of[gi * ops.size() + oi][si] = rows.size();
+        rows.push_back(row);
+      }
+  int step = 0, steps = o.repeats * int(runs.size() * ops.size());
+  double start = MPI_Wtime();
+  for (int rep = 0; rep < o.repeats; ++rep)
+    for (size_t gi = 0; gi < runs.size(); ++gi)
+      for (size_t oi = 0; oi < ops.size(); ++oi) {
+        Row* last = nullptr;
+        for (size_t si = 0; si < sizes.size(); ++si) {
+          size_t ri = row_of[gi * ops.size() + oi][si];
+          if (ri == SIZE_MAX) continue;
+          Row& row = rows[ri];
+          Timing t = time_collective(*backend, runs[gi].mine.group.get(), ops[oi], send, recv, row.count, o.warmup, o.iters);
+          row.sample.times_s.push_back(t.per_op_s);
+          row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
+          last = &row;
+        }
+        ++step;
+        if (last) {
+          double busbw = last->sample.bytes / last->sample.times_s.back() * ff::busbw_factor(ops[oi], last->sample.geometry.size);
+          say("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + ff::coll_name(ops[oi]) + " " +
+              geometry_name(runs[gi].geometry) + ", repeat " + std::to_string(rep + 1) + "/" +
+              std::to_string(o.repeats) + ": " + human_bytes(double(min_bytes)) + " .. " +
+              human_bytes(last->sample.bytes) + ", busbw " + fmt("%.3g", busbw / 1e9) + " GB/s at " +
+              human_bytes(last->sample.bytes) + "  (" + fmt("%.0f", MPI_Wtime() - start) + " s)");
+        }
+      }
+  backend->release(send);
+  backend->release(recv);
+  print_table(rows);
+
+  // GEMM and memory bandwidth, every rank at once.
+  ff::Measurement m;
+  m.gemm_dtype = gpu ? ff::Dtype::BF16 : ff::Dtype::FP32;
+  if (!o.skip_gemm) {
+    std::vector<long long> dims = gpu ? (o.quick ? std::vector<long long>{256, 512, 1024}
+                                                 : std::vector<long long>{512, 2048, 8192})
+                                      : (o.quick ? std::vector<long long>{32, 64, 128}
+                                                 : std::vector<long long>{64, 256, 1024});
+    std::vector<GemmShape> shapes = grid_gemm_shapes(dims);
+    if (!o.model.empty()) {
+      if (gemm_xy.empty())
+        for (int x = 1; x <= per_node; x *= 2)
+          for (int y = 1; x * y <= per_node; y *= 2) gemm_xy.push_back({x, y});
+      auto more = model_gemm_shapes(model, gemm_xy, o.micro_batch);
+      shapes.insert(shapes.end(), more.begin(), more.end());
+    }
+    int gemm_repeats = std::min(o.repeats, 3);
+    double gemm_start = MPI_Wtime();
+    auto progress = [&](int done, int total, const ff::GemmSample& s) {
+      if (done % int(shapes.size()) != 0 && done != total) return;  // one line per pass over the shapes
+      say("[gemm " + std::to_string(done) + "/" + std::to_string(total) + "] " + std::to_string(s.m) + "x" +
+          std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.layout + ": " +
+          fmt("%.3g", s.flops() / s.times_s.back() / 1e9) + " GFLOP/s per rank  (" +
+          fmt("%.0f", MPI_Wtime() - gemm_start) + " s)");
+    };
+    say("gemm: " + std::to_string(shapes.size()) + " shapes x " + std::to_string(gemm_repeats) + " repeats, " +
+        (gpu ? "cuBLAS bf16" : "OpenBLAS sgemm") + ", every rank at once");
+    m.gemm = gpu ? measure_gemm_cuda(shapes, gemm_repeats, progress) : measure_gemm_cpu(shapes, gemm_repeats, progress);
+    m.gemm_peak_flops = best_gemm_rate(m.gemm);
+    say("gemm: best " + fmt("%.3g", m.gemm_peak_flops / 1e9) + " GFLOP/s per rank");
+  }
+  if (gpu) {
+    m.stream_bytes_per_s = measure_device_copy(o.quick ? (size_t(64) << 20) : (size_t(1) << 30), std::max(3, o.repeats));
+    say("memory: device copy " + fmt("%.4g", m.stream_bytes_per_s / 1e9) + " GB/s per GPU (read + write)");
+  } else {
+    size_t doubles = o.quick ? (size_t(1) << 20) : (size_t(1) << 22);  // 3 arrays of 8 or 32 MiB
+    m.stream_bytes_per_s = measure_stream(doubles, std::max(3, o.repeats));
+    say("stream: triad " + fmt("%.3g", m.stream_bytes_per_s / 1e9) + " GB/s per rank with " +
+        std::to_string(node.host_ranks) + " ranks on this host");
+  }
+
+  // The record; rank 0 holds the same maxima as everyone and writes.
+  m.backend = backend->name();
+  m.ranks = ranks;
+  m.gpus_per_node = per_node;
+  m.nodes = nodes;
+  m.command = launch_command(argc, argv);
+  m.host = host_name();
+  m.date = utc_now();
+  m.versions = library_versions();
+  m.versions.update(cuda_versions());
+  m.topology = node_topology();
+  m.topology["ranks_per_node"] = per_node;
+  m.topology["ranks_per_node_from"] = node.source;
+  m.topology["ranks_on_this_host"] = node.host_ranks;
+  m.memory_bytes_per_rank = memory_per_rank;
+  for (const auto& r : rows) m.collectives.push_back(r.sample);
+  MPI_CHECK(MPI_Comm_free(&node.comm));
+  if (rank != 0) return 0;
+  if (!o.raw.empty()) {
+    ff::write_file_atomic(o.raw, ff::to_json(m).dump(1) + "\n");
+    say("wrote " + o.raw + " (raw measurement)");
+  }
+  if (!o.out.empty()) {
+    nlohmann::json profile = ff::calibrate_profile(base, m, o.name);
+    ff::write_file_atomic(o.out, profile.dump(1) + "\n");
+    say("wrote " + o.out + " (profile '" + o.name + "'); use it with: advisor recommend --model MODEL --gpus N --machine " +
+        o.out);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace meas
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  meas::g_rank = rank;
+  // Errors come back to MPI_CHECK, which names the call site before aborting
+  // (communicators split from the world inherit this).
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int code = 0;
+  try {
+    code = meas::run(argc, argv, rank, ranks);
+  } catch (const meas::UsageError& e) {
+    meas::say(std::string("measure: error: ") + e.what());
+    code = 2;
+  } catch (const ff::InputError& e) {
+    meas::say(std::string("measure: error: ") + e.what());
+    code = 2;
+  } catch (const std::exception& e) {
+    meas::say(std::string("measure: failed: ") + e.what());
+    code = 1;
+  }
+  MPI_Finalize();
+  return code;
+}

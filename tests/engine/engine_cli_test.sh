@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The engine end to end under mpirun: a run record as DESIGN §3 says, the same
+# bytes per axis as `advisor predict` prices, learning on real text, and every
+# bad input or dying rank a clear, prompt, non-zero exit with no record left.
+# Usage: engine_cli_test.sh path/to/engine path/to/advisor
+set -u
+engine=$1
+advisor=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tiny=$root/examples/models/gpt-tiny.json
+text=/usr/share/common-licenses/GPL-3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+run="mpirun --oversubscribe -np"
+
+source "$(dirname "$0")/../expect.sh"
+no_leftovers() {
+  if compgen -G "$tmp/*.tmp.*" >/dev/null || [[ -e $1 ]]; then
+    echo "FAIL: $1 or a temporary left behind"
+    failures=$((failures + 1))
+  else
+    echo "ok: nothing left at $1"
+  fi
+}
+
+# --- a run and its record --------------------------------------------------
+cfg=(--grid 2,2,1,2 --order xyzd --micro-batch 2 --recompute --overlap all --batch 16)
+expect 0 'final loss' -- $run 8 "$engine" --model "$tiny" "${cfg[@]}" --steps 3 --data "$text" --record "$tmp/run.json"
+"$advisor" predict --model "$tiny" --gpus 8 "${cfg[@]}" --dtype fp32 --json >"$tmp/predict.json"
+check "run record has DESIGN §3's fields and the configuration that ran" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "data": 2}, "order": "xyzd", "micro_batch": 2,
+                       "recompute": True, "overlap": {"oar": True, "ors": True, "oag": True}, "dtype": "fp32"}, r["config"]
+assert r["model"] == "gpt-tiny" and r["ranks"] == 8
+assert len(r["steps"]) == 3
+for s in r["steps"]:
+    assert set(s["comm_s"]) == {"x", "y", "z", "data"}
+    assert 0 < s["compute_s"] <= s["time_s"] and s["loss"] > 0
+    assert s["comm_s"]["z"] == 0  # G_z = 1: no Z collectives at all
+assert len(r["peak_memory_bytes"]) == 8 and min(r["peak_memory_bytes"]) > 1e6
+assert r["final_loss"] == r["steps"][-1]["loss"]
+p = r["provenance"]
+assert p["host"] and "MPI" in p["mpi"] and "OpenBLAS" in p["blas"] and p["git"] and "--grid 2,2,1,2" in p["command"]
+' "$tmp/run.json"
+check "bytes per axis equal what advisor predict prices for the same flags" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
+' "$tmp/run.json" "$tmp/predict.json"
+# And with Z split, where gathers, reduce-scatters and the replicated reduction over Z appear.
+cfg2=(--grid 1,2,2,2 --order zyxd --micro-batch 1 --overlap ors --batch 8)
+expect 0 'final loss' -- $run 8 "$engine" --model "$tiny" "${cfg2[@]}" --steps 2 --record "$tmp/run2.json"
+"$advisor" predict --model "$tiny" --gpus 8 "${cfg2[@]}" --dtype fp32 --json >"$tmp/predict2.json"
+check "bytes per axis equal advisor predict with Z split" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["bytes_per_step"]["z"] > 0
+assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
+' "$tmp/run2.json" "$tmp/predict2.json"
+
+# --- it learns: byte-level text on 2 ranks --------------------------------
+expect 0 'final loss' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --micro-batch 4 --batch 8 --steps 40 --lr 3e-3 \
+  --data "$text" --record "$tmp/learn.json"
+check "the loss falls by more than 1.5 nats in 40 steps on real text" '
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+assert s[0]["loss"] - s[-1]["loss"] > 1.5, (s[0]["loss"], s[-1]["loss"])
+' "$tmp/learn.json"
+
+# --- the benchmark report ----------------------------------------------------
+expect 0 'GEMM rate / BLAS peak' -- $run 1 "$engine" --model "$tiny" --micro-batch 2 --steps 3 --bench
+
+# --- bad input: rank 0 says why, every rank exits, nothing is written --------
+expect 2 'has 4 cells but 2 ranks' -- $run 2 "$engine" --model "$tiny" --grid 2,2,1,1 --record "$tmp/bad.json"
+expect 2 'heads 4 % G_y 8' -- $run 8 "$engine" --model "$tiny" --grid 1,8,1,1 --record "$tmp/bad.json"
+expect 2 'cannot read data file' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --data "$tmp/missing.txt" --record "$tmp/bad.json"
+expect 2 'not a multiple of micro_batch' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --batch 3 --record "$tmp/bad.json"
+expect 2 'bf16 needs the GPU backend' -- $run 1 "$engine" --model "$tiny" --dtype bf16
+expect 2 'unknown model|gpt-5b' -- $run 2 "$engine" --model gpt-nonexistent --grid 2,1,1,1
+expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --lr 1e30 --steps 20 --record "$tmp/bad.json"
+no_leftovers "$tmp/bad.json"
+
+# --- a rank that dies: mpirun ends the job, non-zero, within 30 s ------------
+mpirun --oversubscribe -np 4 "$engine" --model "$tiny" --grid 2,1,1,2 --steps 100000 --record "$tmp/dead.json" \
+  >"$tmp/dead.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do grep -q 'step    2' "$tmp/dead.out" && break; sleep 0.2; done
+victim=$(pgrep -P "$launcher" -f engine | tail -1)
+if [[ -z $victim ]]; then
+  echo "FAIL: no engine rank found under mpirun"
+  failures=$((failures + 1))
+else
+  start=$(date +%s)
+  kill -9 "$victim"
+  ( sleep 40; kill -9 "$launcher" 2>/dev/null ) &
+  watchdog=$!
+  wait "$launcher"
+  rc=$?
+  took=$(($(date +%s) - start))
+  kill "$watchdog" 2>/dev/null
+  if [[ $rc -ne 0 && $took -le 30 ]]; then echo "ok: killed rank: mpirun exit $rc after ${took}s"; else
+    echo "FAIL: killed rank: mpirun exit $rc after ${took}s"
+    tail -5 "$tmp/dead.out"
+    failures=$((failures + 1))
+  fi
+fi
+no_leftovers "$tmp/dead.json"
+
+echo "$failures failure(s)"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,156 @@
+// Each layer's backward against central finite differences of its forward
+// (fp64, one rank, small sizes), then the whole model's gradient of every
+// tensor at a few elements.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "gpt.hpp"
+#include "layers.hpp"
+#include "rng.hpp"
+
+using namespace ff;
+using namespace ff::engine;
+
+namespace {
+
+std::vector<double> randoms(size_t n, uint64_t key, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * normal_at(99, key, i, 0);
+  return v;
+}
+
+// Central difference of f with respect to x[i].
+double numeric(const std::function<double()>& f, double& x, double h = 1e-6) {
+  double keep = x;
+  x = keep + h;
+  double up = f();
+  x = keep - h;
+  double down = f();
+  x = keep;
+  return (up - down) / (2 * h);
+}
+
+void check_close(double analytic, double fd, const char* what, size_t i) {
+  INFO(what << "[" << i << "] analytic " << analytic << " numeric " << fd);
+  CHECK(std::abs(analytic - fd) <= 1e-6 * std::max(1.0, std::abs(fd)));
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("layernorm backward matches finite differences") {
+  GridComm comm(MPI_COMM_SELF, Grid{}, Order{});
+  const long t = 3, H = 8;
+  auto x = randoms(t * H, 1), gamma = randoms(H, 2), beta = randoms(H, 3), w = randoms(t * H, 4);
+  std::vector<double> y(t * H), xhat(t * H), rstd(t);
+  auto loss = [&] {
+    layernorm_forward(comm, x.data(), gamma.data(), beta.data(), y.data(), xhat.data(), rstd.data(), t, H, H);
+    return dot(y, w);
+  };
+  loss();
+  std::vector<double> dx(t * H), dg(H, 0.0), db(H, 0.0);
+  layernorm_backward(comm, w.data(), xhat.data(), rstd.data(), gamma.data(), dx.data(), dg.data(), db.data(), t, H, H);
+  for (size_t i = 0; i < x.size(); ++i) check_close(dx[i], numeric(loss, x[i]), "x", i);
+  for (size_t i = 0; i < gamma.size(); ++i) check_close(dg[i], numeric(loss, gamma[i]), "gamma", i);
+  for (size_t i = 0; i < beta.size(); ++i) check_close(db[i], numeric(loss, beta[i]), "beta", i);
+}
+
+TEST_CASE("gelu backward matches finite differences") {
+  auto x = randoms(16, 5, 2.0), w = randoms(16, 6);
+  std::vector<double> y(16), dx(16);
+  auto loss = [&] {
+    gelu_forward(x.data(), y.data(), 16);
+    return dot(y, w);
+  };
+  gelu_backward(x.data(), w.data(), dx.data(), 16);
+  for (size_t i = 0; i < x.size(); ++i) check_close(dx[i], numeric(loss, x[i]), "x", i);
+  // GELU(0) = 0, GELU'(0) = 1/2, GELU(x) → x for large x.
+  double z[3] = {0, 10, -10}, gz[3], one[3] = {1, 1, 1}, dz[3];
+  gelu_forward(z, gz, 3);
+  gelu_backward(z, one, dz, 3);
+  CHECK(gz[0] == 0);
+  CHECK(dz[0] == doctest::Approx(0.5));
+  CHECK(gz[1] == doctest::Approx(10));
+  CHECK(gz[2] == doctest::Approx(0).epsilon(1e-12));
+}
+
+TEST_CASE("causal attention backward matches finite differences, and the future is masked") {
+  const long seqs = 2, S = 5, heads = 2, dh = 3, hy = heads * dh;
+  auto qkv = randoms(seqs * S * 3 * hy, 7), w = randoms(seqs * S * hy, 8);
+  std::vector<double> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
+  GemmStats st;
+  auto loss = [&] {
+    attention_forward<double>(st, nullptr, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
+    return dot(out, w);
+  };
+  loss();
+  attention_backward<double>(st, nullptr, qkv.data(), probs.data(), w.data(), dqkv.data(), seqs, S, heads, dh);
+  for (size_t i = 0; i < qkv.size(); ++i) check_close(dqkv[i], numeric(loss, qkv[i]), "qkv", i);
+  // Token 0 attends only to itself: its output is its own V.
+  for (long j = 0; j < dh; ++j) CHECK(out[j] == doctest::Approx(qkv[2 * hy + j]));
+}
+
+TEST_CASE("cross-entropy gradient matches finite differences; padding gets none") {
+  GridComm comm(MPI_COMM_SELF, Grid{}, Order{});
+  const long t = 4, vy = 7, vocab = 6;  // the last column is padding
+  auto logits = randoms(t * vy, 9, 3.0);
+  std::vector<int> targets = {0, 5, 2, 3};
+  std::vector<double> dl(t * vy);
+  auto loss = [&] { return cross_entropy(comm, logits.data(), targets.data(), dl.data(), t, vy, 0, vocab, 1.0); };
+  loss();
+  std::vector<double> grad = dl;
+  for (long i = 0; i < t; ++i)
+    for (long j = 0; j < vocab; ++j)
+      check_close(grad[i * vy + j], numeric(loss, logits[i * vy + j]), "logit", size_t(i * vy + j));
+  for (long i = 0; i < t; ++i) CHECK(grad[i * vy + vy - 1] == 0);
+  // Uniform logits over 6 classes: loss = ln 6 per token.
+  std::vector<double> flat(t * vy, 0.0);
+  CHECK(cross_entropy(comm, flat.data(), targets.data(), dl.data(), t, vy, 0, vocab, 1.0) ==
+        doctest::Approx(4 * std::log(6.0)));
+}
+
+TEST_CASE("the whole model's gradient of every tensor matches finite differences") {
+  ModelSpec m;
+  m.name = "fd";
+  m.layers = 2, m.hidden = 8, m.heads = 2, m.ffn = 16, m.vocab = 11, m.padded_vocab = 12, m.seq_len = 4;
+  Config c;
+  c.micro_batch = 2;
+  GridComm comm(MPI_COMM_SELF, c.grid, c.order);
+  Gpt<double> model(comm, m, c, 7);
+  std::vector<int> tokens = {1, 4, 9, 2, 7, 3, 3, 10, 0, 5};  // two sequences of S + 1
+  model.zero_grad();
+  model.micro_step(tokens.data(), 1.0);
+  // Analytic gradients first: micro_step accumulates, so copy them out.
+  const ParamLayout& L = model.layout();
+  std::vector<std::vector<double>> gm, gv;
+  for (size_t i = 0; i < L.matrices.size(); ++i)
+    gm.emplace_back(model.matrix_grads(int(i)), model.matrix_grads(int(i)) + L.matrices[i].shard_n);
+  for (size_t i = 0; i < L.vectors.size(); ++i)
+    gv.emplace_back(model.vector_grads(int(i)), model.vector_grads(int(i)) + L.vectors[i].n);
+  auto loss = [&] { return model.micro_step(tokens.data(), 1.0); };
+  int checked = 0;
+  for (size_t i = 0; i < L.matrices.size(); ++i)
+    for (size_t e : {size_t(0), L.matrices[i].shard_n / 2, L.matrices[i].shard_n - 1}) {
+      // Embedding rows of tokens never seen have zero gradient: pick a seen one.
+      size_t el = L.matrices[i].name == "embedding" ? size_t(tokens[e % 3]) * size_t(m.hidden) + e % 8 : e;
+      INFO(L.matrices[i].name);
+      check_close(gm[i][el], numeric(loss, model.matrix_values(int(i))[el], 1e-5), "element", el);
+      ++checked;
+    }
+  for (size_t i = 0; i < L.vectors.size(); ++i)
+    for (size_t e : {size_t(0), L.vectors[i].n - 1}) {
+      INFO(L.vectors[i].name);
+      check_close(gv[i][e], numeric(loss, model.vector_values(int(i))[e], 1e-5), "element", e);
+      ++checked;
+    }
+  CHECK(checked == 3 * int(L.matrices.size()) + 2 * int(L.vectors.size()));
+}

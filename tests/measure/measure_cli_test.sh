@@ -1,0 +1,99 @@
+#!/bin/bash
+# measure end to end under mpirun: a quick profile that the advisor loads,
+# progress and the results table, --help, and bad input — each a clear
+# message printed once, a non-zero exit, and no file left behind.
+# Usage: measure_cli_test.sh MPIRUN MEASURE ADVISOR SOURCE_ROOT
+set -u
+MPIRUN=$1 MEASURE=$2 ADVISOR=$3 ROOT=$4
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+run() { local np=$1; shift; "$MPIRUN" -np "$np" --oversubscribe "$MEASURE" "$@"; }
+
+# 1. A quick profile on 8 ranks standing for 2 nodes of 4.
+run 8 --backend mpi --gpus-per-node 4 --quick --out "$T/p.json" --raw "$T/raw.json" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] || { fail "quick run exited $rc"; cat "$T/err"; }
+[ -s "$T/p.json" ] || fail "no profile written"
+[ -s "$T/raw.json" ] || fail "no raw record written"
+grep -q '^# all-reduce  intra stride 1 size 4  (2 groups at once' "$T/out" || fail "table lacks all-reduce intra stride 1 size 4"
+grep -q '^# reduce-scatter  inter 4 groups/node size 2  (4 groups at once' "$T/out" || fail "table lacks reduce-scatter inter 4 groups/node"
+grep -q '^\[1/72\] all-reduce intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no progress line [1/72]"
+grep -q '^\[72/72\] ' "$T/err" || fail "progress does not reach [72/72]"
+grep -q '^contents checked' "$T/err" || fail "contents were not checked"
+# 8 geometries (4 intra, 4 inter) x 3 collectives x 7 sizes (1K..64K), 3 repeats each.
+python3 - "$T/raw.json" "$T/p.json" <<'PY' || fail "raw record or profile has the wrong shape"
+import json, sys
+raw = json.load(open(sys.argv[1])); prof = json.load(open(sys.argv[2]))
+assert raw["ranks"] == 8 and raw["gpus_per_node"] == 4 and raw["nodes"] == 2, raw["ranks"]
+c = raw["collectives"]
+assert len(c) == 8 * 3 * 7, len(c)
+assert all(len(s["times_us"]) == 3 and s["iters"] == 5 for s in c)
+geos = {(s["tier"], s["stride"], s["size"], s["groups_per_node"]) for s in c}
+assert len(geos) == 8, geos
+assert "mpirun" in raw["command"] and "--gpus-per-node 4" in raw["command"], raw["command"]
+assert raw["versions"]["mpi"] and raw["versions"]["blas"], raw["versions"]
+assert raw["topology"]["cores"] >= 1
+assert len(raw["gemm"]["samples"]) == 27 and raw["gemm"]["peak_tflops"] > 0 and raw["stream_GBps"] > 0
+assert prof["gpus_per_node"] == 4 and prof["name"] == "p"
+assert prof["intra_node"]["kind"] == "measured" and len(prof["intra_node"]["table"]) == 4
+assert len(prof["inter_node"]["table"]) == 4
+PY
+"$ADVISOR" recommend --model "$ROOT/examples/models/gpt-tiny.json" --gpus 8 --machine "$T/p.json" >"$T/rec" 2>&1 ||
+  { fail "advisor recommend rejects the measured profile"; cat "$T/rec"; }
+
+# 2. Nodes of 3 ranks (not a power of two), collectives only.
+run 6 --gpus-per-node 3 --quick --skip-gemm --repeats 1 --raw "$T/raw6.json" >/dev/null 2>"$T/err6" ||
+  { fail "6 ranks, 3 per node"; cat "$T/err6"; }
+python3 - "$T/raw6.json" <<'PY' || fail "6-rank geometries"
+import json, sys
+c = json.load(open(sys.argv[1]))["collectives"]
+geos = sorted({(s["tier"], s["size"], s["stride"] if s["tier"] == "intra" else s["groups_per_node"]) for s in c})
+# intra (stride 1) sizes 2 and 3; inter size 2 with 1, 2, 3 groups per node.
+assert geos == [("inter", 2, 1), ("inter", 2, 2), ("inter", 2, 3), ("intra", 2, 1), ("intra", 3, 1)], geos
+PY
+
+# 3. --help: once, from rank 0, exit 0.
+run 2 --help >"$T/help" 2>&1 || fail "--help exited non-zero"
+[ "$(grep -c -- '^Usage: ' "$T/help")" -eq 1 ] || fail "--help not printed exactly once"
+grep -q 'srun -N 4 --ntasks-per-node 4 -m block' "$T/help" || fail "--help lacks a launch example"
+
+# 4. Bad input: message once, non-zero exit, no file (not even a temporary).
+bad() {
+  local np=$1 expect=$2; shift 2
+  rm -f "$T"/bad*
+  run "$np" --out "$T/bad.json" "$@" >"$T/bout" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] || fail "'$*' exited 0"
+  local n
+  n=$(grep -c -F -- "$expect" "$T/bout")
+  [ "$n" -eq 1 ] || { fail "'$*': expected '$expect' once, saw it $n times"; cat "$T/bout"; }
+  ls "$T" | grep -q '^bad' && fail "'$*' left a file: $(ls "$T" | grep '^bad')"
+}
+bad 2 'intra stride 1 size 4: needs 4 ranks on one node; this run has 2 ranks, 2 per node' --intra 1x4
+bad 2 'inter 1 groups/node size 2: needs 2 nodes' --inter 1x2
+bad 4 'inter 1 groups/node size 4: needs 4 nodes; this run has 4 ranks, 2 per node' --gpus-per-node 2 --inter 1x4
+bad 2 '--min-bytes 1M is larger than --max-bytes 1K' --min-bytes 1M --max-bytes 1K
+bad 2 "--min-bytes '3K': message sizes are swept in powers of two" --min-bytes 3K
+bad 2 "--max-bytes '0': a message size must be a positive whole number" --max-bytes 0
+bad 2 "--max-bytes '1T': unknown unit" --max-bytes 1T
+bad 2 "--backend 'gloo': expected mpi" --backend gloo
+bad 2 '--backend nccl: ' --backend nccl
+bad 2 "--ops 'all-to-all': unknown collective" --ops all-to-all
+bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 3
+bad 1 'measure needs at least 2 ranks' --quick
+bad 2 "--raw '$T/nodir/x.json': directory" --raw "$T/nodir/x.json"
+
+# 5. Interrupted: Ctrl-C mid-run leaves nothing behind.
+"$MPIRUN" -np 2 --oversubscribe "$MEASURE" --max-bytes 1M --repeats 500 --out "$T/int.json" >/dev/null 2>"$T/ierr" &
+pid=$!
+for _ in $(seq 50); do grep -q '^\[1/' "$T/ierr" && break; sleep 0.2; done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -ne 0 ] || fail "interrupted run exited 0"
+ls "$T" | grep -q '^int' && fail "interrupted run left: $(ls "$T" | grep '^int')"
+
+if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "measure CLI: all checks passed"

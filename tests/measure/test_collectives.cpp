@@ -1,0 +1,171 @@
+// Each collective on each geometry moves the right data: every rank sends a
+// pattern that names its world rank and the element index, and checks the
+// exact result. The expectations are written here from the definitions of
+// the collectives, not taken from measure's own check.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend.hpp"
+#include "groups.hpp"
+#include "harness.hpp"
+#include "measurement.hpp"
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Distinct for every (rank, index) we use and exact in fp32, and sums of up
+// to 8 of them too (< 2^24).
+float value(int rank, size_t i) { return float(rank * 100000 + int(i % 99991)); }
+
+// Every per-node count that divides the world, every default geometry of it.
+template <class F>
+void for_each_geometry(F&& f) {
+  int size = world_size();
+  for (int per_node = 1; per_node <= size; ++per_node) {
+    if (size % per_node) continue;
+    for (const auto& g : meas::default_geometries(size, per_node)) f(g, per_node);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("each collective on each geometry delivers exactly the expected data") {
+  auto backend = meas::make_mpi_backend();
+  int me = world_rank(), checked_groups = 0;
+  for_each_geometry([&](const ff::Geometry& g, int per_node) {
+    auto groups = meas::geometry_groups(g, world_size(), per_node);
+    meas::Membership m = meas::join_group(*backend, groups, me);
+    if (!m.group) return;  // this rank sits this geometry out
+    ++checked_groups;
+    CAPTURE(per_node);
+    CAPTURE(meas::geometry_name(g));
+    // The communicator holds the group's members, in ring order.
+    std::vector<int> ranks(size_t(m.group->size));
+    MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, m.group->comm);
+    CHECK(ranks == m.members);
+    int n = m.group->size, pos = m.group->rank;
+    for (size_t count : {size_t(1), size_t(7), size_t(1000), size_t(40000)}) {
+      CAPTURE(count);
+      // all-reduce: element i is the sum of every member's value(member, i).
+      std::vector<float> send(count), recv(count, -1);
+      for (size_t i = 0; i < count; ++i) send[i] = value(me, i);
+      backend->run(ff::Coll::AllReduce, *m.group, send.data(), recv.data(), count);
+      int wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r : m.members) sum += value(r, i);
+        wrong += recv[i] != sum;
+      }
+      CHECK(wrong == 0);
+      // all-gather: block j of the output is member j's send buffer.
+      std::vector<float> gathered(count * size_t(n), -1);
+      backend->run(ff::Coll::AllGather, *m.group, send.data(), gathered.data(), count);
+      wrong = 0;
+      for (int j = 0; j < n; ++j)
+        for (size_t i = 0; i < count; ++i) wrong += gathered[size_t(j) * count + i] != value(m.members[size_t(j)], i);
+      CHECK(wrong == 0);
+      // reduce-scatter: each member sends n blocks; this rank receives the
+      // sum of every member's block `pos`.
+      std::vector<float> big(count * size_t(n)), part(count, -1);
+      for (size_t i = 0; i < big.size(); ++i) big[i] = value(me, i);
+      backend->run(ff::Coll::ReduceScatter, *m.group, big.data(), part.data(), count);
+      wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r : m.members) sum += value(r, size_t(pos) * count + i);
+        wrong += part[i] != sum;
+      }
+      CHECK(wrong == 0);
+    }
+  });
+  CHECK(checked_groups > 0);
+}
+
+// measure's own check (run before timing) must pass on a working backend
+// and catch one that corrupts a single element.
+namespace {
+struct OffByOne : meas::Backend {
+  std::unique_ptr<meas::Backend> inner = meas::make_mpi_backend();
+  std::string name() const override { return "broken"; }
+  std::unique_ptr<meas::Group> make_group(MPI_Comm c) override { return inner->make_group(c); }
+  float* alloc(size_t n) override { return inner->alloc(n); }
+  void release(float* b) override { inner->release(b); }
+  void upload(float* d, const float* s, size_t n) override { inner->upload(d, s, n); }
+  void download(float* d, const float* s, size_t n) override { inner->download(d, s, n); }
+  void run(ff::Coll op, meas::Group& g, const float* s, float* r, size_t n) override {
+    inner->run(op, g, s, r, n);
+    r[n / 2] += 1;  // a wrong element in the middle
+  }
+  void sync(meas::Group& g) override { inner->sync(g); }
+  void stamp(meas::Group& g, int i) override { inner->stamp(g, i); }
+  std::vector<double> elapsed(meas::Group& g, int n) override { return inner->elapsed(g, n); }
+};
+}  // namespace
+
+TEST_CASE("measure's contents check passes a correct backend and catches a corrupted element") {
+  auto good = meas::make_mpi_backend();
+  OffByOne bad;
+  std::vector<int> everyone;
+  for (int r = 0; r < world_size(); ++r) everyone.push_back(r);
+  meas::Membership m = meas::join_group(*good, {everyone}, world_rank());
+  REQUIRE(m.group);
+  size_t count = 1000;
+  float* send = good->alloc(count * size_t(world_size()));
+  float* recv = good->alloc(count * size_t(world_size()));
+  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter}) {
+    CAPTURE(ff::coll_name(op));
+    CHECK(meas::check_collective(*good, *m.group, op, m.members, send, recv, count) == 0);
+    CHECK(meas::check_collective(bad, *m.group, op, m.members, send, recv, count) == 1);
+  }
+  good->release(send);
+  good->release(recv);
+}
+
+TEST_CASE("timings: positive, identical on every rank (the maximum), idle ranks included") {
+  auto backend = meas::make_mpi_backend();
+  int size = world_size();
+  // One node of all ranks, groups of size−1: the last rank sits out (from 3
+  // ranks on) and must still take part in the barrier and the maximum.
+  auto groups = meas::geometry_groups(ff::Geometry{false, 1, std::max(2, size - 1), 1}, size, size);
+  meas::Membership m = meas::join_group(*backend, groups, world_rank());
+  size_t count = 4096;
+  float* send = backend->alloc(count);
+  float* recv = backend->alloc(count);
+  meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, send, recv, count, 1, 4);
+  CHECK(t.per_op_s > 0);
+  REQUIRE(t.iter_s.size() == 4);
+  for (double s : t.iter_s) CHECK(s > 0);
+  double lo = 0, hi = 0;
+  MPI_Allreduce(&t.per_op_s, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&t.per_op_s, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
+  backend->release(send);
+  backend->release(recv);
+}
+
+TEST_CASE("nccl-tests' byte conventions") {
+  // all-reduce: the buffer; all-gather: the output, g blocks; reduce-scatter:
+  // the input, g blocks. 1 MiB = 262144 floats; over 3 ranks 87381 floats a
+  // block, so 3·87381·4 = 1048572 bytes actually move.
+  CHECK(meas::op_count(ff::Coll::AllReduce, 1 << 20, 3) == 262144);
+  CHECK(meas::op_count(ff::Coll::AllGather, 1 << 20, 3) == 87381);
+  CHECK(meas::op_count(ff::Coll::ReduceScatter, 1 << 20, 4) == 65536);
+  CHECK(meas::op_bytes(ff::Coll::AllGather, 87381, 3) == 1048572.0);
+  CHECK(meas::op_bytes(ff::Coll::AllReduce, 262144, 3) == 1048576.0);
+  CHECK(meas::op_count(ff::Coll::AllGather, 8, 4) == 0);  // less than a float per rank
+  CHECK(ff::busbw_factor(ff::Coll::AllReduce, 4) == doctest::Approx(1.5));
+  CHECK(ff::busbw_factor(ff::Coll::AllGather, 4) == doctest::Approx(0.75));
+}

@@ -1,0 +1,410 @@
+// Fitting a profile from measurements: the α-β fit on synthetic timings made
+// here from known α and busbw, the GEMM grid on hand-computed cases, the
+// measurement record's JSON, and whole profiles the advisor loads.
+#include <cmath>
+#include <random>
+
+#include "calibrate.hpp"
+#include "compute_model.hpp"
+#include "helpers.hpp"
+
+using fftest::contains;
+using fftest::input_error_of;
+using fftest::rel;
+
+namespace {
+
+constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6;
+
+// DESIGN §2 by hand, any collective.
+double ring_time(ff::Coll op, int g, double bytes, double alpha, double busbw) {
+  return op == ff::Coll::AllReduce ? fftest::hand_all_reduce(g, bytes, alpha, busbw)
+                                   : fftest::hand_gather_scatter(g, bytes, alpha, busbw);
+}
+
+// 1 KiB .. 1 GiB by 2x: 21 sizes.
+std::vector<double> sweep() {
+  std::vector<double> b;
+  for (double x = 1024; x <= 1073741824.0; x *= 2) b.push_back(x);
+  return b;
+}
+
+ff::CollectiveSample sample(ff::Coll op, ff::Geometry g, double bytes, double alpha, double busbw) {
+  ff::CollectiveSample s;
+  s.op = op;
+  s.geometry = g;
+  s.bytes = bytes;
+  s.iters = 20;
+  double t = ring_time(op, g.size, bytes, alpha, busbw);
+  s.times_s = {1.1 * t, t, 0.9 * t};  // the median is t
+  return s;
+}
+
+ff::Geometry intra(long long stride, int size) {
+  ff::Geometry g;
+  g.stride = stride;
+  g.size = size;
+  return g;
+}
+
+ff::Geometry inter(int groups_per_node, int size) {
+  ff::Geometry g;
+  g.inter = true;
+  g.size = size;
+  g.groups_per_node = groups_per_node;
+  return g;
+}
+
+void add_sweep(ff::Measurement& m, ff::Coll op, ff::Geometry g, double alpha, double busbw) {
+  for (double b = 4096; b <= 4194304; b *= 4) m.collectives.push_back(sample(op, g, b, alpha, busbw));
+}
+
+// A GEMM sample whose median runs at `eff` of `peak`.
+ff::GemmSample gemm_at(long long m, long long n, long long k, double eff, double peak, const char* layout = "nn") {
+  ff::GemmSample s;
+  s.m = m, s.n = n, s.k = k;
+  s.layout = layout;
+  double t = 2.0 * m * n * k / (eff * peak);
+  s.times_s = {t, 1.2 * t, 0.8 * t};
+  return s;
+}
+
+// A record's identity: who ran it, where.
+ff::Measurement run_of(const char* backend, int ranks, int per_node, const char* command) {
+  ff::Measurement m;
+  m.backend = backend;
+  m.ranks = ranks;
+  m.gpus_per_node = per_node;
+  m.nodes = (ranks + per_node - 1) / per_node;
+  m.command = command;
+  return m;
+}
+
+// The CPU-rank run of the tests: 4 ranks on one node, three intra-node
+// geometries, a 2×2×2 fp32 GEMM grid at 100 GFLOP/s peak.
+//   efficiency(m, n, k) = 0.2 + 0.1·[m=512] + 0.2·[n=512] + 0.3·[k=512],
+// plus a second layout of 64³ at 0.4 (so that cell is (0.2 + 0.4)/2 = 0.3).
+ff::Measurement cpu_run() {
+  ff::Measurement m = run_of("mpi", 4, 4, "mpirun -np 4 measure --out run.json");
+  m.host = "ci-runner";
+  m.date = "2026-11-22T01:00:00Z";
+  m.versions = {{"mpi", "Open MPI 4.1.4"}};
+  add_sweep(m, ff::Coll::AllReduce, intra(1, 2), 20 * us, 5 * GB);
+  add_sweep(m, ff::Coll::AllGather, intra(1, 2), 20 * us, 5 * GB);
+  add_sweep(m, ff::Coll::AllReduce, intra(1, 4), 30 * us, 4 * GB);
+  add_sweep(m, ff::Coll::ReduceScatter, intra(2, 2), 25 * us, 3 * GB);
+  m.gemm_dtype = ff::Dtype::FP32;
+  m.gemm_peak_flops = 100e9;
+  for (long long a : {64, 512})
+    for (long long b : {64, 512})
+      for (long long c : {64, 512})
+        m.gemm.push_back(gemm_at(a, b, c, 0.2 + 0.1 * (a == 512) + 0.2 * (b == 512) + 0.3 * (c == 512), 100e9));
+  m.gemm.push_back(gemm_at(64, 64, 64, 0.4, 100e9, "tn"));
+  m.stream_bytes_per_s = 10 * GB;
+  m.memory_bytes_per_rank = 8 * GiB;
+  return m;
+}
+
+const nlohmann::json& entry(const nlohmann::json& table, const char* key, long long v, int size) {
+  for (const auto& e : table)
+    if (e[key] == v && e["size"] == size) return e;
+  FAIL("no table entry " << key << " " << v << " size " << size);
+  return table[0];
+}
+
+}  // namespace
+
+TEST_CASE("fit_link recovers α and busbw from exact ring timings, every collective") {
+  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
+    for (int g : {2, 4, 8}) {
+      std::vector<double> b = sweep(), t;
+      for (double x : b) t.push_back(ring_time(op, g, x, 5 * us, 100 * GB));
+      ff::LinkFit f = ff::fit_link(op, g, b, t);
+      CHECK(f.link.alpha_s == rel(5 * us, 1e-9));
+      CHECK(f.link.busbw == rel(100 * GB, 1e-9));
+      CHECK(f.points == 21);
+      CHECK(f.rel_rms < 1e-9);
+    }
+}
+
+TEST_CASE("fit_link on noisy timings: α within 10%, busbw within 3%") {
+  // Uniform ±3% noise on each time (a fixed seed: the test is repeatable).
+  // With 21 sizes the latency-bound third pins α, the bandwidth-bound third
+  // busbw; the stated tolerances are several standard errors wide.
+  std::mt19937 rng(20261122);
+  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
+    for (auto [alpha, busbw] : {std::pair{5 * us, 100 * GB}, std::pair{40 * us, 2 * GB}}) {
+      std::vector<double> b = sweep(), t;
+      for (double x : b) {
+        double noise = 0.03 * (2.0 * rng() / 4294967296.0 - 1.0);
+        t.push_back(ring_time(op, 4, x, alpha, busbw) * (1 + noise));
+      }
+      ff::LinkFit f = ff::fit_link(op, 4, b, t);
+      CHECK(f.link.alpha_s == doctest::Approx(alpha).epsilon(0.10));
+      CHECK(f.link.busbw == doctest::Approx(busbw).epsilon(0.03));
+      CHECK(f.rel_rms > 0.001);  // uniform ±3% has an rms of 1.7%
+      CHECK(f.rel_rms < 0.03);
+    }
+}
+
+TEST_CASE("fit_link clamps α at 0 and refits the bandwidth alone") {
+  // g = 2 all-reduce: 2 steps, factor 1. The line through (1 MB, 10 µs) and
+  // (2 MB, 30 µs) has intercept −10 µs, so α < 0 unconstrained. With α = 0,
+  // minimising Σ((b·γ − t)/t)² gives γ = Σ v / Σ v², v = b/t:
+  //   v = 1e11, 2e11/3  →  γ = (5e11/3) / (13e22/9) = 15/13 · 1e-11,
+  //   busbw = 1/γ = 13/15 · 1e11 B/s; relative errors +2/13 and −3/13,
+  //   rms = sqrt(13/338) = sqrt(1/26).
+  ff::LinkFit f = ff::fit_link(ff::Coll::AllReduce, 2, {1e6, 2e6}, {10 * us, 30 * us});
+  CHECK(f.link.alpha_s == 0);
+  CHECK(f.link.busbw == rel(13.0 / 15.0 * 1e11, 1e-12));
+  CHECK(f.rel_rms == rel(std::sqrt(1.0 / 26), 1e-12));
+  CHECK(f.points == 2);
+}
+
+TEST_CASE("fit_link refuses what cannot be fitted") {
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 4, {1e6}, {1e-3}); }), "at least 2"));
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 4, {1e6, 0}, {1e-3, 1e-3}); }), "> 0"));
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 4, {1e6, 2e6}, {1e-3, -1}); }), "> 0"));
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 1, {1e6, 2e6}, {1e-3, 2e-3}); }), "fewer than 2"));
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {1e-3}); }), "2 sizes but 1 times"));
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 4, {1e6, 1e6}, {1e-3, 2e-3}); }),
+                 "at least 2 message sizes"));
+  // Times that fall as messages grow: no positive bandwidth explains them.
+  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {2e-3, 1e-3}); }),
+                 "do not grow"));
+}
+
+TEST_CASE("one geometry's collectives are fitted jointly, each at its median") {
+  // All-reduce and all-gather timed on one link (α 20 µs, 5 GB/s): one fit explains both exactly.
+  ff::Measurement m = cpu_run();
+  std::vector<ff::CollectiveSample> s;
+  for (const auto& c : m.collectives)
+    if (c.geometry.stride == 1 && c.geometry.size == 2) s.push_back(c);
+  REQUIRE(s.size() == 12);  // 6 sizes each
+  ff::LinkFit f = ff::fit_link(s);
+  CHECK(f.link.alpha_s == rel(20 * us, 1e-9));
+  CHECK(f.link.busbw == rel(5 * GB, 1e-9));
+  CHECK(f.points == 12);
+}
+
+TEST_CASE("GEMM grid from scattered samples: on-cell means, inverse-distance² in log2 elsewhere") {
+  // Axis m = 64, 128, 256 (n = k = 64). Samples at m = 64 (0.2 and 0.3, two
+  // layouts), 256 (0.6) and 1024 (1.0). Cell 64: mean 0.25; cell 256: 0.6;
+  // cell 128: distances² 1, 1, 1 (log2 2) and 9 (log2 8):
+  //   (0.2 + 0.3 + 0.6 + 1.0/9) / (3 + 1/9) = 10.9/28.
+  std::vector<ff::GemmPoint> pts{{64, 64, 64, 0.2}, {64, 64, 64, 0.3}, {256, 64, 64, 0.6}, {1024, 64, 64, 1.0}};
+  auto e = ff::fit_gemm_grid({64, 128, 256}, {64}, {64}, pts);
+  REQUIRE(e.size() == 3);
+  CHECK(e[0] == rel(0.25));
+  CHECK(e[1] == rel(10.9 / 28));
+  CHECK(e[2] == rel(0.6));
+
+  // Three dimensions at once, [m][n][k] order: a 1×2×2 grid, samples on two
+  // opposite cells; each of the other two cells is distance² 1 from both.
+  auto g = ff::fit_gemm_grid({64}, {64, 128}, {64, 128}, {{64, 64, 64, 0.4}, {64, 128, 128, 0.7}});
+  REQUIRE(g.size() == 4);
+  CHECK(g[0] == rel(0.4));                          // (64, 64, 64)
+  CHECK(g[1] == rel((0.4 + 0.7) / 2));              // (64, 64, 128): distance² 1 to both
+  CHECK(g[2] == rel((0.4 + 0.7) / 2));              // (64, 128, 64): likewise
+  CHECK(g[3] == rel(0.7));                          // (64, 128, 128)
+
+  // Efficiencies above 1 are clamped to 1.
+  CHECK(ff::fit_gemm_grid({64}, {64}, {64}, {{64, 64, 64, 1.5}})[0] == 1.0);
+  CHECK(contains(input_error_of([] { ff::fit_gemm_grid({64}, {64}, {64}, {}); }), "no samples"));
+}
+
+TEST_CASE("measurement record: JSON with derived columns, read back, errors naming file and field") {
+  ff::Measurement m = run_of("mpi", 4, 4, "measure");
+  ff::CollectiveSample s;
+  s.op = ff::Coll::AllReduce;
+  s.geometry = intra(1, 4);
+  s.bytes = 4e6;
+  s.iters = 10;
+  s.times_s = {300 * us, 100 * us, 200 * us};
+  m.collectives.push_back(s);
+  m.gemm_dtype = ff::Dtype::FP32;
+  m.gemm_peak_flops = 2e12;
+  m.gemm.push_back(gemm_at(1000, 1000, 1000, 0.5, 2e12));  // 2e9 FLOP in 2 ms (median) = 1 TFLOP/s
+  m.stream_bytes_per_s = 12.5e9;
+  m.memory_bytes_per_rank = 4 * GiB;
+
+  nlohmann::json j = ff::to_json(m);
+  CHECK(j["format"] == "fourfold-measurement/1");
+  const auto& c = j["collectives"][0];
+  CHECK(c["op"] == "all-reduce");
+  CHECK(c["tier"] == "intra");
+  CHECK(c["median_us"].get<double>() == rel(200));
+  CHECK(c["min_us"].get<double>() == rel(100));
+  CHECK(c["max_us"].get<double>() == rel(300));
+  CHECK(c["algbw_GBps"].get<double>() == rel(20));  // 4e6 B / 200 µs
+  CHECK(c["busbw_GBps"].get<double>() == rel(30));  // × 2·3/4
+  CHECK(j["gemm"]["samples"][0]["tflops"].get<double>() == rel(1.0));
+  CHECK(j["gemm"]["peak_tflops"].get<double>() == rel(2.0));
+  CHECK(j["stream_GBps"].get<double>() == rel(12.5));
+  CHECK(j["memory_GiB_per_rank"].get<double>() == rel(4));
+
+  ff::Measurement back = ff::measurement_from_json(j, "run.json");
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].times_s[0] == rel(300 * us));
+  CHECK(back.collectives[0].median_s() == rel(200 * us));
+  CHECK(back.collectives[0].geometry.size == 4);
+  CHECK(back.gemm[0].median_s() == rel(2e-3));
+  CHECK(back.gemm_peak_flops == rel(2e12));
+  CHECK(back.memory_bytes_per_rank == rel(4 * GiB));
+  CHECK(back.stream_bytes_per_s == rel(12.5e9));
+
+  auto broken = [&](const char* pointer, nlohmann::json v) {
+    nlohmann::json b = j;
+    b[nlohmann::json::json_pointer(pointer)] = v;
+    return input_error_of([&] { ff::measurement_from_json(b, "run.json"); });
+  };
+  CHECK(contains(broken("/collectives/0/bytes", "x"), "run.json: field 'collectives[0].bytes'"));
+  CHECK(contains(broken("/collectives/0/op", "broadcast"), "field 'collectives[0].op'"));
+  CHECK(contains(broken("/collectives/0/tier", "rack"), "field 'collectives[0].tier'"));
+  CHECK(contains(broken("/collectives/0/times_us", nlohmann::json::array()), "field 'collectives[0].times_us'"));
+  CHECK(contains(broken("/collectives/0/times_us/1", -5), "field 'collectives[0].times_us'"));
+  CHECK(contains(broken("/gemm/samples/0/layout", "xx"), "field 'gemm.samples[0].layout'"));
+  CHECK(contains(broken("/gemm/dtype", "fp8"), "field 'gemm.dtype'"));
+  CHECK(contains(broken("/ranks", 0), "field 'ranks'"));
+  CHECK(contains(broken("/format", "something/2"), "field 'format'"));
+  CHECK(contains(input_error_of([] { ff::measurement_from_json(nlohmann::json::array(), "a.json"); }), "a.json"));
+}
+
+TEST_CASE("a CPU-rank profile from a measurement alone loads, every number as fitted or stated") {
+  ff::Measurement m = cpu_run();
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "ci-cpu");
+  ff::MachineProfile p = ff::machine_from_json(j, "ci-cpu.json");
+  CHECK(p.name == "ci-cpu");
+  CHECK(p.gpus_per_node == 4);
+  CHECK(p.peak_flops_fp32 == rel(100e9));
+  CHECK(p.peak_flops_bf16 == rel(100e9));
+  CHECK(p.hbm_bandwidth == rel(10 * GB));
+  CHECK(p.hbm_capacity == rel(8 * GiB));
+  CHECK(p.memory_reserve == rel(0.8 * GiB));
+  CHECK(p.overlap_efficiency == 0);
+
+  // Intra table: each geometry's (α, busbw) as generated.
+  REQUIRE(p.intra.size() == 3);
+  for (const auto& e : p.intra) {
+    double a = e.size == 4 ? 30 * us : e.stride == 2 ? 25 * us : 20 * us;
+    double bw = e.size == 4 ? 4 * GB : e.stride == 2 ? 3 * GB : 5 * GB;
+    CHECK(e.link.alpha_s == rel(a, 1e-9));
+    CHECK(e.link.busbw == rel(bw, 1e-9));
+  }
+  // default = stride 1, smallest size; no cross-node data: inter = that, nominal.
+  CHECK(p.intra_default.alpha_s == rel(20 * us, 1e-9));
+  CHECK(p.intra_default.busbw == rel(5 * GB, 1e-9));
+  CHECK(p.inter_node.busbw == rel(5 * GB, 1e-9));
+  CHECK(j["inter_node"]["kind"] == "nominal");
+  const auto& e12 = entry(j["intra_node"]["table"], "stride", 1, 2);
+  CHECK(e12["fit"]["points"] == 12);
+  CHECK(e12["fit"]["ops"] == nlohmann::json{"all-gather", "all-reduce"});
+
+  // GEMM: axes are the measured dimensions; cells as designed.
+  CHECK(p.gemm_fp32.m == std::vector<double>{64, 512});
+  CHECK(ff::gemm_efficiency(p.gemm_fp32, 64, 64, 64) == rel(0.3));
+  CHECK(ff::gemm_efficiency(p.gemm_fp32, 512, 64, 64) == rel(0.3));
+  CHECK(ff::gemm_efficiency(p.gemm_fp32, 64, 512, 512) == rel(0.7));
+  CHECK(ff::gemm_efficiency(p.gemm_fp32, 512, 512, 512) == rel(0.8));
+  CHECK(p.gemm_bf16.eff == p.gemm_fp32.eff);
+
+  for (const char* s : {"compute", "memory", "intra_node", "gemm"}) CHECK(j[s]["kind"] == "measured");
+  CHECK(j["overlap"]["kind"] == "nominal");
+  CHECK(contains(j["intra_node"]["source"], "mpirun -np 4 measure --out run.json"));
+  CHECK(contains(j["intra_node"]["source"], "ci-runner"));
+  CHECK(contains(j["intra_node"]["source"], "2026-11-22T01:00:00Z"));
+
+  // The measurement rides along verbatim, and can be refitted from the profile.
+  CHECK(j["raw"] == ff::to_json(m));
+  ff::Measurement again = ff::measurement_from_json(j, "ci-cpu.json");
+  CHECK(again.collectives.size() == m.collectives.size());
+  ff::MachineProfile refit = ff::machine_from_json(ff::calibrate_profile(nullptr, again, "ci-cpu"), "refit");
+  CHECK(refit.intra_default.busbw == rel(5 * GB, 1e-9));
+  CHECK(refit.gemm_fp32.eff.size() == p.gemm_fp32.eff.size());
+}
+
+TEST_CASE("with a base profile: measured sections replace, the rest stays, unmeasured entries kept") {
+  nlohmann::json base = ff::profile_json("perlmutter");
+  ff::Measurement m = run_of("nccl", 8, 4, "srun -N 2 measure");
+  add_sweep(m, ff::Coll::AllReduce, intra(1, 2), 4 * us, 70 * GB);
+  add_sweep(m, ff::Coll::AllGather, inter(2, 2), 10 * us, 20 * GB);  // 2 groups share a node
+  m.gemm_dtype = ff::Dtype::BF16;
+  m.gemm.push_back(gemm_at(4096, 4096, 4096, 0.5, 312e12));
+  nlohmann::json j = ff::calibrate_profile(base, m, "pm-measured");
+  ff::MachineProfile p = ff::machine_from_json(j, "pm-measured.json");
+
+  CHECK(p.peak_flops_bf16 == rel(312e12));       // the base's datasheet peak stays
+  CHECK(j["compute"]["kind"] == "nominal");
+  CHECK(p.hbm_bandwidth == rel(1555 * GB));      // not measured: from the base
+  CHECK(j["memory"]["kind"] == "nominal");
+  CHECK(ff::gemm_efficiency(p.gemm_bf16, 4096, 4096, 4096) == rel(0.5));
+  // fp32 not measured: perlmutter's fp32 table at 4096³ (a grid point there) is 0.859.
+  CHECK(ff::gemm_efficiency(p.gemm_fp32, 4096, 4096, 4096) == rel(0.859));
+
+  // Intra: the measured (1, 2) replaces the base's; (1, 4) and (2, 2) stay, marked nominal.
+  REQUIRE(p.intra.size() == 3);
+  const auto& kept = entry(j["intra_node"]["table"], "stride", 1, 4);
+  CHECK(kept["busbw_GBps"] == 225);
+  CHECK(kept["kind"] == "nominal");
+  CHECK(contains(kept["source"], "from the base profile"));
+  CHECK(entry(j["intra_node"]["table"], "stride", 1, 2)["kind"] == "measured");
+  CHECK(p.intra_default.busbw == rel(70 * GB, 1e-9));
+
+  // Inter: only 2 groups per node measured, so the node's bandwidth is 2 × 20 GB/s.
+  CHECK(p.inter_node.busbw == rel(40 * GB, 1e-9));
+  CHECK(p.inter_node.alpha_s == rel(10 * us, 1e-9));
+  REQUIRE(p.inter.size() == 1);
+  CHECK(p.inter[0].groups_per_node == 2);
+  CHECK(p.inter[0].link.busbw == rel(20 * GB, 1e-9));
+  CHECK(j["raw"]["backend"] == "nccl");
+}
+
+TEST_CASE("a machine faster than its base's peak raises the peak; one group per node sets the node") {
+  ff::Measurement m = run_of("nccl", 8, 4, "srun -N 2 measure");
+  add_sweep(m, ff::Coll::AllReduce, inter(1, 2), 8 * us, 45 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(4, 2), 8 * us, 15 * GB);
+  m.gemm_dtype = ff::Dtype::BF16;
+  m.gemm.push_back(gemm_at(8192, 8192, 8192, 1.0, 400e12));  // 400 TFLOP/s on a 312 TFLOP/s datasheet
+  nlohmann::json j = ff::calibrate_profile(ff::profile_json("perlmutter"), m, "fast");
+  ff::MachineProfile p = ff::machine_from_json(j, "fast.json");
+  CHECK(p.peak_flops_bf16 == rel(400e12));
+  CHECK(j["compute"]["kind"] == "measured");
+  CHECK(ff::gemm_efficiency(p.gemm_bf16, 8192, 8192, 8192) == rel(1.0));
+  CHECK(p.inter_node.busbw == rel(45 * GB, 1e-9));  // groups_per_node 1 preferred
+  CHECK(p.intra.size() == 3);                      // no intra data: the base's section as it was
+  CHECK(j["intra_node"] == ff::profile_json("perlmutter")["intra_node"]);
+}
+
+TEST_CASE("with a base profile, measured stream and memory replace the base's figures") {
+  ff::Measurement m = cpu_run();  // stream 10 GB/s, 8 GiB per rank
+  m.memory_bytes_per_rank = 2 * GiB;  // below perlmutter's 3 GiB reserve
+  nlohmann::json j = ff::calibrate_profile(ff::profile_json("perlmutter"), m, "pm-cpu");
+  ff::MachineProfile p = ff::machine_from_json(j, "pm-cpu.json");
+  CHECK(p.hbm_bandwidth == rel(10 * GB));
+  CHECK(p.hbm_capacity == rel(2 * GiB));
+  CHECK(p.memory_reserve == rel(0.2 * GiB));
+  CHECK(p.elementwise_efficiency == rel(0.8));  // perlmutter's, not measured
+  CHECK(j["memory"]["kind"] == "measured");
+  CHECK(contains(j["memory"]["source"], "reserve_GiB lowered"));
+  CHECK(p.peak_flops_fp32 == rel(19.5e12));  // the CPU's 0.1 TFLOP/s does not beat the datasheet
+}
+
+TEST_CASE("calibrate_profile and profile_json refuse what they cannot build from") {
+  ff::Measurement m = cpu_run();
+  m.gemm.clear();
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(nullptr, m, "x"); }), "GEMM samples"));
+  m = cpu_run();
+  m.stream_bytes_per_s = 0;
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(nullptr, m, "x"); }), "stream bandwidth"));
+  m = cpu_run();
+  m.collectives.clear();
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(nullptr, m, "x"); }), "no intra-node collectives"));
+  // One size per geometry is not a fit.
+  m = cpu_run();
+  m.collectives.resize(1);
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(nullptr, m, "x"); }), "at least 2"));
+  CHECK(contains(input_error_of([] { ff::profile_json("nonesuch"); }), "unknown machine 'nonesuch'"));
+  nlohmann::json bad = ff::profile_json("frontier");
+  bad["memory"]["hbm_GBps"] = -1;
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(bad, cpu_run(), "x"); }), "memory.hbm_GBps"));
+}
