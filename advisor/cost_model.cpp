@@ -35,6 +35,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.comm.clear();
   plan.compute.clear();
   plan.overlap_efficiency = p.overlap_efficiency;
+  plan.nonblocking_slowdown = p.nonblocking_slowdown;
   auto comm = [&](const char* layer, const char* what, Axis a, Coll c, double elems, int bytes, double count,
                   bool per_step = false, Hide hide = Hide::None, int slot = -1) {
     if (g.size(a) > 1) plan.comm.push_back({layer, what, a, c, elems, bytes, count, per_step, hide, slot});
@@ -159,15 +160,24 @@ void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* 
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden) {
   const double h = plan.overlap_efficiency;
   const size_t n = plan.comm.size();
+  // A collective issued non-blocking so that it can overlap may itself run
+  // slower than the blocking one (Open MPI's libnbc against its tuned ring,
+  // progressed only between GEMM panels): the profile's slowdown.
+  auto t = [&](size_t i) {
+    Hide k = plan.comm[i].hide;
+    bool issued_nonblocking = (k == Hide::Oar && ov.oar) || (k == Hide::Ors && ov.ors) ||
+                              ((k == Hide::OagForward || k == Hide::OagBackward) && ov.oag);
+    return issued_nonblocking ? times[i] * plan.nonblocking_slowdown : times[i];
+  };
   // Per slot: what each hidable collective costs once.
   std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     switch (c.hide) {
-      case Hide::OagForward: ag_f[c.slot] = times[i]; break;
-      case Hide::OagBackward: ag_b[c.slot] = times[i]; break;
-      case Hide::Oar: ar_in[c.slot] = times[i]; break;
-      case Hide::Ors: rs[c.slot] = times[i]; break;
+      case Hide::OagForward: ag_f[c.slot] = t(i); break;
+      case Hide::OagBackward: ag_b[c.slot] = t(i); break;
+      case Hide::Oar: ar_in[c.slot] = t(i); break;
+      case Hide::Ors: rs[c.slot] = t(i); break;
       case Hide::None: break;
     }
   }
@@ -210,8 +220,8 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     if (hidden) hidden[i] = hid;
     double reps = c.count * (c.per_step ? 1 : plan.micro_steps);
     int a = static_cast<int>(c.axis);
-    e.comm_s[a] += reps * times[i];
-    double exposed = reps * (times[i] - hid);
+    e.comm_s[a] += reps * t(i);
+    double exposed = reps * (t(i) - hid);
     e.exposed_comm_s[a] += exposed;
     exposed_total += exposed;
   }

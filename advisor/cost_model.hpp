@@ -57,6 +57,7 @@ struct Plan {
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak
   double overlap_efficiency = 0;
+  double nonblocking_slowdown = 1;
 };
 void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out);
 

@@ -68,7 +68,10 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   if (p.memory_reserve < 0 || p.memory_reserve >= p.hbm_capacity)
     mem.fail("reserve_GiB", "a number >= 0 and below capacity_GiB");
 
-  p.overlap_efficiency = f.object("overlap").fraction("efficiency");
+  Fields ov = f.object("overlap");
+  p.overlap_efficiency = ov.fraction("efficiency");
+  p.nonblocking_slowdown = ov.number_or("nonblocking_slowdown", 1.0);
+  if (!(p.nonblocking_slowdown >= 1)) ov.fail("nonblocking_slowdown", "a number >= 1");
 
   Fields intra = f.object("intra_node");
   p.intra_default = link_from(intra.object("default"));

@@ -45,6 +45,7 @@ std::string held_reason(Knob k, const MachineProfile& base) {
       return base.intra_default.alpha_s == 0 && base.inter_node.alpha_s == 0 ? "the profile's latencies are 0"
                                                                             : "no run's prediction depends on it";
     case Knob::Overlap: return "no run hides communication (no overlap flag with something to hide)";
+    case Knob::Nonblocking: return "no run issues a collective non-blocking (no overlap flag with something to hide)";
     default: return "no run's prediction depends on it";
   }
 }
@@ -131,6 +132,7 @@ const char* knob_name(Knob k) {
     case Knob::Gemm: return "gemm_scale";
     case Knob::Elementwise: return "elementwise_scale";
     case Knob::Overlap: return "overlap_efficiency";
+    case Knob::Nonblocking: return "nonblocking_slowdown_scale";
   }
   return "";
 }
@@ -151,6 +153,7 @@ MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
   p.peak_flops_fp32 *= f[Knob::Gemm];
   p.hbm_bandwidth *= f[Knob::Elementwise];
   p.overlap_efficiency = f[Knob::Overlap];
+  p.nonblocking_slowdown = std::max(1.0, base.nonblocking_slowdown * f[Knob::Nonblocking]);
   return p;
 }
 
@@ -310,7 +313,10 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
   scale(j["memory"], "hbm_GBps", f[Knob::Elementwise]);
   mark(j["memory"], Knob::Elementwise);
   j["overlap"]["efficiency"] = f[Knob::Overlap];
+  j["overlap"]["nonblocking_slowdown"] =
+      std::max(1.0, j["overlap"].value("nonblocking_slowdown", 1.0) * f[Knob::Nonblocking]);
   mark(j["overlap"], Knob::Overlap);
+  mark(j["overlap"], Knob::Nonblocking);
 
   j["name"] = name;
   j["description"] = base.value("description", std::string()) +

@@ -23,16 +23,18 @@ struct MeasuredRun {
   std::array<double, 4> comm_s{};    // blocked per axis per step (x, y, z, data)
 };
 
-enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap };
-inline constexpr std::array<Knob, 6> kKnobs = {Knob::IntraBw, Knob::InterBw, Knob::Alpha,
-                                               Knob::Gemm,    Knob::Elementwise, Knob::Overlap};
+enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap, Nonblocking };
+inline constexpr size_t kKnobCount = 7;
+inline constexpr std::array<Knob, kKnobCount> kKnobs = {Knob::IntraBw, Knob::InterBw,     Knob::Alpha,
+                                                        Knob::Gemm,    Knob::Elementwise, Knob::Overlap,
+                                                        Knob::Nonblocking};
 const char* knob_name(Knob k);  // "intra_bw_scale", …, "overlap_efficiency"
 
 // Multipliers on the base profile, except overlap, which replaces
 // overlap_efficiency. Gemm scales the peak FLOP/s (GEMMs and attention; the
 // efficiency table stays within (0, 1]); Elementwise the memory bandwidth.
 struct Factors {
-  std::array<double, 6> v = {1, 1, 1, 1, 1, 0};  // indexed by Knob
+  std::array<double, kKnobCount> v = {1, 1, 1, 1, 1, 0, 1};  // indexed by Knob
   double& operator[](Knob k) { return v[size_t(k)]; }
   double operator[](Knob k) const { return v[size_t(k)]; }
 };
@@ -41,9 +43,9 @@ MachineProfile apply_factors(const MachineProfile& base, const Factors& f);
 
 struct RefitResult {
   Factors factors;
-  std::array<bool, 6> fitted{};             // false: held at its identity value
-  std::array<bool, 6> at_bound{};           // a scale that ended at 1/100 or 100: the runs do not pin it
-  std::array<std::string, 6> held_because;  // why, for a held knob
+  std::array<bool, kKnobCount> fitted{};             // false: held at its identity value
+  std::array<bool, kKnobCount> at_bound{};           // a scale that ended at 1/100 or 100: the runs do not pin it
+  std::array<std::string, kKnobCount> held_because;  // why, for a held knob
   double rms_before = 0, rms_after = 0;     // root mean square of log(predicted/measured time)
   int evaluations = 0;
 };

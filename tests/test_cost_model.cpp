@@ -375,6 +375,21 @@ TEST_CASE("cost: combine and overlap") {
     CHECK(e.exposed_comm_s[int(Axis::Z)] == rel(z_exposed));
     CHECK(e.exposed_comm_s[int(Axis::Y)] == rel(comm_y));
   }
+  SUBCASE("a slower non-blocking path: OAR's all-reduces cost 1.5× when nothing hides them") {
+    p.overlap_efficiency = 0;
+    p.nonblocking_slowdown = 1.5;
+    priced(p, false, plan, times);
+    Estimate e = combine(plan, times.data(), Overlap{true, false, false}, 8 * S);
+    // Y: the QKV and FC1 input-grad all-reduces (2 layers, per micro-step) are
+    // issued non-blocking and take half as long again; nothing else changes.
+    CHECK(e.exposed_comm_s[int(Axis::Y)] == rel(comm_y + 0.5 * steps * (2 + 2) * y_ar));
+    const double x_oar = steps * 2 * ((6 * a + 1.5 * 1024 / bw) + (6 * a + 1.5 * 4096 / bw));
+    Estimate blocking = combine(plan, times.data(), Overlap{}, 8 * S);
+    CHECK(e.exposed_comm_s[int(Axis::X)] == rel(blocking.exposed_comm_s[int(Axis::X)] + 0.5 * x_oar));
+    CHECK(e.exposed_comm_s[int(Axis::D)] == rel(comm_d));
+    // Without the flag the slowdown does not apply.
+    CHECK(blocking.exposed_comm_s[int(Axis::Y)] == rel(comm_y));
+  }
 }
 
 TEST_CASE("cost: placement links of a grid on the Perlmutter-like profile") {
