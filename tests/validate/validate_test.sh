@@ -89,7 +89,8 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 f = p["fitted"]
 assert f["kind"] == "fitted" and len(f["source"]["runs"]) == 6
-assert set(f["factors"]) == {"intra_bw_scale", "inter_bw_scale", "alpha_scale", "gemm_scale", "elementwise_scale", "overlap_efficiency"}
+assert set(f["factors"]) == {"intra_bw_scale", "inter_bw_scale", "alpha_scale", "gemm_scale", "elementwise_scale", "overlap_efficiency",
+                          "nonblocking_slowdown_scale"}
 assert "inter_bw_scale" in f["held"]  # 4 ranks on one 4-GPU node: nothing crosses nodes
 ' "$tmp/fitted.json"
 
