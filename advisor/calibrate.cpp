@@ -88,20 +88,34 @@ std::string measured_source(const Measurement& m) {
 
 // A fitted table entry; "fit" is ours (the loader ignores it) so the profile
 // says how well its numbers explain the raw data.
-nlohmann::json link_json(const LinkFit& f, const std::set<std::string>& ops) {
-  nlohmann::json o = nlohmann::json::array();
-  for (const auto& s : ops) o.push_back(s);
-  return {{"alpha_us", f.link.alpha_s / us},
-          {"busbw_GBps", f.link.busbw / GB},
-          {"kind", "measured"},
-          {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
-}
-
 struct GeometryFit {
   Geometry g;
-  LinkFit fit;
+  LinkFit fit;                      // all collectives jointly
   std::set<std::string> ops;
+  std::map<std::string, LinkFit> by_op;  // each collective alone, where it can be fitted
 };
+
+// α and busbw of a link, with its per-collective figures scaled by
+// `bw_factor` (a node's bandwidth from c groups sharing it).
+nlohmann::json by_op_json(const GeometryFit& f, double bw_factor = 1) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [op, lf] : f.by_op)
+    j[op] = {{"alpha_us", lf.link.alpha_s / us}, {"busbw_GBps", lf.link.busbw * bw_factor / GB},
+             {"fit", {{"rel_rms", lf.rel_rms}, {"points", lf.points}}}};
+  return j;
+}
+
+nlohmann::json link_json(const GeometryFit& g) {
+  const LinkFit& f = g.fit;
+  nlohmann::json o = nlohmann::json::array();
+  for (const auto& s : g.ops) o.push_back(s);
+  nlohmann::json e = {{"alpha_us", f.link.alpha_s / us},
+                      {"busbw_GBps", f.link.busbw / GB},
+                      {"kind", "measured"},
+                      {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
+  if (!g.by_op.empty()) e["by_op"] = by_op_json(g);
+  return e;
+}
 
 // Every geometry's samples fitted jointly over the collectives measured on
 // it: the advisor prices all three with one (α, busbw) per geometry, so the
@@ -121,6 +135,17 @@ std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
       gf.ops.insert(coll_name(s->op));
     }
     gf.fit = fit_link(copy);
+    // Each collective alone as well, when more than one was measured: an MPI
+    // may run them at very different speeds on the same links (Open MPI's
+    // reduce-scatter across nodes at a third of its all-reduce).
+    if (gf.ops.size() > 1)
+      for (const auto& op : gf.ops) {
+        std::vector<CollectiveSample> one;
+        std::set<double> sizes;
+        for (const auto& s : copy)
+          if (coll_name(s.op) == op) one.push_back(s), sizes.insert(s.bytes);
+        if (sizes.size() >= 2) gf.by_op[op] = fit_link(one);
+      }
     fits.push_back(gf);
   }
   return fits;
@@ -146,7 +171,7 @@ nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::
   std::set<std::pair<long long, int>> measured;
   for (const auto& f : fits) {
     long long k = f.g.inter ? f.g.groups_per_node : f.g.stride;
-    nlohmann::json e = link_json(f.fit, f.ops);
+    nlohmann::json e = link_json(f);
     e[key] = k;
     e["size"] = f.g.size;
     table.push_back(e);
@@ -169,10 +194,12 @@ void fit_intra(nlohmann::json& p, const nlohmann::json& base, const Measurement&
   p["intra_node"] = {
       {"kind", "measured"},
       {"source", measured_source(m) + ". Each entry: α and busbw fitted jointly to the medians of every collective "
-                 "measured on that (stride, size), least squares of relative error, α >= 0 (fit.rel_rms, fit.points). "
+                 "measured on that (stride, size), least squares of relative error, α >= 0 (fit.rel_rms, fit.points); by_op: "
+                 "each collective fitted alone, which the advisor uses for that collective. "
                  "default = the measured entry of stride " + std::to_string(def->g.stride) + ", size " +
                  std::to_string(def->g.size) + " (stride 1, smallest size, when measured)."},
-      {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB}}},
+      {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB},
+                   {"by_op", by_op_json(*def)}}},
       {"table", tier_table(fits, base, "intra_node")}};
 }
 
@@ -209,6 +236,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  " (groups_per_node 1 preferred, then the most points, then the largest size)."},
       {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
       {"alpha_us", node->fit.link.alpha_s / us},
+      {"by_op", by_op_json(*node, node->g.groups_per_node)},
       {"table", tier_table(fits, base, "inter_node")}};
 }
 

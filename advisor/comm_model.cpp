@@ -19,7 +19,10 @@ const char* coll_name(Coll c) {
 double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   if (g <= 1) return 0;
   double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
-  return link.alpha_s * steps + steps / g * bytes / link.busbw;
+  const int k = static_cast<int>(c);
+  const double alpha = link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s;
+  const double busbw = link.by_op[k] ? link.op_busbw[k] : link.busbw;
+  return alpha * steps + steps / g * bytes / busbw;
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -61,7 +64,9 @@ LinkParams intra_link(const MachineProfile& p, long long stride, int size) {
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size) {
   for (const auto& e : p.inter)
     if (e.groups_per_node == groups_per_node && e.size == size) return e.link;
-  return {p.inter_node.alpha_s, p.inter_node.busbw / std::max(1, groups_per_node)};
+  LinkParams l = p.inter_node;  // c groups share the node's NICs
+  scale_link(l, 1.0 / std::max(1, groups_per_node), 1);
+  return l;
 }
 
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size) {

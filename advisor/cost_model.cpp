@@ -163,11 +163,15 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   // A collective issued non-blocking so that it can overlap may itself run
   // slower than the blocking one (Open MPI's libnbc against its tuned ring,
   // progressed only between GEMM panels): the profile's slowdown.
+  const double nb = plan.nonblocking_slowdown;
+  const double f_oar = ov.oar ? nb : 1, f_ors = ov.ors ? nb : 1, f_oag = ov.oag ? nb : 1;
   auto t = [&](size_t i) {
-    Hide k = plan.comm[i].hide;
-    bool issued_nonblocking = (k == Hide::Oar && ov.oar) || (k == Hide::Ors && ov.ors) ||
-                              ((k == Hide::OagForward || k == Hide::OagBackward) && ov.oag);
-    return issued_nonblocking ? times[i] * plan.nonblocking_slowdown : times[i];
+    switch (plan.comm[i].hide) {
+      case Hide::None: return times[i];
+      case Hide::Oar: return times[i] * f_oar;
+      case Hide::Ors: return times[i] * f_ors;
+      default: return times[i] * f_oag;
+    }
   };
   // Per slot: what each hidable collective costs once.
   std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};

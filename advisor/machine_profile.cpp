@@ -11,7 +11,25 @@ namespace {
 
 constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6, TFLOPS = 1e12;
 
-LinkParams link_from(const Fields& f) { return {f.number("alpha_us") * us, f.positive("busbw_GBps") * GB}; }
+const char* const kOpNames[3] = {"all-reduce", "all-gather", "reduce-scatter"};  // Coll order
+
+// `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps".
+LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
+  LinkParams l;
+  l.alpha_s = f.number("alpha_us") * us;
+  l.busbw = f.positive(busbw_key) * GB;
+  if (f.has("by_op")) {
+    Fields ops = f.object("by_op");
+    for (int k = 0; k < 3; ++k)
+      if (ops.has(kOpNames[k])) {
+        Fields op = ops.object(kOpNames[k]);
+        l.by_op[k] = true;
+        l.op_alpha_s[k] = op.number("alpha_us") * us;
+        l.op_busbw[k] = op.positive("busbw_GBps") * GB;
+      }
+  }
+  return l;
+}
 
 std::vector<double> ascending(const Fields& f, const std::string& key) {
   std::vector<double> v;
@@ -82,7 +100,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   }
 
   Fields inter = f.object("inter_node");
-  p.inter_node = {inter.number("alpha_us") * us, inter.positive("node_busbw_GBps") * GB};
+  p.inter_node = link_from(inter, "node_busbw_GBps");
   if (inter.has("table")) {
     const auto& t = inter.array("table");
     for (size_t i = 0; i < t.size(); ++i) {
@@ -144,16 +162,22 @@ const char* tier_name(Tier t) {
   return "";
 }
 
+void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
+  l.busbw *= bw_factor;
+  l.alpha_s *= alpha_factor;
+  for (int k = 0; k < 3; ++k) l.op_busbw[k] *= bw_factor, l.op_alpha_s[k] *= alpha_factor;
+}
+
 MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
   MachineProfile q = p;
   switch (t) {
     case Tier::Intra:
-      q.intra_default.busbw *= factor;
-      for (auto& e : q.intra) e.link.busbw *= factor;
+      scale_link(q.intra_default, factor, 1);
+      for (auto& e : q.intra) scale_link(e.link, factor, 1);
       break;
     case Tier::Inter:
-      q.inter_node.busbw *= factor;
-      for (auto& e : q.inter) e.link.busbw *= factor;
+      scale_link(q.inter_node, factor, 1);
+      for (auto& e : q.inter) scale_link(e.link, factor, 1);
       break;
     case Tier::Gemm:
       // Attention kernels are GEMMs too; an efficiency above 1 is still a

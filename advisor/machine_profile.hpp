@@ -2,6 +2,7 @@
 // A machine profile: what the cost model knows of a machine. Bundled profiles
 // hold nominal and published figures; measure/ writes calibrated ones in the
 // same format (profiles/README.md documents every field).
+#include <array>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,14 @@ namespace ff {
 struct LinkParams {
   double alpha_s = 0;  // latency per ring step
   double busbw = 0;    // bytes/s, nccl-tests' bus bandwidth
+  // Collectives measured apart, indexed all-reduce, all-gather, reduce-scatter
+  // (an MPI's reduce-scatter may run far below its all-reduce on the same
+  // links); where by_op is false the joint figures above apply.
+  std::array<bool, 3> by_op{};
+  std::array<double, 3> op_alpha_s{}, op_busbw{};
 };
+// Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
+void scale_link(LinkParams& l, double bw_factor, double alpha_factor);
 
 struct IntraEntry {  // a group inside one node
   long long stride = 1;

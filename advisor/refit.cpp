@@ -145,10 +145,10 @@ Factors identity_factors(const MachineProfile& base) {
 
 MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
   MachineProfile p = scaled(scaled(base, Tier::Intra, f[Knob::IntraBw]), Tier::Inter, f[Knob::InterBw]);
-  p.intra_default.alpha_s *= f[Knob::Alpha];
-  p.inter_node.alpha_s *= f[Knob::Alpha];
-  for (auto& e : p.intra) e.link.alpha_s *= f[Knob::Alpha];
-  for (auto& e : p.inter) e.link.alpha_s *= f[Knob::Alpha];
+  scale_link(p.intra_default, 1, f[Knob::Alpha]);
+  scale_link(p.inter_node, 1, f[Knob::Alpha]);
+  for (auto& e : p.intra) scale_link(e.link, 1, f[Knob::Alpha]);
+  for (auto& e : p.inter) scale_link(e.link, 1, f[Knob::Alpha]);
   p.peak_flops_bf16 *= f[Knob::Gemm];
   p.peak_flops_fp32 *= f[Knob::Gemm];
   p.hbm_bandwidth *= f[Knob::Elementwise];
@@ -296,16 +296,21 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
     section["kind"] = "fitted";
     section["source"] = std::string("refitted to measured training runs (") + knob_name(k) + "); see \"fitted\"";
   };
+  // A link entry and its per-collective figures, alike.
+  auto scale_link_json = [&](nlohmann::json& e, const char* bw_key, double bw, double alpha) {
+    scale(e, bw_key, bw);
+    scale(e, "alpha_us", alpha);
+    if (e.contains("by_op"))
+      for (auto& op : e["by_op"]) scale(op, "busbw_GBps", bw), scale(op, "alpha_us", alpha);
+  };
   nlohmann::json& intra = j["intra_node"];
-  scale(intra["default"], "busbw_GBps", f[Knob::IntraBw]);
-  scale(intra["default"], "alpha_us", f[Knob::Alpha]);
-  for (auto& e : intra["table"]) scale(e, "busbw_GBps", f[Knob::IntraBw]), scale(e, "alpha_us", f[Knob::Alpha]);
+  scale_link_json(intra["default"], "busbw_GBps", f[Knob::IntraBw], f[Knob::Alpha]);
+  for (auto& e : intra["table"]) scale_link_json(e, "busbw_GBps", f[Knob::IntraBw], f[Knob::Alpha]);
   mark(intra, Knob::IntraBw);
   nlohmann::json& inter = j["inter_node"];
-  scale(inter, "node_busbw_GBps", f[Knob::InterBw]);
-  scale(inter, "alpha_us", f[Knob::Alpha]);
+  scale_link_json(inter, "node_busbw_GBps", f[Knob::InterBw], f[Knob::Alpha]);
   if (inter.contains("table"))
-    for (auto& e : inter["table"]) scale(e, "busbw_GBps", f[Knob::InterBw]), scale(e, "alpha_us", f[Knob::Alpha]);
+    for (auto& e : inter["table"]) scale_link_json(e, "busbw_GBps", f[Knob::InterBw], f[Knob::Alpha]);
   mark(inter, Knob::InterBw);
   scale(j["compute"]["peak_tflops"], "bf16", f[Knob::Gemm]);
   scale(j["compute"]["peak_tflops"], "fp32", f[Knob::Gemm]);

@@ -187,6 +187,30 @@ TEST_CASE("one geometry's collectives are fitted jointly, each at its median") {
   CHECK(f.points == 12);
 }
 
+TEST_CASE("collectives that run at different speeds on one geometry get their own figures") {
+  // Across nodes: all-reduce and all-gather at 25 MB/s, α 50 µs; reduce-scatter
+  // at a third of that, α 100 µs (Open MPI's on an emulated cluster).
+  ff::Measurement m = cpu_run();
+  const ff::Geometry g = inter(1, 2);
+  add_sweep(m, ff::Coll::AllReduce, g, 50 * us, 25e6);
+  add_sweep(m, ff::Coll::AllGather, g, 50 * us, 25e6);
+  add_sweep(m, ff::Coll::ReduceScatter, g, 100 * us, 25e6 / 3);
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "split");
+  ff::MachineProfile p = ff::machine_from_json(j, "split.json");
+  REQUIRE(p.inter.size() == 1);
+  const ff::LinkParams& l = p.inter[0].link;
+  const int rs = int(ff::Coll::ReduceScatter), ar = int(ff::Coll::AllReduce), ag = int(ff::Coll::AllGather);
+  REQUIRE(l.by_op[rs]);
+  CHECK(l.op_busbw[rs] == rel(25e6 / 3, 1e-6));
+  CHECK(l.op_alpha_s[rs] == rel(100 * us, 1e-6));
+  CHECK(l.op_busbw[ar] == rel(25e6, 1e-6));
+  CHECK(l.op_busbw[ag] == rel(25e6, 1e-6));
+  // The advisor then prices a 1 MB reduce-scatter on that link by hand: α + bytes/2/busbw.
+  CHECK(ff::collective_time(ff::Coll::ReduceScatter, 2, 1e6, l) == rel(100 * us + 0.5e6 / (25e6 / 3), 1e-6));
+  // The node's link (one group per node) carries the same split.
+  CHECK(p.inter_node.op_busbw[rs] == rel(25e6 / 3, 1e-6));
+}
+
 TEST_CASE("GEMM grid from scattered samples: on-cell means, inverse-distance² in log2 elsewhere") {
   // Axis m = 64, 128, 256 (n = k = 64). Samples at m = 64 (0.2 and 0.3, two
   // layouts), 256 (0.6) and 1024 (1.0). Cell 64: mean 0.25; cell 256: 0.6;

@@ -31,6 +31,13 @@ TEST_CASE("comm: collective_time follows the ring alpha-beta formulas") {
     AxisLink one;  // size 1
     CHECK(collective_time(c, bytes, one) == 0);
   }
+  // A collective measured apart uses its own figures; the others the joint ones.
+  LinkParams split = link;
+  split.by_op[int(Coll::ReduceScatter)] = true;
+  split.op_alpha_s[int(Coll::ReduceScatter)] = 40e-6;
+  split.op_busbw[int(Coll::ReduceScatter)] = 75e9;
+  CHECK(collective_time(Coll::ReduceScatter, 4, bytes, split) == rel(40e-6 * 3 + 3.0 / 4 * bytes / 75e9));
+  CHECK(collective_time(Coll::AllGather, 4, bytes, split) == rel(5e-6 * 3 + 3.0 / 4 * bytes / 225e9));
   CHECK(std::string(coll_name(Coll::AllReduce)) == "all-reduce");
   CHECK(std::string(coll_name(Coll::AllGather)) == "all-gather");
   CHECK(std::string(coll_name(Coll::ReduceScatter)) == "reduce-scatter");
