@@ -1,5 +1,6 @@
 #include "grid_comm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
