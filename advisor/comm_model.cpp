@@ -16,13 +16,27 @@ const char* coll_name(Coll c) {
   return "";
 }
 
+namespace {
+
+double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
+  double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  return alpha * steps + steps / g * bytes / busbw;
+}
+
+void resolve(const LinkParams& l, std::array<double, 3>& alpha, std::array<double, 3>& busbw) {
+  for (int k = 0; k < 3; ++k) {
+    alpha[k] = l.by_op[k] ? l.op_alpha_s[k] : l.alpha_s;
+    busbw[k] = l.by_op[k] ? l.op_busbw[k] : l.busbw;
+  }
+}
+
+}  // namespace
+
 double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   if (g <= 1) return 0;
-  double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
   const int k = static_cast<int>(c);
-  const double alpha = link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s;
-  const double busbw = link.by_op[k] ? link.op_busbw[k] : link.busbw;
-  return alpha * steps + steps / g * bytes / busbw;
+  return ring_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
+                   link.by_op[k] ? link.op_busbw[k] : link.busbw);
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -79,13 +93,17 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   l.groups_per_node = geo.groups_per_node;
   if (l.inside) l.intra = intra_link(p, stride, size);
   if (l.across) l.inter = inter_link(p, geo.groups_per_node, size);
+  resolve(l.intra, l.intra_alpha, l.intra_busbw);
+  resolve(l.inter, l.inter_alpha, l.inter_busbw);
   return l;
 }
 
 double collective_time(Coll c, double bytes, const AxisLink& l) {
   double t = 0;
-  if (l.inside) t = collective_time(c, l.size, bytes, l.intra);
-  if (l.across) t = std::max(t, collective_time(c, l.size, bytes, l.inter));
+  if (l.size <= 1) return 0;
+  const int k = static_cast<int>(c);
+  if (l.inside) t = ring_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k]);
+  if (l.across) t = std::max(t, ring_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k]));
   return t;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Collective cost (ring α-β, nccl-tests' bus bandwidth) and which bandwidth a
 // grid axis sees, from where its groups' ranks sit on nodes.
+#include <array>
 #include <cstdint>
 #include <unordered_map>
 
@@ -32,6 +33,9 @@ struct AxisLink {
   bool inside = false, across = false;
   LinkParams intra, inter;
   int groups_per_node = 0;
+  // α and busbw of each collective (Coll order) on each tier, resolved once
+  // from by_op when the link is built: pricing a term then takes no branch.
+  std::array<double, 3> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size);

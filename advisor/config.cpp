@@ -46,6 +46,11 @@ nlohmann::json to_json(const Config& c) {
           {"dtype", dtype_name(c.dtype)}};
 }
 
+std::string config_label(const Config& c) {
+  return c.grid.str() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
+         c.overlap.str();
+}
+
 nlohmann::json per_axis_json(const std::array<double, 4>& v) {
   nlohmann::json j = nlohmann::json::object();
   for (Axis a : kAxes) j[axis_name(a)] = v[static_cast<int>(a)];

@@ -34,6 +34,8 @@ struct Config {
 };
 
 nlohmann::json to_json(const Config& c);
+// One line for people and report keys: "2,2,1,2 xyzd mb2 rc oar,ors".
+std::string config_label(const Config& c);
 // {"x", "y", "z", "data"}: how records spell a value per axis (exposed
 // communication, bytes per step).
 nlohmann::json per_axis_json(const std::array<double, 4>& v);

@@ -12,14 +12,6 @@ namespace {
 
 constexpr double us = 1e-6, GB = 1e9, GiB = 1073741824.0, TFLOPS = 1e12;
 
-// Middle value, or the mean of the two middle values; 0 for no data.
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 nlohmann::json micros(const std::vector<double>& seconds) {
   nlohmann::json a = nlohmann::json::array();
   for (double s : seconds) a.push_back(s / us);
@@ -110,10 +102,17 @@ Measurement measurement_from(const Fields& f) {
 
 }  // namespace
 
-double CollectiveSample::median_s() const { return median_of(times_s); }
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+double CollectiveSample::median_s() const { return median(times_s); }
 double CollectiveSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
 double CollectiveSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
-double GemmSample::median_s() const { return median_of(times_s); }
+double GemmSample::median_s() const { return median(times_s); }
 
 double busbw_factor(Coll c, int g) {
   if (g <= 1) return 0;

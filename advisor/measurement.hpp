@@ -84,6 +84,9 @@ void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s
 // kept. Throws InputError when they disagree on ranks per node or GEMM dtype.
 Measurement merge_measurements(const std::vector<Measurement>& ms);
 
+// Middle value, or the mean of the two middle values; 0 for no data.
+double median(std::vector<double> v);
+
 nlohmann::json to_json(const Measurement& m);
 // `origin` names the file in errors ("FILE: field 'collectives[3].bytes': ...").
 // Accepts a measurement record or a profile whose "raw" holds one.

@@ -44,6 +44,12 @@ double model_flops(const ModelSpec& m, double batch) {
   return 6.0 * batch * S * per_token;
 }
 
+nlohmann::json to_json(const ModelSpec& m) {
+  return {{"name", m.name},         {"layers", m.layers}, {"hidden", m.hidden},
+          {"heads", m.heads},       {"ffn", m.ffn},       {"vocab", m.vocab},
+          {"padded_vocab", m.padded_vocab}, {"seq_len", m.seq_len}};
+}
+
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
   ModelSpec m;

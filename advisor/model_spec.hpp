@@ -32,5 +32,6 @@ const std::vector<ModelSpec>& preset_models();
 // known presets, or the file and field that is wrong.
 ModelSpec load_model(const std::string& name_or_file);
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin);
+nlohmann::json to_json(const ModelSpec& m);  // the model-file format, which model_from_json reads back
 
 }  // namespace ff

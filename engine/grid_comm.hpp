@@ -33,7 +33,6 @@ double now_s();
 struct CommStats {
   std::array<double, 4> bytes{};      // per axis, this rank
   std::array<double, 4> blocked_s{};  // per axis: inside MPI for that axis
-  std::array<long, 4> calls{};
   double sync_s = 0;                  // loss and gradient-norm scalars (no axis)
   double inflight_s = 0;              // non-blocking ops: post to completion, summed
   double nonblocking_exposed_s = 0;   // of which spent inside MPI (tests and waits)

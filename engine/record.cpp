@@ -23,9 +23,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
   const double tokens = double(o.batch) * o.model.seq_len * double(r.steps.size());
   return {{"config", config},
           {"model", o.model.name},
-          {"model_spec", {{"layers", o.model.layers}, {"hidden", o.model.hidden}, {"heads", o.model.heads},
-                          {"ffn", o.model.ffn}, {"vocab", o.model.vocab}, {"padded_vocab", o.model.padded_vocab},
-                          {"seq_len", o.model.seq_len}}},
+          {"model_spec", to_json(o.model)},
           {"ranks", ranks},
           {"batch_sequences", o.batch},
           {"micro_steps", r.micro_steps},

@@ -32,11 +32,11 @@ double peak_rss_bytes() {
 void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
-  const int k = 8;
+  const int k = 7;
   std::vector<double> sum(steps.size() * k), mx(steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepRecord& r = steps[s];
-    double v[k] = {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3], r.sync_s, r.gemm_s, 0};
+    double v[k] = {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3], r.sync_s, r.gemm_s};
     for (int j = 0; j < k; ++j) sum[s * k + j] = v[j];
     mx[s] = r.time_s;
   }

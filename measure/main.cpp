@@ -184,12 +184,6 @@ struct Row {
   std::vector<double> iterations;  // every timed iteration, max over ranks, all repeats
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void print_table(const std::vector<Row>& rows) {
   if (g_rank != 0) return;
   std::string last;
@@ -209,7 +203,7 @@ void print_table(const std::vector<Row>& rows) {
     auto [lo, hi] = std::minmax_element(r.iterations.begin(), r.iterations.end());
     std::printf("  %12.0f %11zu %11.2f %11.2f %11.2f %9.3f %9.3f %11.2f %11.2f %11.2f\n", s.bytes, r.count, t * 1e6,
                 s.min_s() * 1e6, s.max_s() * 1e6, algbw, algbw * ff::busbw_factor(s.op, s.geometry.size), *lo * 1e6,
-                median(r.iterations) * 1e6, *hi * 1e6);
+                ff::median(r.iterations) * 1e6, *hi * 1e6);
   }
   std::fflush(stdout);
 }

@@ -223,6 +223,23 @@ TEST_CASE("comm: an axis with groups inside and across costs its slowest group")
   }
 }
 
+TEST_CASE("comm: an axis prices each collective with that collective's own figures") {
+  // The node's link measured apart for reduce-scatter (40 µs, 30 GB/s against
+  // the joint 10 µs, 80 GB/s); 2 groups a node share it, so each gets half.
+  MachineProfile p = fftest::perlmutter_like();
+  const int rs = int(Coll::ReduceScatter);
+  p.inter_node.by_op[rs] = true;
+  p.inter_node.op_alpha_s[rs] = 40e-6;
+  p.inter_node.op_busbw[rs] = 30e9;
+  AxisLink l = axis_link(p, 16, 2, 4);  // {0,2,..} {1,3,..} per block: across nodes, 2 groups a node
+  REQUIRE(l.across);
+  REQUIRE(l.groups_per_node == 2);
+  const double bytes = 8e6;
+  CHECK(collective_time(Coll::ReduceScatter, bytes, l) == rel(40e-6 * 3 + 3.0 / 4 * bytes / 15e9));
+  CHECK(collective_time(Coll::AllGather, bytes, l) == rel(10e-6 * 3 + 3.0 / 4 * bytes / 40e9));
+  CHECK(collective_time(Coll::AllReduce, bytes, l) == rel(10e-6 * 6 + 6.0 / 4 * bytes / 40e9));
+}
+
 TEST_CASE("comm: a measured inter-node entry overrides node_busbw / c") {
   MachineProfile p = fftest::perlmutter_like();
   p.inter = {{2, 4, {12e-6, 33e9}}};  // measured: 2 groups a node, size 4

@@ -32,11 +32,6 @@ struct RecommendOptions {
   std::string order, overlap;
 };
 
-std::string short_label(const Config& c) {
-  return c.grid.str() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
-         c.overlap.str();
-}
-
 [[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
                                     const RecommendOptions& o) {
   if (r.grids_divisible == 0) {
@@ -117,7 +112,7 @@ void run(const RecommendOptions& o) {
   std::vector<BreakdownBar> bars;
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Ranked& x = r.top[i];
-    bars.push_back({"#" + std::to_string(i + 1) + "  " + short_label(x.config), x.estimate.compute_s,
+    bars.push_back({"#" + std::to_string(i + 1) + "  " + config_label(x.config), x.estimate.compute_s,
                     x.estimate.exposed_comm_s, x.memory.total() / 1073741824.0});
   }
   if (!o.plot.empty()) {

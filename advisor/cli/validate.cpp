@@ -18,6 +18,7 @@
 #include "error.hpp"
 #include "format.hpp"
 #include "json_fields.hpp"
+#include "measurement.hpp"
 #include "subcommands.hpp"
 #include "validation_report.hpp"
 #include "validation_stats.hpp"
@@ -157,12 +158,6 @@ std::vector<Config> run_order(std::vector<std::vector<Config>> by_grid, unsigned
 
 // --- one run ---------------------------------------------------------------
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Time per step: the median over the steps after the first (which warms
 // caches and allocations); compute and communication: their mean.
 json measured_of(const json& record, const std::string& origin) {
@@ -206,7 +201,7 @@ std::string duration_text(double s) {
 }
 
 json run_one(const Setup& s, const ValidateOptions& o, const Config& c, const Prediction& pred) {
-  const std::string key = config_key(c);
+  const std::string key = config_label(c);
   const std::string stem = (fs::path(s.logs) / file_stem(key)).string();
   const std::string log = stem + ".log", rec = stem + ".json";
   fs::remove(rec);
@@ -446,9 +441,9 @@ void run(const ValidateOptions& o) {
   std::cerr << "\n";
   // Finished runs first, in their order; the plan's others after.
   for (const Config& c : plan)
-    if (done.count(config_key(c))) report["runs"].push_back(done[config_key(c)]);
+    if (done.count(config_label(c))) report["runs"].push_back(done[config_label(c)]);
   std::map<std::string, bool> planned;
-  for (const Config& c : plan) planned[config_key(c)] = true;
+  for (const Config& c : plan) planned[config_label(c)] = true;
   for (const auto& [k, r] : done)
     if (!planned.count(k)) report["runs"].push_back(r);  // from a larger earlier plan: kept
   if (!done.empty())
@@ -462,11 +457,11 @@ void run(const ValidateOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
   int ran = 0;
   size_t todo = 0;
-  for (const Config& c : plan) todo += !done.count(config_key(c));
+  for (const Config& c : plan) todo += !done.count(config_label(c));
   size_t k = 0;
   for (const Config& c : plan) {
     ++k;
-    if (done.count(config_key(c))) continue;
+    if (done.count(config_label(c))) continue;
     Prediction pred = predict(s.job, s.machine, c);
     json r = run_one(s, o, c, pred);
     if (r["status"] == "interrupted") break;

@@ -4,20 +4,8 @@
 
 namespace ff::cli {
 
-std::string config_key(const Config& c) {
-  return c.grid.str() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
-         c.overlap.str();
-}
-
-nlohmann::json model_json(const ModelSpec& m) {
-  return {{"name", m.name},   {"layers", m.layers},
-          {"hidden", m.hidden}, {"heads", m.heads},
-          {"ffn", m.ffn},     {"vocab", m.vocab},
-          {"padded_vocab", m.padded_vocab}, {"seq_len", m.seq_len}};
-}
-
 nlohmann::json job_json(const Job& job, const std::string& model_arg, int steps) {
-  return {{"model", model_json(job.model)}, {"model_arg", model_arg}, {"ranks", job.gpus},
+  return {{"model", to_json(job.model)}, {"model_arg", model_arg}, {"ranks", job.gpus},
           {"batch_sequences", job.batch},   {"steps", steps},         {"dtype", dtype_name(job.dtype)}};
 }
 
@@ -44,7 +32,7 @@ ReportRuns read_report_runs(const nlohmann::json& report, const std::string& ori
     Fields comm = meas.object("comm_s");
     m.comm_s = {comm.number("x"), comm.number("y"), comm.number("z"), comm.number("data")};
     r.runs.push_back(m);
-    r.keys.push_back(config_key(m.config));
+    r.keys.push_back(config_label(m.config));
   }
   return r;
 }

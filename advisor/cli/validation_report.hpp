@@ -10,11 +10,7 @@
 
 namespace ff::cli {
 
-// "2,2,1,2 xyzd mb2 rc oar,ors": one configuration, for tables, logs and the
-// out-of-sample split.
-std::string config_key(const Config& c);
 
-nlohmann::json model_json(const ModelSpec& m);
 
 // The "job" object; two reports describe the same job when these are equal.
 nlohmann::json job_json(const Job& job, const std::string& model_arg, int steps);
@@ -23,7 +19,7 @@ struct ReportRuns {
   Job job;
   nlohmann::json machine_profile;   // the profile the predictions used
   std::vector<MeasuredRun> runs;    // status "ok" only
-  std::vector<std::string> keys;    // config_key of each
+  std::vector<std::string> keys;    // config_label of each
 };
 // Throws InputError naming the file and field that is wrong.
 ReportRuns read_report_runs(const nlohmann::json& report, const std::string& origin);
