@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "compute_model.hpp"
+#include "elementwise_fit.hpp"
 #include "json_fields.hpp"
 
 namespace ff {
@@ -67,7 +69,8 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
 
 std::string geometry_name(const Geometry& g) {
   if (g.inter)
-    return "inter-node size " + std::to_string(g.size) + ", " + std::to_string(g.groups_per_node) + " groups per node";
+    return "inter-node size " + std::to_string(g.size) + ", " + std::to_string(g.groups_per_node) + " groups per node" +
+           (g.members_per_node > 1 ? ", " + std::to_string(g.members_per_node) + " members per node" : "");
   return "intra-node stride " + std::to_string(g.stride) + " size " + std::to_string(g.size);
 }
 
@@ -117,14 +120,21 @@ nlohmann::json link_json(const GeometryFit& g) {
   return e;
 }
 
+// A table entry's identity: (stride, size, 1) inside a node, (groups_per_node,
+// size, members_per_node) across nodes.
+using GeometryKey = std::tuple<long long, int, int>;
+
+GeometryKey key_of(const Geometry& g) {
+  return g.inter ? GeometryKey{g.groups_per_node, g.size, g.members_per_node} : GeometryKey{g.stride, g.size, 1};
+}
+
 // Every geometry's samples fitted jointly over the collectives measured on
 // it: the advisor prices all three with one (α, busbw) per geometry, so the
 // fit minimises the relative error of exactly the times it will predict.
 std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
-  std::map<std::pair<long long, int>, std::vector<const CollectiveSample*>> by_geometry;
+  std::map<GeometryKey, std::vector<const CollectiveSample*>> by_geometry;
   for (const auto& c : m.collectives)
-    if (c.geometry.inter == inter)
-      by_geometry[{inter ? c.geometry.groups_per_node : c.geometry.stride, c.geometry.size}].push_back(&c);
+    if (c.geometry.inter == inter) by_geometry[key_of(c.geometry)].push_back(&c);
   std::vector<GeometryFit> fits;
   for (const auto& [key, samples] : by_geometry) {
     std::vector<CollectiveSample> copy;
@@ -153,10 +163,10 @@ std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
 
 // Entries of a base table the measurement did not cover, kept with a note.
 void keep_unmeasured(nlohmann::json& table, const nlohmann::json& base_section, const std::string& key,
-                     const std::set<std::pair<long long, int>>& measured) {
+                     const std::set<GeometryKey>& measured) {
   if (!base_section.contains("table")) return;
   for (auto e : base_section["table"]) {
-    if (measured.count({e.value(key, 1LL), e.value("size", 2)})) continue;
+    if (measured.count({e.value(key, 1LL), e.value("size", 2), e.value("members_per_node", 1)})) continue;
     if (!e.contains("kind")) e["kind"] = base_section.value("kind", "nominal");
     if (!e.contains("source")) e["source"] = "from the base profile: " + base_section.value("source", std::string("(no source)"));
     table.push_back(e);
@@ -164,18 +174,19 @@ void keep_unmeasured(nlohmann::json& table, const nlohmann::json& base_section, 
 }
 
 // A tier's table: the fitted entries, keyed by stride (intra) or
-// groups_per_node (inter) and size, then the base's entries not measured.
+// groups_per_node and members_per_node (inter) and size, then the base's
+// entries not measured.
 nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::json& base, const char* section) {
   const std::string key = std::string(section) == "intra_node" ? "stride" : "groups_per_node";
   nlohmann::json table = nlohmann::json::array();
-  std::set<std::pair<long long, int>> measured;
+  std::set<GeometryKey> measured;
   for (const auto& f : fits) {
-    long long k = f.g.inter ? f.g.groups_per_node : f.g.stride;
     nlohmann::json e = link_json(f);
-    e[key] = k;
+    e[key] = std::get<0>(key_of(f.g));
     e["size"] = f.g.size;
+    if (f.g.inter) e["members_per_node"] = f.g.members_per_node;
     table.push_back(e);
-    measured.insert({k, f.g.size});
+    measured.insert(key_of(f.g));
   }
   if (!base.is_null()) keep_unmeasured(table, base.at(section), key, measured);
   return table;
@@ -218,9 +229,13 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
     return;
   }
   // The node's own bandwidth: one group per node uses all of it; c groups
-  // sharing a node each see node/c, so c·busbw estimates it otherwise.
-  // Preference: groups_per_node 1, then the most points, then the largest size.
+  // sharing a node each see node/c, so c·busbw estimates it otherwise. A
+  // group with several members a node is not what that rule describes (an
+  // MPI may send from all of them at once), so it is the last resort.
+  // Preference: members_per_node 1, groups_per_node 1, then the most points,
+  // then the largest size.
   auto better = [](const GeometryFit& a, const GeometryFit& b) {
+    if ((a.g.members_per_node == 1) != (b.g.members_per_node == 1)) return a.g.members_per_node == 1;
     if ((a.g.groups_per_node == 1) != (b.g.groups_per_node == 1)) return a.g.groups_per_node == 1;
     if (a.fit.points != b.fit.points) return a.fit.points > b.fit.points;
     return a.g.size > b.g.size;
@@ -232,8 +247,11 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
       {"kind", "measured"},
       {"source", measured_source(m) + ". Each entry fitted like intra_node's. node_busbw_GBps and alpha_us = the "
                  "fit of groups_per_node " + std::to_string(node->g.groups_per_node) + ", size " +
-                 std::to_string(node->g.size) + (node->g.groups_per_node == 1 ? "" : ", busbw times groups_per_node") +
-                 " (groups_per_node 1 preferred, then the most points, then the largest size)."},
+                 std::to_string(node->g.size) +
+                 (node->g.members_per_node == 1 ? "" : ", members_per_node " + std::to_string(node->g.members_per_node)) +
+                 (node->g.groups_per_node == 1 ? "" : ", busbw times groups_per_node") +
+                 " (members_per_node 1 preferred, then groups_per_node 1, then the most points, then the largest "
+                 "size)."},
       {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
       {"alpha_us", node->fit.link.alpha_s / us},
       {"by_op", by_op_json(*node, node->g.groups_per_node)},
@@ -320,6 +338,10 @@ void fit_gemm(nlohmann::json& p, const nlohmann::json& base, const MachineProfil
   p["gemm"] = g;
 }
 
+// Stated where no engine step was measured to fit it from.
+constexpr const char* kElementwiseAssumed =
+    "; elementwise_efficiency 0.5 (LayerNorm, GELU, optimizer loops reach half of a stream triad)";
+
 // Without a base: a CPU-rank profile from the measurement, every number the
 // measurement cannot give a stated assumption.
 nlohmann::json measured_skeleton(const Measurement& m) {
@@ -343,9 +365,8 @@ nlohmann::json measured_skeleton(const Measurement& m) {
   p["memory"] = {
       {"kind", "measured"},
       {"source", src + ": hbm_GBps = the stream bandwidth per rank with every rank of the node running; capacity_GiB "
-                 "= node memory / ranks per node. Assumptions, not measured: elementwise_efficiency 0.5 (LayerNorm, "
-                 "GELU, optimizer loops reach half of a stream triad) and reserve_GiB = 10% of capacity (MPI buffers, "
-                 "the OS, the allocator)."},
+                 "= node memory / ranks per node. Assumptions, not measured: reserve_GiB = 10% of capacity (MPI buffers, "
+                 "the OS, the allocator)" + std::string(m.engine_steps.empty() ? kElementwiseAssumed : "") + "."},
       {"hbm_GBps", m.stream_bytes_per_s / GB},
       {"elementwise_efficiency", 0.5},
       {"capacity_GiB", cap},
@@ -389,6 +410,31 @@ void measured_memory(nlohmann::json& mem, const Measurement& m) {
   mem["kind"] = "measured";
 }
 
+// The engine's own step, timed by measure, replaces the assumed element-wise
+// efficiency; the rest of the profile (GEMM table, stream bandwidth) must be
+// in place first, since the fit is of what they leave unexplained.
+void fit_elementwise_section(nlohmann::json& p, const Measurement& m, const std::string& name) {
+  ElementwiseFit f = fit_elementwise(machine_from_json(p, "calibrated profile " + name), m.engine_steps);
+  nlohmann::json& mem = p["memory"];
+  std::string steps;
+  for (const auto& e : m.engine_steps)
+    steps += (steps.empty() ? "" : ", ") + e.model.name + " micro-batch " + std::to_string(e.micro_batch);
+  if (!f.ok) {
+    mem["source"] = mem.value("source", std::string("")) + " elementwise_efficiency " + fmt(mem.value("elementwise_efficiency", 0.0)) +
+                    " is assumed, not fitted to the engine step (" +
+                    steps + "): " + f.why + ".";
+    return;
+  }
+  mem["elementwise_efficiency"] = f.efficiency;
+  mem["source"] = mem.value("source", std::string("")) + " elementwise_efficiency " + fmt(f.efficiency) +
+                  " is fitted, not assumed: the model's compute time of the engine's own training step (" + steps +
+                  "; one rank's replica on each rank, every rank at once, median step after the first) equals the " +
+                  "measured " + fmt(f.measured_s * 1e3) + " ms" +
+                  (f.clamped ? " as nearly as the bound [0.001, 1] allows (" + fmt(f.predicted_s * 1e3) + " ms)" : "") +
+                  ", given the GEMM table and attention above.";
+  mem["kind"] = "measured";
+}
+
 nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const std::string& name) {
   if (m.gpus_per_node < 1) input_error("measurement: gpus_per_node must be >= 1");
   MachineProfile base_profile;
@@ -411,6 +457,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   fit_intra(p, base, m);
   fit_inter(p, base, m);
   fit_gemm(p, base, b, m);
+  if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
   p["raw"] = to_json(m);
   try {
     machine_from_json(p, "calibrated profile " + name);

@@ -45,7 +45,7 @@ GroupGeometry group_geometry(long long total, int per_node, long long stride, in
   long long block = stride * size;
   long long period = std::min(total, std::lcm(static_cast<long long>(per_node), block));
   long long nodes = (period + per_node - 1) / per_node;
-  std::vector<int> spanning(static_cast<size_t>(nodes), 0);
+  std::vector<int> spanning(static_cast<size_t>(nodes), 0), members(static_cast<size_t>(nodes), 0);
   std::vector<long long> last_counted(static_cast<size_t>(nodes), -1);
   for (long long start = 0; start < period; start += block)
     for (long long b = start; b < start + stride; ++b) {  // the group b, b+s, …, b+(size−1)s
@@ -60,7 +60,9 @@ GroupGeometry group_geometry(long long total, int per_node, long long stride, in
         if (last_counted[node] != b) {  // count each group once per node
           last_counted[node] = b;
           ++spanning[node];
+          members[node] = 0;
         }
+        geo.members_per_node = std::max(geo.members_per_node, ++members[node]);
       }
     }
   geo.groups_per_node = *std::max_element(spanning.begin(), spanning.end());
@@ -75,9 +77,10 @@ LinkParams intra_link(const MachineProfile& p, long long stride, int size) {
   return p.intra_default;
 }
 
-LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size) {
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node) {
   for (const auto& e : p.inter)
-    if (e.groups_per_node == groups_per_node && e.size == size) return e.link;
+    if (e.groups_per_node == groups_per_node && e.size == size && e.members_per_node == members_per_node)
+      return e.link;
   LinkParams l = p.inter_node;  // c groups share the node's NICs
   scale_link(l, 1.0 / std::max(1, groups_per_node), 1);
   return l;
@@ -91,8 +94,9 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   l.inside = geo.any_inside;
   l.across = geo.any_across;
   l.groups_per_node = geo.groups_per_node;
+  l.members_per_node = geo.members_per_node;
   if (l.inside) l.intra = intra_link(p, stride, size);
-  if (l.across) l.inter = inter_link(p, geo.groups_per_node, size);
+  if (l.across) l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
   resolve(l.intra, l.intra_alpha, l.intra_busbw);
   resolve(l.inter, l.inter_alpha, l.inter_busbw);
   return l;

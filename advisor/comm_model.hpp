@@ -21,6 +21,11 @@ struct GroupGeometry {
   bool any_inside = false;
   bool any_across = false;
   int groups_per_node = 0;  // max over nodes of groups with members on it and elsewhere
+  // Max members one spanning group has on one node (0: none spans). Rings
+  // laid along the ranks cross a node once whatever this is, but an MPI's
+  // recursive all-gather or reduce-scatter has every member send across at
+  // once, so a profile keeps such groups apart.
+  int members_per_node = 0;
 };
 // Groups of `size` ranks `stride` apart (blocks of stride·size ranks) among
 // `total` ranks, `per_node` consecutive ranks a node. Scans one period,
@@ -32,13 +37,15 @@ struct AxisLink {
   int size = 1;
   bool inside = false, across = false;
   LinkParams intra, inter;
-  int groups_per_node = 0;
+  int groups_per_node = 0, members_per_node = 0;
   // α and busbw of each collective (Coll order) on each tier, resolved once
   // from by_op when the link is built: pricing a term then takes no branch.
   std::array<double, 3> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
-LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size);
+// The entry measured for (groups_per_node, size, members_per_node), else the
+// node's link shared by the groups (DESIGN §2's ring rule).
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node);
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
 double collective_time(Coll c, double bytes, const AxisLink& link);
 

@@ -105,7 +105,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     const auto& t = inter.array("table");
     for (size_t i = 0; i < t.size(); ++i) {
       Fields e(t[i], origin, inter.path("table") + "[" + std::to_string(i) + "]");
-      p.inter.push_back({int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)), link_from(e)});
+      InterEntry x{int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)), link_from(e)};
+      x.members_per_node = int(e.integer_or("members_per_node", 1, 1));
+      if (x.members_per_node >= x.size)
+        e.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
+      p.inter.push_back(x);
     }
   }
   for (const auto* l : {&p.intra_default, &p.inter_node})

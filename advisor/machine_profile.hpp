@@ -34,6 +34,9 @@ struct InterEntry {  // a group across nodes, `groups_per_node` groups sharing e
   int groups_per_node = 1;
   int size = 2;
   LinkParams link;
+  // Members of one group on each of its nodes: size / members_per_node nodes
+  // per group. Not implied by the rest (4 ranks on 4 nodes or on 2).
+  int members_per_node = 1;
 };
 
 // GEMM efficiency (achieved / peak) on a grid of (m, n, k), interpolated

@@ -45,6 +45,9 @@ CollectiveSample collective_from(const Fields& c) {
   s.geometry.size = int(c.integer("size", 2));
   s.geometry.stride = c.integer_or("stride", 1, 1);
   s.geometry.groups_per_node = int(c.integer_or("groups_per_node", 1, 1));
+  s.geometry.members_per_node = int(c.integer_or("members_per_node", 1, 1));  // absent before it was measured
+  if (s.geometry.inter && s.geometry.members_per_node >= s.geometry.size)
+    c.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
   s.bytes = c.positive("bytes");
   s.iters = int(c.integer_or("iters", 1, 1));
   s.times_s = times_from(c, "times_us");
@@ -59,6 +62,16 @@ GemmSample gemm_sample_from(const Fields& g) {
   s.layout = g.has("layout") ? g.string("layout") : "nn";
   if (s.layout != "nn" && s.layout != "nt" && s.layout != "tn") g.fail("layout", "\"nn\", \"nt\" or \"tn\"");
   s.times_s = times_from(g, "times_us");
+  return s;
+}
+
+EngineStepSample engine_step_from(const Fields& e) {
+  EngineStepSample s;
+  s.model = model_from_json(e.object("model").json(), e.where("model"));
+  s.micro_batch = int(e.integer("micro_batch", 1));
+  s.compute_s = times_from(e, "compute_us");
+  s.gemm_s = times_from(e, "gemm_us");
+  if (s.gemm_s.size() != s.compute_s.size()) e.fail("gemm_us", "one time per step, as many as compute_us");
   return s;
 }
 
@@ -97,6 +110,11 @@ Measurement measurement_from(const Fields& f) {
   if (m.stream_bytes_per_s < 0) f.fail("stream_GBps", "a number >= 0");
   m.memory_bytes_per_rank = f.number_or("memory_GiB_per_rank", 0) * GiB;
   if (m.memory_bytes_per_rank < 0) f.fail("memory_GiB_per_rank", "a number >= 0");
+  if (f.has("engine_steps")) {
+    const auto& a = f.array("engine_steps");
+    for (size_t i = 0; i < a.size(); ++i)
+      m.engine_steps.push_back(engine_step_from(Fields(a[i], f.origin(), f.path("engine_steps") + "[" + std::to_string(i) + "]")));
+  }
   return m;
 }
 
@@ -132,7 +150,8 @@ void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s
   for (auto& c : into) {
     const Geometry &a = c.geometry, &b = s.geometry;
     if (c.op == s.op && c.bytes == s.bytes && a.inter == b.inter && a.size == b.size &&
-        (a.inter ? a.groups_per_node == b.groups_per_node : a.stride == b.stride)) {
+        (a.inter ? a.groups_per_node == b.groups_per_node && a.members_per_node == b.members_per_node
+                 : a.stride == b.stride)) {
       c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
       return;
     }
@@ -159,6 +178,7 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
       out.gemm.insert(out.gemm.end(), m.gemm.begin(), m.gemm.end());
     }
     out.gemm_peak_flops = std::max(out.gemm_peak_flops, m.gemm_peak_flops);
+    out.engine_steps.insert(out.engine_steps.end(), m.engine_steps.begin(), m.engine_steps.end());
     if (!(out.stream_bytes_per_s > 0)) out.stream_bytes_per_s = m.stream_bytes_per_s;
     if (!(out.memory_bytes_per_rank > 0)) out.memory_bytes_per_rank = m.memory_bytes_per_rank;
     out.ranks = std::max(out.ranks, m.ranks);
@@ -182,6 +202,7 @@ nlohmann::json to_json(const Measurement& m) {
                      {"stride", c.geometry.stride},
                      {"size", c.geometry.size},
                      {"groups_per_node", c.geometry.groups_per_node},
+                     {"members_per_node", c.geometry.members_per_node},
                      {"bytes", c.bytes},
                      {"iters", c.iters},
                      {"times_us", micros(c.times_s)},
@@ -213,6 +234,12 @@ nlohmann::json to_json(const Measurement& m) {
   }
   if (m.stream_bytes_per_s > 0) j["stream_GBps"] = m.stream_bytes_per_s / GB;
   if (m.memory_bytes_per_rank > 0) j["memory_GiB_per_rank"] = m.memory_bytes_per_rank / GiB;
+  if (!m.engine_steps.empty()) {
+    j["engine_steps"] = nlohmann::json::array();
+    for (const auto& e : m.engine_steps)
+      j["engine_steps"].push_back({{"model", to_json(e.model)}, {"micro_batch", e.micro_batch},
+                                   {"compute_us", micros(e.compute_s)}, {"gemm_us", micros(e.gemm_s)}});
+  }
   return j;
 }
 

@@ -10,17 +10,20 @@
 
 #include "comm_model.hpp"
 #include "config.hpp"
+#include "model_spec.hpp"
 
 namespace ff {
 
 // Where a collective's group sits: inside one node, (stride, size); or across
-// nodes, `size` members on `size` different nodes with `groups_per_node`
-// such groups active on every node at once (sharing its NICs).
+// nodes, `size` members, `members_per_node` on each of size / members_per_node
+// nodes, with `groups_per_node` such groups active on every node at once
+// (sharing its NICs).
 struct Geometry {
   bool inter = false;
   long long stride = 1;     // intra: rank distance between consecutive members
   int size = 2;
   int groups_per_node = 1;  // inter only
+  int members_per_node = 1; // inter only
 };
 
 // One message size of one collective on one geometry. Each repeat is
@@ -49,6 +52,16 @@ struct GemmSample {
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
+// The engine's own training step of `model` on a one-rank grid (fp32, no
+// recompute), every rank running its replica at once: per step, the mean
+// over ranks of the time outside communication and of that, in GEMM. The
+// first step warms up. Calibrate fits the element-wise efficiency to it.
+struct EngineStepSample {
+  ModelSpec model;
+  int micro_batch = 1;
+  std::vector<double> compute_s, gemm_s;
+};
+
 struct Measurement {
   std::string backend;      // "mpi", "nccl" or "nccl-tests"
   int ranks = 0;
@@ -65,6 +78,7 @@ struct Measurement {
   double gemm_peak_flops = 0;   // per rank, best large-GEMM rate with the node's ranks all running; 0 if not measured
   double stream_bytes_per_s = 0;  // per rank, triad-like copy with the node's ranks all running; 0 if not measured
   double memory_bytes_per_rank = 0;  // node memory / ranks per node; 0 if unknown
+  std::vector<EngineStepSample> engine_steps;  // CPU ranks with a model given; empty otherwise
 };
 
 // The "format" a measurement record carries.

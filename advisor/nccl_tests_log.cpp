@@ -147,21 +147,28 @@ void resolve_geometry(NcclTestsRun& run, const std::vector<RankInfo>& ranks, con
       run.geometry_from = "devices listed: " + std::to_string(groups.size()) + " group(s) of " + std::to_string(g) +
                           " inside one host, rank stride " + std::to_string(run.geometry.stride);
     } else {
-      // c_node: groups with members both on this host and elsewhere.
-      int c = 0;
+      // c_node: groups with members both on this host and elsewhere; and the
+      // most members one such group has on one host (an 8-rank group on 2
+      // hosts of 4 is not 8 ranks on 8 hosts).
+      int c = 0, most = 1;
       for (const auto& [host, n] : per_host) {
         int here = 0;
         for (const auto& [id, members] : groups) {
-          bool on = false, off = false;
-          for (const auto* m : members) (m->host == host ? on : off) = true;
-          here += on && off;
+          int on = 0;
+          bool off = false;
+          for (const auto* m : members) {
+            if (m->host == host) ++on;
+            else off = true;
+          }
+          if (on && off) ++here, most = std::max(most, on);
         }
         c = std::max(c, here);
       }
       run.geometry.groups_per_node = c;
+      run.geometry.members_per_node = most;
       run.geometry_from = "devices listed: " + std::to_string(groups.size()) + " group(s) of " + std::to_string(g) +
                           " across " + std::to_string(per_host.size()) + " hosts, " + std::to_string(c) +
-                          " per node";
+                          " per node" + (most > 1 ? ", " + std::to_string(most) + " members per node" : "");
     }
   } else if (o.size > 0) {
     run.geometry.size = o.size;

@@ -16,11 +16,13 @@
 //     group (several groups run at once under NCCL_TESTS_SPLIT); a group whose
 //     ranks share a host is intra-node with stride = the distance between
 //     consecutive ranks; one spanning hosts is inter-node with groups_per_node
-//     = the most groups with members both on one host and elsewhere. A group
-//     size given (NcclTestsOptions::size) must agree;
+//     = the most groups with members both on one host and elsewhere, and
+//     members_per_node = the most ranks of one such group on one host. A
+//     group size given (NcclTestsOptions::size) must agree;
 //  3. a log that lists no devices needs the group size given: size <=
 //     gpus_per_node is one intra-node group of stride 1, otherwise one
-//     inter-node group, 1 group per node.
+//     inter-node group, 1 group per node, 1 member per node (the log does
+//     not say how its ranks sat).
 // Rank numbers are what the geometry sees: a run restricted with
 // CUDA_VISIBLE_DEVICES=0,2,4,6 shows ranks 0..3, so give its stride.
 #include <optional>

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "error.hpp"
+#include "measurement.hpp"  // median
 
 namespace ff {
 
@@ -106,6 +107,51 @@ std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& 
   std::array<std::vector<size_t>, 2> h;
   for (size_t i = 0; i < idx.size(); ++i) h[i % 2].push_back(idx[i]);
   return h;
+}
+
+RepeatSummary summarize_repeats(const std::vector<StepTimes>& repeats) {
+  if (repeats.empty()) input_error("no successful repeats to summarize");
+  std::vector<double> time, compute;
+  std::array<std::vector<double>, 4> comm;
+  for (const StepTimes& r : repeats) {
+    if (!(r.time_s > 0)) input_error("a repeat's time per step is not positive");
+    time.push_back(r.time_s);
+    compute.push_back(r.compute_s);
+    for (size_t a = 0; a < 4; ++a) comm[a].push_back(r.comm_s[a]);
+  }
+  RepeatSummary s;
+  s.n = repeats.size();
+  s.median.time_s = median(time);
+  s.median.compute_s = median(compute);
+  for (size_t a = 0; a < 4; ++a) s.median.comm_s[a] = median(comm[a]);
+  s.min_s = *std::min_element(time.begin(), time.end());
+  s.max_s = *std::max_element(time.begin(), time.end());
+  s.relative_spread = (s.max_s - s.min_s) / s.median.time_s;
+  return s;
+}
+
+std::vector<int> missing_repeats(const std::vector<int>& finished, int repeats) {
+  std::vector<int> out;
+  for (int r = 1; r <= repeats; ++r)
+    if (std::find(finished.begin(), finished.end(), r) == finished.end()) out.push_back(r);
+  return out;
+}
+
+std::vector<size_t> sample_with(size_t n, size_t max, const std::vector<size_t>& forced) {
+  auto is_forced = [&](size_t i) { return std::find(forced.begin(), forced.end(), i) != forced.end(); };
+  for (size_t f : forced)
+    if (f >= n) input_error("a forced configuration is not among the candidates");
+  std::vector<size_t> out(std::min(n, max));
+  std::iota(out.begin(), out.end(), 0);
+  for (size_t k = 0; k < forced.size(); ++k) {
+    if (std::find(out.begin(), out.end(), forced[k]) != out.end()) continue;
+    auto at = k == 0 ? out.begin() : std::find(out.begin(), out.end(), forced[k - 1]) + 1;
+    out.insert(at, forced[k]);
+  }
+  const size_t keep = std::max(max, forced.size());
+  for (size_t i = out.size(); out.size() > keep && i-- > 0;)
+    if (!is_forced(out[i])) out.erase(out.begin() + std::ptrdiff_t(i));
+  return out;
 }
 
 }  // namespace ff

@@ -40,4 +40,38 @@ Scores score(const std::vector<double>& predicted, const std::vector<double>& me
 // sorted by key, alternately to half 0 and half 1. Equal keys keep input order.
 std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& keys);
 
+// --- repeats: one configuration run several times ---------------------------
+
+// What one run of a configuration measured, per step.
+struct StepTimes {
+  double time_s = 0, compute_s = 0;
+  std::array<double, 4> comm_s{};  // x, y, z, data
+};
+// The repeats of one configuration as one: each quantity the median over the
+// repeats on its own (so the parts need not add up to the time), and how far
+// the repeats' times lie apart.
+struct RepeatSummary {
+  StepTimes median;
+  double min_s = 0, max_s = 0;
+  double relative_spread = 0;  // (max − min) / median time; 0 for one repeat
+  size_t n = 0;
+};
+// Throws InputError for no repeats or a time per step that is not positive.
+RepeatSummary summarize_repeats(const std::vector<StepTimes>& repeats);
+
+// Repeat numbers 1…`repeats` not among `finished`, ascending: what a resumed
+// validation still has to run. Finished numbers above `repeats` are kept by
+// the caller, not run again.
+std::vector<int> missing_repeats(const std::vector<int>& finished, int repeats);
+
+// The runs of a sample that must be in it: `forced` (indices into an order of
+// n candidates, each at most once) in the first `max` of that order. A forced
+// index the first `max` leave out goes in at the front (the first of
+// `forced`) or right after the one before it in `forced`; the non-forced
+// candidates at the tail make room, so the sample keeps `max` entries (or
+// forced.size(), when more). The result is the order with those moves, and
+// for a larger `max` a superset: a resumed, wider validation extends a
+// narrower one.
+std::vector<size_t> sample_with(size_t n, size_t max, const std::vector<size_t>& forced);
+
 }  // namespace ff

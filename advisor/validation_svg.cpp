@@ -125,6 +125,16 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
       << (p.crosses_nodes ? 2 : 1) << "\"><title>" << text_of(p.label) << ": predicted " << ms(p.predicted_s)
       << " ms, measured " << ms(p.measured_s) << " ms</title></circle>\n";
   }
+  // The placement check's pair on top, so neither ring hides under a dot.
+  bool marked = false;
+  for (const auto& p : points) {
+    if (p.mark.empty() || !(p.predicted_s > 0 && p.measured_s > 0)) continue;
+    marked = true;
+    double cx = x0 + ax.at(p.predicted_s), cy = y0 - ax.at(p.measured_s);
+    s << "<circle cx=\"" << cx << "\" cy=\"" << cy << "\" r=\"9\" fill=\"none\" stroke=\"#111111\" "
+      << "stroke-width=\"1.5\"><title>" << text_of(p.mark) << ": " << text_of(p.label) << "</title></circle>"
+      << "<text x=\"" << cx + 12 << "\" y=\"" << cy - 8 << "\" font-size=\"11\">" << text_of(p.mark) << "</text>\n";
+  }
   // Legend: what the colour and the hollow mean.
   double lx = x0 + kPlot + 24, ly = kScatterTop + 12;
   s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">most communication on</text>\n";
@@ -137,6 +147,10 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"white\" stroke=\"#333333\" "
     << "stroke-width=\"2\"/><text x=\"" << lx + 18 << "\" y=\"" << ly << "\">hollow: that axis crosses nodes</text>\n"
     << "<text x=\"" << lx << "\" y=\"" << ly + 22 << "\" fill=\"#555555\">dashed: predicted = measured</text>\n";
+  if (marked)
+    s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly + 40 << "\" r=\"6.5\" fill=\"none\" stroke=\"#111111\" "
+      << "stroke-width=\"1.5\"/><text x=\"" << lx + 18 << "\" y=\"" << ly + 44
+      << "\">ringed: the placement check's pair</text>\n";
 
   // --- breakdown of the fastest measured: predicted bar, measured bar.
   double tmax = 0;

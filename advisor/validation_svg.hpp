@@ -13,6 +13,7 @@ struct ScatterPoint {
   double predicted_s = 0, measured_s = 0;
   int heaviest_axis = 0;     // 0 x, 1 y, 2 z, 3 data: the most predicted communication
   bool crosses_nodes = false;  // that axis' groups span nodes (drawn hollow)
+  std::string mark;            // non-empty: ringed and labelled with it (the placement check's pair)
 };
 
 struct PairedBreakdown {

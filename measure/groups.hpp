@@ -12,7 +12,8 @@
 
 namespace meas {
 
-// "intra stride 1 size 4" or "inter 2 groups/node size 2".
+// "intra stride 1 size 4", "inter 2 groups/node size 2", or with several
+// members a node "inter 1 groups/node size 8, 2 members/node".
 std::string geometry_name(const ff::Geometry& g);
 
 // Why `g` cannot run on `ranks` ranks with `per_node` a node, or "".
@@ -21,15 +22,18 @@ std::string geometry_problem(const ff::Geometry& g, int ranks, int per_node);
 // Every group of the geometry, as world ranks in ring order, ordered by first
 // rank. Intra (stride s, size g): each node's ranks are tiled by blocks of s·g
 // consecutive ranks, each block holding s groups {b, b+s, …, b+(g−1)s}.
-// Inter (c groups/node, size g): nodes are taken g at a time; in each such
-// block, local rank l < c of every node forms one group.
+// Inter (c groups/node, size g, m members/node): nodes are taken g/m at a
+// time; in each such block, group j < c holds local ranks j·m … j·m+m−1 of
+// every node, members in world-rank order.
 std::vector<std::vector<int>> geometry_groups(const ff::Geometry& g, int ranks, int per_node);
 
 // What `measure` sweeps by default on `ranks` ranks, `per_node` a node:
 // intra every (stride, size) with size ≥ 2 and stride·size ≤ per_node — any
 // of these can arise from some grid; inter every groups-per-node count
 // 1…per_node with sizes the powers of two up to the node count, and the node
-// count itself.
+// count itself; then, for each m = 2…per_node members a node, sizes m × those
+// node counts with 1…per_node/m groups a node (an MPI's all-gather and
+// reduce-scatter send from every member of a node at once).
 std::vector<ff::Geometry> default_geometries(int ranks, int per_node);
 
 // "AxB,CxD" → {(A, B), (C, D)}, positive integers; `flag` and `form` name
@@ -37,8 +41,9 @@ std::vector<ff::Geometry> default_geometries(int ranks, int per_node);
 std::vector<std::pair<int, int>> parse_pairs(const std::string& flag, const std::string& text, const std::string& form);
 
 // "1x4,2x2": for --intra, stride x size; for --inter, groups-per-node x size
-// (its stride, the rank distance of members, is left for the caller to set);
-// "none" is the empty list. Throws UsageError.
+// or groups-per-node x size x members-per-node (its stride, the rank distance
+// of members, is left for the caller to set); "none" is the empty list.
+// Throws UsageError.
 std::vector<ff::Geometry> parse_geometries(const std::string& text, bool inter);
 
 }  // namespace meas

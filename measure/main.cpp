@@ -25,6 +25,7 @@
 #include "gemm.hpp"
 #include "groups.hpp"
 #include "harness.hpp"
+#include "engine_step.hpp"
 #include "stream.hpp"
 #include "topology.hpp"
 
@@ -41,6 +42,7 @@ struct Options {
   bool quick = false, skip_gemm = false, no_check = false;
   std::string model, gemm_grids;
   int micro_batch = 1;
+  int engine_steps = 4;
   std::string base, name, out, raw;
 };
 
@@ -218,9 +220,10 @@ int run(int argc, char** argv, int rank, int ranks) {
       "then: advisor recommend --model gpt-80b --gpus 1024 --machine mine.json\n\n"
       "It times all-reduce, all-gather and reduce-scatter on every group geometry the advisor prices\n"
       "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
-      "node), with all groups of a geometry running at once; then GEMM throughput (OpenBLAS sgemm, or\n"
-      "cuBLAS bf16) and memory bandwidth with every rank busy. Progress goes to stderr, the results\n"
-      "table to stdout, the fitted profile to --out (written once, at the end)."};
+      "node, with one member or several on each node), with all groups of a geometry running at once;\n"
+      "then GEMM throughput (OpenBLAS sgemm, or cuBLAS bf16) and memory bandwidth with every rank busy.\n"
+      "Progress goes to stderr, the results table to stdout, the fitted profile to --out (written once,\n"
+      "at the end)."};
   app.option_defaults()->always_capture_default();
   app.add_option("--backend", o.backend, "mpi (CPU buffers) or nccl (GPU buffers, one GPU per rank)");
   app.add_option("--gpus-per-node", o.gpus_per_node,
@@ -237,8 +240,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_option("--intra", o.intra,
                  "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
   app.add_option("--inter", o.inter,
-                 "inter-node geometries GROUPS_PER_NODExSIZE,... (default: 1..ranks-per-node groups, sizes the "
-                 "powers of two up to the node count and the node count; 'none')");
+                 "inter-node geometries GROUPS_PER_NODExSIZE[xMEMBERS_PER_NODE],... (default: 1..ranks-per-node "
+                 "groups, sizes the powers of two up to the node count and the node count; then M = 2..ranks-per-node "
+                 "members per node, sizes M times those, 1..ranks-per-node/M groups; 'none')");
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
   app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
   app.add_flag("--no-check", o.no_check, "skip verifying each collective's result before timing it");
@@ -247,6 +251,11 @@ int run(int argc, char** argv, int rank, int ranks) {
                  "with --model: G_x x G_y pairs, e.g. 1x1,2x2 [default: powers of two with G_x·G_y <= ranks per node]");
   app.add_option("--micro-batch", o.micro_batch, "with --model: sequences per rank per micro-step")
       ->check(CLI::PositiveNumber);
+  app.add_option("--engine-steps", o.engine_steps,
+                 "with --model on CPU ranks: time this many engine training steps on a one-rank grid, every rank "
+                 "at once, to fit the element-wise efficiency (0: skip)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--base", o.base,
                  "profile (bundled name or file) the measured sections override; without it, unmeasured numbers "
                  "are stated CPU-rank assumptions");
@@ -473,6 +482,21 @@ int run(int argc, char** argv, int rank, int ranks) {
     m.stream_bytes_per_s = measure_stream(doubles, std::max(3, o.repeats));
     say("stream: triad " + fmt("%.3g", m.stream_bytes_per_s / 1e9) + " GB/s per rank with " +
         std::to_string(node.host_ranks) + " ranks on this host");
+  }
+  if (!gpu && !o.model.empty() && o.engine_steps > 0) {
+    int steps = o.engine_steps + 1;  // the first warms up
+    std::string why = engine_step_problem(model, o.micro_batch, steps, memory_per_rank, m.gemm_peak_flops);
+    if (!why.empty()) {
+      say("engine step: skipped, " + why + "; the element-wise efficiency stays an assumption");
+    } else {
+      ff::EngineStepSample e = measure_engine_step(model, o.micro_batch, steps);
+      double c = ff::median(std::vector<double>(e.compute_s.begin() + 1, e.compute_s.end()));
+      double g = ff::median(std::vector<double>(e.gemm_s.begin() + 1, e.gemm_s.end()));
+      say("engine step: " + model.name + ", micro-batch " + std::to_string(o.micro_batch) + " on one rank each, " +
+          fmt("%.3g", c * 1e3) + " ms of compute per step, " + fmt("%.3g", g * 1e3) + " ms of it in GEMM (median of " +
+          std::to_string(o.engine_steps) + " steps)");
+      m.engine_steps.push_back(e);
+    }
   }
 
   // The record; rank 0 holds the same maxima as everyone and writes.

@@ -3,6 +3,7 @@
 // measurement record's JSON, and whole profiles the advisor loads.
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "calibrate.hpp"
 #include "compute_model.hpp"
@@ -52,6 +53,13 @@ ff::Geometry inter(int groups_per_node, int size) {
   g.inter = true;
   g.size = size;
   g.groups_per_node = groups_per_node;
+  return g;
+}
+
+// `size` ranks, `members` of them on each of size / members nodes.
+ff::Geometry inter_m(int groups_per_node, int size, int members) {
+  ff::Geometry g = inter(groups_per_node, size);
+  g.members_per_node = members;
   return g;
 }
 
@@ -431,4 +439,100 @@ TEST_CASE("calibrate_profile and profile_json refuse what they cannot build from
   nlohmann::json bad = ff::profile_json("frontier");
   bad["memory"]["hbm_GBps"] = -1;
   CHECK(contains(input_error_of([&] { ff::calibrate_profile(bad, cpu_run(), "x"); }), "memory.hbm_GBps"));
+}
+
+TEST_CASE("groups with several members a node are fitted into entries of their own") {
+  // 4 ranks across nodes, measured twice: on 4 nodes, one a node (25 MB/s,
+  // α 50 µs), and on 2 nodes, two a node (10 MB/s, α 80 µs: Open MPI's
+  // all-gather sends from both at once).
+  ff::Measurement m = cpu_run();
+  add_sweep(m, ff::Coll::AllGather, inter(1, 4), 50 * us, 25e6);
+  add_sweep(m, ff::Coll::AllGather, inter_m(1, 4, 2), 80 * us, 10e6);
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "tcp");
+  ff::MachineProfile p = ff::machine_from_json(j, "tcp.json");
+  REQUIRE(p.inter.size() == 2);
+  for (const auto& e : p.inter) {
+    CHECK(e.groups_per_node == 1);
+    CHECK(e.size == 4);
+    CHECK(e.link.busbw == rel(e.members_per_node == 2 ? 10e6 : 25e6, 1e-9));
+    CHECK(e.link.alpha_s == rel(e.members_per_node == 2 ? 80 * us : 50 * us, 1e-9));
+  }
+  CHECK(p.inter[0].members_per_node != p.inter[1].members_per_node);
+  // The written entries say which is which.
+  std::set<int> written;
+  for (const auto& e : j["inter_node"]["table"]) written.insert(e["members_per_node"].get<int>());
+  CHECK(written == std::set<int>{1, 2});
+  // The node's own link is the one-member-a-node fit: the ring rule's figure.
+  CHECK(p.inter_node.busbw == rel(25e6, 1e-9));
+  CHECK(p.inter_node.alpha_s == rel(50 * us, 1e-9));
+
+  // Measured again with only the two-a-node groups, on that profile as the
+  // base: the one-a-node entry is kept, and the node's link comes from the
+  // only fit there is, saying so.
+  ff::Measurement again = run_of("mpi", 8, 2, "mpirun -np 8 measure --inter 1x4x2");
+  add_sweep(again, ff::Coll::AllGather, inter_m(1, 4, 2), 60 * us, 12e6);
+  nlohmann::json k = ff::calibrate_profile(j, again, "tcp2");
+  ff::MachineProfile q = ff::machine_from_json(k, "tcp2.json");
+  REQUIRE(q.inter.size() == 2);
+  for (const auto& e : q.inter) CHECK(e.link.busbw == rel(e.members_per_node == 2 ? 12e6 : 25e6, 1e-9));
+  CHECK(contains(k["inter_node"]["source"], "members_per_node 2"));
+}
+
+TEST_CASE("members_per_node in records: written, read back, merged apart, absent in old records") {
+  ff::Measurement m = run_of("mpi", 8, 2, "measure");
+  ff::CollectiveSample a = sample(ff::Coll::AllGather, inter(1, 4), 4096, 50 * us, 25e6);
+  ff::CollectiveSample b = sample(ff::Coll::AllGather, inter_m(1, 4, 2), 4096, 80 * us, 10e6);
+  // Same collective, size and (c, size): only the members a node differ.
+  std::vector<ff::CollectiveSample> merged;
+  ff::merge_sample(merged, a);
+  ff::merge_sample(merged, b);
+  CHECK(merged.size() == 2);
+  ff::merge_sample(merged, b);
+  REQUIRE(merged.size() == 2);
+  CHECK(merged[1].times_s.size() == 6);  // 3 repeats, twice
+  m.collectives = {a, b};
+
+  nlohmann::json j = ff::to_json(m);
+  CHECK(j["collectives"][0]["members_per_node"] == 1);
+  CHECK(j["collectives"][1]["members_per_node"] == 2);
+  ff::Measurement back = ff::measurement_from_json(j, "run.json");
+  REQUIRE(back.collectives.size() == 2);
+  CHECK(back.collectives[0].geometry.members_per_node == 1);
+  CHECK(back.collectives[1].geometry.members_per_node == 2);
+
+  // A record written before the field existed: one member a node.
+  nlohmann::json old = j;
+  for (auto& c : old["collectives"]) c.erase("members_per_node");
+  ff::Measurement o = ff::measurement_from_json(old, "old.json");
+  CHECK(o.collectives[0].geometry.members_per_node == 1);
+  CHECK(o.collectives[1].geometry.members_per_node == 1);
+
+  nlohmann::json bad = j;
+  bad["collectives"][1]["members_per_node"] = 0;
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "run.json"); }),
+                 "run.json: field 'collectives[1].members_per_node': expected an integer >= 1"));
+  bad["collectives"][1]["members_per_node"] = 4;  // size 4 all on one node is no inter-node group
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "run.json"); }),
+                 "field 'collectives[1].members_per_node': expected an integer >= 1 and below size"));
+}
+
+TEST_CASE("profile inter entries: members_per_node optional, default 1, checked") {
+  // The bundled CPU profile's entries predate the field.
+  for (const auto& e : ff::load_machine("cpu-8x2core").inter) CHECK(e.members_per_node == 1);
+  nlohmann::json j = ff::profile_json("perlmutter");
+  j["inter_node"]["table"] = {{{"groups_per_node", 1}, {"size", 8}, {"members_per_node", 4},
+                               {"alpha_us", 12}, {"busbw_GBps", 60}}};
+  ff::MachineProfile p = ff::machine_from_json(j, "pm.json");
+  REQUIRE(p.inter.size() == 1);
+  CHECK(p.inter[0].members_per_node == 4);
+  // 1,024 ranks, stride 1 size 8: groups on 2 nodes, 4 each (perlmutter has 4 a node).
+  CHECK(ff::axis_link(p, 1024, 1, 8).inter.busbw == rel(60 * GB));
+  j["inter_node"]["table"][0]["members_per_node"] = 0;
+  CHECK(contains(input_error_of([&] { ff::machine_from_json(j, "pm.json"); }),
+                 "pm.json: field 'inter_node.table[0].members_per_node': expected an integer >= 1"));
+  j["inter_node"]["table"][0]["members_per_node"] = "two";
+  CHECK(contains(input_error_of([&] { ff::machine_from_json(j, "pm.json"); }),
+                 "field 'inter_node.table[0].members_per_node'"));
+  j["inter_node"]["table"][0]["members_per_node"] = 8;
+  CHECK(contains(input_error_of([&] { ff::machine_from_json(j, "pm.json"); }), "below size"));
 }

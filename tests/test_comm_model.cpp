@@ -242,11 +242,77 @@ TEST_CASE("comm: an axis prices each collective with that collective's own figur
 
 TEST_CASE("comm: a measured inter-node entry overrides node_busbw / c") {
   MachineProfile p = fftest::perlmutter_like();
-  p.inter = {{2, 4, {12e-6, 33e9}}};  // measured: 2 groups a node, size 4
-  AxisLink l = axis_link(p, 16, 2, 4);  // c = 2, size 4 (see the Perlmutter case)
+  // Measured: 2 groups a node, size 4, 2 members on each node.
+  p.inter = {{2, 4, {12e-6, 33e9}, 2}};
+  AxisLink l = axis_link(p, 16, 2, 4);  // {0,2,4,6},{1,3,5,7}: node 0 holds 0,2 and 1,3: c = 2, m = 2
   CHECK(l.inter.busbw == 33 * GBps);
   CHECK(l.inter.alpha_s == 12e-6);
-  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(80 * GBps / 4));  // no entry for (4, 2)
+  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(80 * GBps / 4));  // no entry for (4, 2, 1)
+  // The same (c, size) measured with one member a node is another geometry.
+  p.inter = {{2, 4, {12e-6, 33e9}}};
+  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(80 * GBps / 2));
+}
+
+TEST_CASE("comm: group_geometry counts the members one spanning group has on a node") {
+  struct Case {
+    long long total;
+    int per_node;
+    long long stride;
+    int size, c, m;
+    const char* why;
+  };
+  const Case cases[] = {
+      {8, 2, 1, 8, 1, 2, "{0..7} on nodes 0..3, 2 each"},
+      {8, 2, 1, 4, 1, 2, "{0..3} on nodes 0,1 and {4..7} on 2,3"},
+      {8, 2, 4, 2, 2, 1, "{0,4},{1,5},{2,6},{3,7}; node 0 = {0,1} meets two"},
+      {8, 2, 2, 4, 2, 1, "{0,2,4,6},{1,3,5,7}, one member of each on every node"},
+      {16, 4, 2, 4, 2, 2, "{0,2,4,6} has 0,2 on node 0 and 4,6 on node 1"},
+      {12, 4, 1, 3, 2, 2, "{3,4,5} has 4,5 on node 1, {6,7,8} 6,7"},
+      {1024, 4, 1, 8, 1, 4, "each group on 2 nodes, 4 each"},
+      {8, 4, 1, 2, 0, 0, "{0,1},{2,3},… inside nodes: nothing spans"},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.why);
+    GroupGeometry geo = group_geometry(k.total, k.per_node, k.stride, k.size);
+    CHECK(geo.any_across == (k.m > 0));
+    CHECK(geo.groups_per_node == k.c);
+    CHECK(geo.members_per_node == k.m);
+  }
+  CHECK_FALSE(group_geometry(8, 2, 1, 8).any_inside);
+  CHECK(group_geometry(12, 4, 1, 3).any_inside);  // {0,1,2} and {9,10,11}
+}
+
+TEST_CASE("comm: an entry for groups with several members a node prices only such groups") {
+  // 4 nodes of 2 ranks; node link 80 GB/s, α 10 µs. Measured: one group a
+  // node, size 8, 2 members a node (grid 1,1,8,1's Z group): 20 GB/s, α 30 µs.
+  MachineProfile p = fftest::toy_machine(2);
+  p.inter_node = {10e-6, 80e9};
+  p.inter = {{1, 8, {30e-6, 20e9}, 2}};
+  const double bytes = 8e6;
+  AxisLink l = axis_link(p, 8, 1, 8);
+  REQUIRE(l.across);
+  CHECK(l.groups_per_node == 1);
+  CHECK(l.members_per_node == 2);
+  CHECK(l.inter.busbw == 20 * GBps);
+  CHECK(collective_time(Coll::AllGather, bytes, l) == rel(30e-6 * 7 + 7.0 / 8 * bytes / 20e9));
+  CHECK(collective_time(Coll::AllReduce, bytes, l) == rel(30e-6 * 14 + 14.0 / 8 * bytes / 20e9));
+
+  // Without that entry: the ring rule, node 80 GB/s shared by c = 1 group.
+  MachineProfile none = p;
+  none.inter.clear();
+  AxisLink f = axis_link(none, 8, 1, 8);
+  CHECK(f.inter.busbw == rel(80 * GBps));
+  CHECK(collective_time(Coll::AllGather, bytes, f) == rel(10e-6 * 7 + 7.0 / 8 * bytes / 80e9));
+  // An entry for the same (c, size) with one member a node does not apply either.
+  none.inter = {{1, 8, {30e-6, 20e9}}};
+  CHECK(axis_link(none, 8, 1, 8).inter.busbw == rel(80 * GBps));
+
+  // Nor does the m = 2 entry price 8 ranks on 8 nodes of 1.
+  MachineProfile one = p;
+  one.gpus_per_node = 1;
+  AxisLink o = axis_link(one, 8, 1, 8);
+  CHECK(o.members_per_node == 1);
+  CHECK(o.inter.busbw == rel(80 * GBps));
 }
 
 TEST_CASE("comm: a group inside a node that the intra table lacks uses intra_node.default") {
@@ -283,6 +349,7 @@ TEST_CASE("comm: LinkCache returns what axis_link computes") {
     CHECK(c.inside == a.inside);
     CHECK(c.across == a.across);
     CHECK(c.groups_per_node == a.groups_per_node);
+    CHECK(c.members_per_node == a.members_per_node);
     CHECK(c.intra.busbw == a.intra.busbw);
     CHECK(c.inter.busbw == a.inter.busbw);
   }

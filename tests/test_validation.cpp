@@ -1,5 +1,6 @@
 // Scoring the model against measured runs (DESIGN §8): the statistics on
-// hand-computed cases, the engine's stricter split rule by hand, and the
+// hand-computed cases, repeats folded into medians, the sample that keeps the
+// placement check's pair, the engine's stricter split rule by hand, and the
 // refit recovering known factors from times made with a scaled profile,
 // scored on runs it did not see.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "helpers.hpp"
 #include "refit.hpp"
 #include "search.hpp"
+#include "validation_placement.hpp"
 #include "validation_stats.hpp"
 
 using fftest::contains;
@@ -67,6 +69,127 @@ TEST_CASE("halves: sorted by key, alternately") {
   auto h = ff::split_halves({"c", "a", "b", "d", "e"});
   CHECK(h[0] == std::vector<size_t>{1, 0, 4});
   CHECK(h[1] == std::vector<size_t>{2, 3});
+}
+
+TEST_CASE("repeats: each quantity the median over the repeats on its own, and the spread of the times") {
+  // Times 0.10, 0.14, 0.12 → median 0.12, spread (0.14 − 0.10) / 0.12 = 1/3.
+  // Compute 0.05, 0.03, 0.04 → 0.04 (from the third repeat, not the one whose
+  // time is the median); comm x 0.01, 0.03, 0.02 → 0.02; data 0, 0.6, 0 → 0.
+  ff::RepeatSummary s = ff::summarize_repeats({{0.10, 0.05, {0.01, 0, 0, 0}},
+                                               {0.14, 0.03, {0.03, 0, 0, 0.6}},
+                                               {0.12, 0.04, {0.02, 0, 0, 0}}});
+  CHECK(s.n == 3);
+  CHECK(s.median.time_s == rel(0.12));
+  CHECK(s.median.compute_s == rel(0.04));
+  CHECK(s.median.comm_s[0] == rel(0.02));
+  CHECK(s.median.comm_s[3] == 0);
+  CHECK(s.min_s == 0.10);
+  CHECK(s.max_s == 0.14);
+  CHECK(s.relative_spread == rel(1.0 / 3));
+  // Two repeats (the 74 and 136 ms of one configuration on the emulated
+  // cluster): the median is their mean, 105 ms; spread 62 / 105.
+  ff::RepeatSummary two = ff::summarize_repeats({{0.074, 0.02, {}}, {0.136, 0.03, {}}});
+  CHECK(two.median.time_s == rel(0.105));
+  CHECK(two.median.compute_s == rel(0.025));
+  CHECK(two.relative_spread == rel(0.062 / 0.105));
+  // One repeat: itself, no spread.
+  ff::RepeatSummary one = ff::summarize_repeats({{0.2, 0.1, {0.01, 0.02, 0.03, 0.04}}});
+  CHECK(one.median.time_s == 0.2);
+  CHECK(one.median.comm_s[2] == 0.03);
+  CHECK(one.relative_spread == 0);
+  CHECK(fftest::input_error_of([] { ff::summarize_repeats({}); }) != "");
+  CHECK(fftest::input_error_of([] { ff::summarize_repeats({{0.1, 0, {}}, {0, 0, {}}}); }) != "");
+}
+
+TEST_CASE("resume: only the repeats not yet finished run") {
+  CHECK(ff::missing_repeats({}, 3) == std::vector<int>{1, 2, 3});
+  CHECK(ff::missing_repeats({1}, 3) == std::vector<int>{2, 3});  // a --repeats 1 report resumed with 3
+  CHECK(ff::missing_repeats({3, 1}, 3) == std::vector<int>{2});  // repeat 2 failed: it runs again
+  CHECK(ff::missing_repeats({1, 2, 3}, 2).empty());               // fewer asked than finished: all kept
+  CHECK(ff::missing_repeats({5}, 1) == std::vector<int>{1});
+}
+
+TEST_CASE("the sample keeps the forced configurations, first when they would be left out") {
+  using V = std::vector<size_t>;
+  CHECK(ff::sample_with(10, 4, {}) == V{0, 1, 2, 3});
+  CHECK(ff::sample_with(10, 4, {1, 2}) == V{0, 1, 2, 3});  // already in: nothing moves
+  // Both left out: to the front, the tail makes room.
+  CHECK(ff::sample_with(10, 4, {7, 8}) == V{7, 8, 0, 1});
+  // The first in, the second not: right after the first.
+  CHECK(ff::sample_with(10, 4, {2, 8}) == V{0, 1, 2, 8});
+  CHECK(ff::sample_with(10, 4, {8, 2}) == V{8, 0, 1, 2});
+  CHECK(ff::sample_with(10, 4, {8}) == V{8, 0, 1, 2});
+  // More forced than room: the forced ones still.
+  CHECK(ff::sample_with(10, 1, {7, 8}) == V{7, 8});
+  // Everything sampled: the order as it is.
+  CHECK(ff::sample_with(3, 10, {2, 0}) == V{0, 1, 2});
+  // A wider sample holds a narrower one: a resumed, larger --max-configs extends it.
+  V narrow = ff::sample_with(10, 3, {7, 8}), wide = ff::sample_with(10, 5, {7, 8});
+  CHECK(narrow == V{7, 8, 0});
+  CHECK(wide == V{7, 8, 0, 1, 2});
+  CHECK(fftest::input_error_of([] { ff::sample_with(3, 2, {3}); }) != "");
+}
+
+TEST_CASE("bytes per step: each collective's buffer times its count, per micro-step or per step") {
+  ff::Plan plan;
+  plan.micro_steps = 4;
+  // 1000 fp32 elements twice a micro-step on Z: 2 · 4 · 4000 = 32000 bytes;
+  // 500 bf16 once a step on data: 1000; 10 fp32 once a micro-step on Z: 160.
+  plan.comm.push_back({"fc1", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 1000, 4, 2, false});
+  plan.comm.push_back({"fc1", "weight-grad all-reduce", ff::Axis::D, ff::Coll::AllReduce, 500, 2, 1, true});
+  plan.comm.push_back({"fc2", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 10, 4, 1, false});
+  std::array<double, 4> b = ff::bytes_per_step(plan);
+  CHECK(b[0] == 0);
+  CHECK(b[1] == 0);
+  CHECK(b[2] == 32160);
+  CHECK(b[3] == 1000);
+}
+
+TEST_CASE("placement check: the top pick's heaviest axis inside a node against the same sent across") {
+  // 8 ranks on 2 nodes of 4, grid 1,1,4,2: Z gathers every weight each
+  // micro-step, data all-reduces a quarter of the gradients once a step, so
+  // Z carries the most bytes. Z innermost (stride 1, size 4) keeps its groups
+  // inside a node; data innermost puts Z at stride 2, {0, 2, 4, 6}: across.
+  ff::MachineProfile p = fftest::toy_machine(4);
+  ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::FP32};
+  const ff::Grid g{1, 1, 4, 2};
+  std::vector<ff::Config> both;
+  for (const ff::Order& o : ff::distinct_orders(g)) both.push_back({g, o, 1, false, {}, ff::Dtype::FP32});
+  REQUIRE(both.size() == 2);
+  REQUIRE(ff::axis_stride(g, both[0].order, ff::Axis::Z) == 1);
+  REQUIRE(ff::axis_stride(g, both[1].order, ff::Axis::Z) == 2);
+  double inside_s = ff::predict(job, p, both[0]).estimate.time_s;
+  double across_s = ff::predict(job, p, both[1]).estimate.time_s;
+  REQUIRE(inside_s < across_s);
+
+  ff::PlacementCheck pc = ff::placement_check(job, p, {both[1], both[0]});
+  CHECK(pc.top_pick == both[0]);
+  CHECK(pc.top_pick_s == inside_s);
+  CHECK(pc.heavy_axis == ff::Axis::Z);
+  CHECK(pc.heavy_bytes > 0);
+  CHECK(pc.heavy_inside);
+  REQUIRE(pc.has_counterpart);
+  CHECK(pc.counterpart == both[1]);
+  CHECK(pc.counterpart_s == across_s);
+  CHECK(pc.not_applicable.empty());
+  // The counterpart comes from the top pick's orders, sampled or not.
+  ff::PlacementCheck alone = ff::placement_check(job, p, {both[0]});
+  CHECK(alone.has_counterpart);
+  CHECK(alone.counterpart == both[1]);
+
+  // Pure data parallelism over both nodes: the heaviest axis already crosses.
+  ff::Config dp{{1, 1, 1, 8}, {}, 1, false, {}, ff::Dtype::FP32};
+  ff::PlacementCheck across = ff::placement_check(job, p, {dp});
+  CHECK(across.heavy_axis == ff::Axis::D);
+  CHECK_FALSE(across.heavy_inside);
+  CHECK_FALSE(across.has_counterpart);
+  CHECK(contains(across.not_applicable, "already crosses nodes"));
+  // One node of 8: no placement crosses.
+  ff::PlacementCheck one = ff::placement_check(job, fftest::toy_machine(8), {dp});
+  CHECK(one.heavy_inside);
+  CHECK_FALSE(one.has_counterpart);
+  CHECK(contains(one.not_applicable, "one node"));
+  CHECK(fftest::input_error_of([&] { ff::placement_check(job, p, {}); }) != "");
 }
 
 TEST_CASE("engine_split_problem: unpadded Z shards on top of the advisor's rules") {

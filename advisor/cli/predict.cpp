@@ -27,10 +27,17 @@ std::string link_text(const AxisLink& l) {
   if (l.size <= 1) return "-";
   std::string s;
   if (l.inside) s += "inside a node";
-  if (l.across)
+  if (l.across) {
     s += std::string(s.empty() ? "" : " and ") + "across nodes, " + std::to_string(l.groups_per_node) +
          (l.groups_per_node == 1 ? " group per node" : " groups per node");
+    if (l.members_per_node > 1) s += ", " + std::to_string(l.members_per_node) + " members per node";
+  }
   return s;
+}
+
+// Slow links (CPU ranks over TCP) in MB/s: "0.0 GB/s" says nothing.
+std::string bandwidth(double bytes_per_s) {
+  return bytes_per_s < 1e9 ? fixed(bytes_per_s / 1e6, 1) + " MB/s" : fixed(bytes_per_s / 1e9, 1) + " GB/s";
 }
 
 // The tier that sets an axis' time for a buffer of `bytes`.
@@ -109,9 +116,9 @@ void run(const PredictOptions& o) {
     std::string bw, alpha;
     if (k.size > 1) {
       const LinkParams& b = k.across ? k.inter : k.intra;
-      bw = fixed(b.busbw / 1e9, 1) + " GB/s";
+      bw = bandwidth(b.busbw);
       alpha = fixed(b.alpha_s * 1e6, 1) + " µs";
-      if (k.inside && k.across) bw = fixed(k.intra.busbw / 1e9, 1) + " / " + bw;
+      if (k.inside && k.across) bw = bandwidth(k.intra.busbw) + " / " + bw;
     }
     place.row({axis_name(a), std::to_string(c.grid.size(a)), std::to_string(axis_stride(c.grid, c.order, a)),
                link_text(k), bw, alpha});
@@ -125,7 +132,7 @@ void run(const PredictOptions& o) {
     double calls = t.count * (t.per_step ? 1 : plan.micro_steps);
     const LinkParams& b = binding(pr.links[int(t.axis)], t.coll, t.bytes());
     comm.row({t.layer, t.what, axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()), grouped((long long)calls),
-              fixed(b.busbw / 1e9, 1) + " GB/s", seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
+              bandwidth(b.busbw), seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
               seconds(calls * (pr.term_seconds[i] - pr.term_hidden[i]))});
   }
   std::cout << comm.str("  ");

@@ -21,6 +21,7 @@
 #include "measurement.hpp"
 #include "subcommands.hpp"
 #include "validation_report.hpp"
+#include "validation_placement.hpp"
 #include "validation_stats.hpp"
 #include "validation_svg.hpp"
 
@@ -34,7 +35,7 @@ using nlohmann::json;
 struct ValidateOptions {
   std::string model, machine, launcher, engine, out, plot, logs;
   long long ranks = 0, batch = 0;
-  int steps = 5, max_configs = 64, max_micro_batch = 16;
+  int steps = 5, max_configs = 64, max_micro_batch = 16, repeats = 3;
   unsigned long long seed = 1;
   std::vector<int> micro_batches;
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
@@ -73,6 +74,7 @@ std::string engine_path(const std::string& given) {
 Setup setup(const ValidateOptions& o) {
   if (o.ranks < 1) input_error("--ranks " + std::to_string(o.ranks) + ": expected at least 1 rank");
   if (o.steps < 2) input_error("--steps " + std::to_string(o.steps) + ": expected at least 2 (the first is discarded)");
+  if (o.repeats < 1) input_error("--repeats " + std::to_string(o.repeats) + ": expected at least 1");
   if (o.max_configs < 1) input_error("--max-configs " + std::to_string(o.max_configs) + ": expected at least 1");
   if (!(o.run_timeout > 0)) input_error("--run-timeout: expected seconds > 0");
   if (o.batch < 0) input_error("--batch " + std::to_string(o.batch) + ": expected sequences >= 1");
@@ -200,9 +202,10 @@ std::string duration_text(double s) {
   return t >= 60 ? std::to_string(t / 60) + "m" + std::to_string(t % 60) + "s" : std::to_string(t) + "s";
 }
 
-json run_one(const Setup& s, const ValidateOptions& o, const Config& c, const Prediction& pred) {
-  const std::string key = config_label(c);
-  const std::string stem = (fs::path(s.logs) / file_stem(key)).string();
+// One run of one configuration: repeat `repeat` of it, with its own log and
+// record so every repeat can be looked at afterwards.
+json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int repeat) {
+  const std::string stem = (fs::path(s.logs) / (file_stem(config_label(c)) + "_r" + std::to_string(repeat))).string();
   const std::string log = stem + ".log", rec = stem + ".json";
   fs::remove(rec);
   fs::remove(log);
@@ -220,8 +223,7 @@ json run_one(const Setup& s, const ValidateOptions& o, const Config& c, const Pr
   std::string command;
   for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
 
-  json r = {{"key", key}, {"config", to_json(c)}, {"predicted", predicted_of(pred)}, {"log", log},
-            {"record", rec}, {"command", command}};
+  json r = {{"repeat", repeat}, {"log", log}, {"record", rec}, {"command", command}};
   ChildOutcome out = run_logged(argv, log, o.run_timeout);
   r["wall_s"] = out.seconds;
   std::string error;
@@ -234,7 +236,7 @@ json run_one(const Setup& s, const ValidateOptions& o, const Config& c, const Pr
     try {
       json record = read_json_file(rec);
       if (config_from_json(record.at("config"), rec) != c) input_error(rec + ": the record's config is not the one launched");
-      r["measured"] = measured_of(record, rec);
+      r.update(measured_of(record, rec));
     } catch (const std::exception& e) {  // InputError, or a field nlohmann could not find
       error = e.what();
     }
@@ -323,13 +325,17 @@ json load_resumed(const ValidateOptions& o, const json& fresh) {
   return old;
 }
 
-void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok) {
+void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok, const json& placement) {
+  const std::string top_pick = placement.value("top_pick", ""), counterpart = placement.value("counterpart", "");
   std::vector<ScatterPoint> pts;
   std::vector<size_t> idx;
   for (size_t i = 0; i < ok.runs.size(); ++i) {
     Prediction pr = predict(s.job, s.machine, ok.runs[i].config);
     int heavy = int(std::max_element(pr.estimate.comm_s.begin(), pr.estimate.comm_s.end()) - pr.estimate.comm_s.begin());
-    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy, pr.links[heavy].across});
+    std::string mark = ok.keys[i] == top_pick      ? "top pick"
+                       : ok.keys[i] == counterpart ? "across nodes"
+                                                   : "";
+    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy, pr.links[heavy].across, mark});
     idx.push_back(i);
   }
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ok.measured[a] < ok.measured[b]; });
@@ -341,11 +347,13 @@ void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok) {
                    {e.compute_s, e.exposed_comm_s[0], e.exposed_comm_s[1], e.exposed_comm_s[2], e.exposed_comm_s[3]},
                    {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3]}});
   }
-  std::string sub = std::to_string(ok.runs.size()) + " measured configurations";
+  // Short enough for the picture's width: the report holds the rest.
+  std::string sub = std::to_string(ok.runs.size()) + " configurations";
   if (!ok.runs.empty()) {
     Scores sc = score(ok.predicted, ok.measured);
-    sub += ", MAPE " + fixed(100 * sc.mape, 1) + "%, Spearman " + fixed(sc.spearman, 2) + ", regret of the top pick " +
-           fixed(100 * sc.regret.value, 1) + "% (before any refit)";
+    if (o.repeats > 1) sub += " (median of " + std::to_string(o.repeats) + " runs each)";
+    sub += ", no refit: MAPE " + fixed(100 * sc.mape, 1) + "%, Spearman " + fixed(sc.spearman, 2) + ", regret " +
+           fixed(100 * sc.regret.value, 1) + "%";
   }
   write_file_atomic(o.plot, validation_svg(pts, top,
                                            s.job.model.name + " on " + std::to_string(s.job.gpus) + " ranks, " +
@@ -353,138 +361,159 @@ void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok) {
                                            sub));
 }
 
-std::string pct(const json& v) { return v.is_number() ? fixed(100 * v.get<double>(), 1) + "%" : "n/a"; }
-std::string num2(const json& v) { return v.is_number() ? fixed(v.get<double>(), 2) : "n/a"; }
+// --- the plan --------------------------------------------------------------
 
-void print_text(const json& report) {
-  Table t({"#", "<configuration", "<status", "predicted", "measured", "error"});
-  int i = 0;
-  for (const auto& r : report["runs"]) {
-    double p = r["predicted"]["time_s"].get<double>();
-    bool ok = r["status"] == "ok";
-    double m = ok ? r["measured"]["time_s"].get<double>() : 0;
-    t.row({std::to_string(++i), r["key"].get<std::string>(), r["status"].get<std::string>(), seconds(p),
-           ok ? seconds(m) : "-", ok ? fixed(100 * (p - m) / m, 1) + "%" : "-"});
+// The sample in run order, with the placement check's pair always in it.
+std::vector<Config> plan_of(const std::vector<std::vector<Config>>& by_grid, const ValidateOptions& o,
+                            const PlacementCheck& pc) {
+  std::vector<Config> order = run_order(by_grid, o.seed);
+  auto at = [&](const Config& c) { return size_t(std::find(order.begin(), order.end(), c) - order.begin()); };
+  std::vector<size_t> forced = {at(pc.top_pick)};
+  if (pc.has_counterpart) forced.push_back(at(pc.counterpart));
+  std::vector<Config> plan;
+  for (size_t i : sample_with(order.size(), size_t(o.max_configs), forced)) plan.push_back(order[i]);
+  return plan;
+}
+
+// The runs of an earlier report worth keeping: those with a finished
+// repeat, only their finished repeats (a failed one is run again), in the
+// report's order.
+json kept_runs(const json& old) {
+  json out = json::array();
+  std::map<std::string, bool> seen;
+  for (const auto& r : old["runs"]) {
+    json reps = finished_repeats(r);
+    std::string key = r.value("key", "");
+    if (reps.empty() || seen[key]) continue;
+    seen[key] = true;
+    json run = r;
+    for (const char* k : {"log", "record", "wall_s", "command"}) run.erase(k);  // per repeat now
+    run["repeats"] = reps;
+    summarize_run(run);
+    out.push_back(run);
   }
-  std::cout << t.str() << "\n";
-  const json& s = report["summary"];
-  if (s.value("n", 0) == 0) {
-    std::cout << "No successful runs to score.\n";
-    return;
+  return out;
+}
+
+void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, const Config& c, const json& rep,
+                    const json& run, double elapsed, double left) {
+  std::cerr << "[pass " << pass << "/" << o.repeats << ", " << k << "/" << n << "] grid " << c.grid.str() << " "
+            << c.order.str() << " mb " << c.micro_batch << (c.recompute ? " rc " : " ") << c.overlap.str() << ": ";
+  if (rep["status"] == "ok") {
+    std::cerr << seconds(rep["time_s"].get<double>()) << " measured";
+    const json& m = run["measured"];
+    if (m.value("repeats_ok", 1) > 1)
+      std::cerr << " (median of " << m["repeats_ok"] << ": " << seconds(m["time_s"].get<double>()) << ")";
+    std::cerr << ", " << seconds(run["predicted"]["time_s"].get<double>()) << " predicted";
+  } else {
+    std::cerr << "FAILED (" << rep["error"].get<std::string>() << "); log " << rep["log"].get<std::string>()
+              << ", its end:\n"
+              << rep["log_tail"].get<std::string>();
   }
-  std::cout << "In sample (the profile as given, nothing fitted), " << s["n"] << " runs: MAPE " << pct(s["mape"])
-            << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "
-            << s["top_pick"].get<std::string>() << " is " << pct(s["regret"]) << " slower than the measured best "
-            << s["measured_best"].get<std::string>() << "\n";
-  const json& oos = report["out_of_sample"];
-  if (oos.contains("skipped")) {
-    std::cout << "Out of sample: skipped, " << oos["skipped"].get<std::string>() << "\n";
-    return;
-  }
-  const json &raw = oos["pooled"]["raw"], &fit = oos["pooled"]["fitted"];
-  std::cout << "Out of sample (refit on one half, scored on the other, both ways): MAPE " << pct(raw["mape"]) << " -> "
-            << pct(fit["mape"]) << ", Spearman " << num2(raw["spearman"]) << " -> " << num2(fit["spearman"])
-            << ", Kendall " << num2(raw["kendall"]) << " -> " << num2(fit["kendall"]) << ", regret " << pct(raw["regret"])
-            << " -> " << pct(fit["regret"]) << "\n";
-  for (const auto& h : oos["halves"]) {
-    std::string f;
-    for (const auto& [k, v] : h["factors"].items())
-      f += (f.empty() ? "" : ", ") + k + " " + fixed(v.get<double>(), 3) + (h["held"].contains(k) ? " (held)" : "") +
-           (std::count(h["at_bound"].begin(), h["at_bound"].end(), k) ? " (at its bound)" : "");
-    std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "\n";
-  }
+  std::cerr << " (elapsed " << duration_text(elapsed) << ", ~" << duration_text(left) << " left)\n";
 }
 
 void run(const ValidateOptions& o) {
   const Setup s = setup(o);
   std::map<std::string, int> skipped;
   std::vector<std::vector<Config>> by_grid = feasible_by_grid(s.job, s.machine, o, skipped);
-  size_t feasible = 0;
-  for (const auto& cs : by_grid) feasible += cs.size();
-  if (feasible == 0) {
+  std::vector<Config> feasible;
+  for (const auto& cs : by_grid) feasible.insert(feasible.end(), cs.begin(), cs.end());
+  if (feasible.empty()) {
     std::string why;
     for (const auto& [k, n] : skipped) why += "\n  " + std::to_string(n) + ": " + k;
     input_error("no configuration of " + s.job.model.name + " on " + std::to_string(s.job.gpus) + " ranks with batch " +
                 std::to_string(s.job.batch) + " can run on the engine:" + why);
   }
-  std::vector<Config> plan = run_order(by_grid, o.seed);
-  const bool sampled = plan.size() > size_t(o.max_configs);
-  if (sampled) plan.resize(size_t(o.max_configs));
+  const PlacementCheck pc = placement_check(s.job, s.machine, feasible);
+  const std::vector<Config> plan = plan_of(by_grid, o, pc);
+  const bool sampled = feasible.size() > size_t(o.max_configs);
 
-  json report = {{"format", "fourfold-validation/1"},
+  json report = {{"format", "fourfold-validation/2"},
                  {"job", job_json(s.job, o.model, o.steps)},
+                 {"repeats", o.repeats},
                  {"machine", o.machine.empty() ? default_machine() : o.machine},
                  {"machine_profile", s.machine_json},
                  {"launcher", o.launcher},
                  {"engine", s.engine},
                  {"sampled", sampled},
-                 {"sample", {{"feasible", feasible}, {"grid_shapes", by_grid.size()}, {"planned", plan.size()},
+                 {"sample", {{"feasible", feasible.size()}, {"grid_shapes", by_grid.size()}, {"planned", plan.size()},
                              {"seed", o.seed}, {"max_configs", o.max_configs},
                              {"rule", "round-robin over grid shapes, each shape's configurations in a seeded shuffle "
-                                      "(mt19937_64); the first max_configs"}}},
+                                      "(mt19937_64); the first max_configs, with the placement check's top pick "
+                                      "(first) and counterpart (right after it) moved in when they would be left out"}}},
                  {"runs", json::array()}};
-  std::map<std::string, json> done;
   if (o.resume && fs::exists(o.out)) {
-    json old = load_resumed(o, report);
-    for (const auto& r : old["runs"])
-      if (r.value("status", "") == "ok") done[r.value("key", "")] = r;
+    report["runs"] = kept_runs(load_resumed(o, report));
   } else if (fs::exists(o.out)) {
     input_error(o.out + " exists: --resume to continue that validation, or remove it");
   }
   fs::create_directories(s.logs);
 
-  std::cerr << "advisor: " << feasible << " configurations of " << s.job.model.name << " on " << s.job.gpus
+  std::cerr << "advisor: " << feasible.size() << " configurations of " << s.job.model.name << " on " << s.job.gpus
             << " ranks (batch " << s.job.batch << ") the engine can run, over " << by_grid.size() << " grid shapes";
   if (sampled)
     std::cerr << "; measuring a stated sample of " << plan.size() << " (seed " << o.seed
               << ": round-robin over shapes, each shape's configurations shuffled)";
-  std::cerr << "\n";
-  // Finished runs first, in their order; the plan's others after.
-  for (const Config& c : plan)
-    if (done.count(config_label(c))) report["runs"].push_back(done[config_label(c)]);
-  std::map<std::string, bool> planned;
-  for (const Config& c : plan) planned[config_label(c)] = true;
-  for (const auto& [k, r] : done)
-    if (!planned.count(k)) report["runs"].push_back(r);  // from a larger earlier plan: kept
-  if (!done.empty())
-    std::cerr << "advisor: resuming: " << report["runs"].size() << " finished runs kept from " << o.out << "\n";
+  std::cerr << "; " << o.repeats << " repeat" << (o.repeats > 1 ? "s" : "") << " each, in interleaved passes\n";
+
+  // Where each configuration's entry is, and the repeats it still needs.
+  std::map<std::string, size_t> index;
+  size_t kept_repeats = 0;
+  for (size_t i = 0; i < report["runs"].size(); ++i) {
+    index[report["runs"][i]["key"].get<std::string>()] = i;
+    kept_repeats += report["runs"][i]["repeats"].size();
+  }
+  std::vector<std::vector<int>> missing(plan.size());
+  size_t todo = 0;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    std::vector<int> finished;
+    if (auto it = index.find(config_label(plan[k])); it != index.end())
+      for (const auto& r : report["runs"][it->second]["repeats"]) finished.push_back(r.value("repeat", 0));
+    missing[k] = missing_repeats(finished, o.repeats);
+    todo += missing[k].size();
+  }
+  if (!report["runs"].empty())
+    std::cerr << "advisor: resuming: " << report["runs"].size() << " finished runs kept from " << o.out << " ("
+              << kept_repeats << " repeats); " << todo << " more to run\n";
 
   auto save = [&] {
     report["summary"] = summary_json(ok_runs(report["runs"], s.job, s.machine));
+    report["summary"]["median_spread"] = median_spread(report["runs"]);
+    report["placement"] = placement_json(pc, report["runs"]);
     write_file_atomic(o.out, report.dump(2) + "\n");
   };
   catch_interrupts();
   auto t0 = std::chrono::steady_clock::now();
-  int ran = 0;
-  size_t todo = 0;
-  for (const Config& c : plan) todo += !done.count(config_label(c));
-  size_t k = 0;
-  for (const Config& c : plan) {
-    ++k;
-    if (done.count(config_label(c))) continue;
-    Prediction pred = predict(s.job, s.machine, c);
-    json r = run_one(s, o, c, pred);
-    if (r["status"] == "interrupted") break;
-    report["runs"].push_back(r);
-    save();
-    ++ran;
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double left = elapsed / ran * double(todo - size_t(ran));
-    std::cerr << "[" << k << "/" << plan.size() << "] grid " << c.grid.str() << " " << c.order.str() << " mb "
-              << c.micro_batch << (c.recompute ? " rc " : " ") << c.overlap.str() << ": ";
-    if (r["status"] == "ok")
-      std::cerr << seconds(r["measured"]["time_s"].get<double>()) << " measured, " << seconds(pred.estimate.time_s)
-                << " predicted";
-    else
-      std::cerr << "FAILED (" << r["error"].get<std::string>() << "); log " << r["log"].get<std::string>()
-                << ", its end:\n"
-                << r["log_tail"].get<std::string>();
-    std::cerr << " (elapsed " << duration_text(elapsed) << ", ~" << duration_text(left) << " left)\n";
-    if (interrupted()) break;
-  }
+  size_t ran = 0;
+  // Pass p runs repeat p of every configuration, in plan order: a drift of
+  // the machine over minutes then touches every configuration alike.
+  for (int pass = 1; pass <= o.repeats && !interrupted(); ++pass)
+    for (size_t k = 0; k < plan.size() && !interrupted(); ++k) {
+      if (!std::count(missing[k].begin(), missing[k].end(), pass)) continue;
+      const Config& c = plan[k];
+      const std::string key = config_label(c);
+      json rep = run_repeat(s, o, c, pass);
+      if (rep["status"] == "interrupted") break;
+      auto it = index.find(key);
+      if (it == index.end()) {
+        it = index.emplace(key, report["runs"].size()).first;
+        report["runs"].push_back({{"key", key},
+                                  {"config", to_json(c)},
+                                  {"predicted", predicted_of(predict(s.job, s.machine, c))},
+                                  {"repeats", json::array()}});
+      }
+      json& run = report["runs"][it->second];
+      run["repeats"].push_back(rep);
+      summarize_run(run);
+      save();
+      ++ran;
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      print_progress(pass, o, k + 1, plan.size(), c, rep, run, elapsed, elapsed / double(ran) * double(todo - ran));
+    }
   if (interrupted()) {
     save();
-    std::cerr << "advisor: interrupted; " << report["runs"].size() << " finished runs are in " << o.out
+    std::cerr << "advisor: interrupted; " << report["runs"].size() << " runs with finished repeats are in " << o.out
               << "; --resume continues\n";
     std::exit(130);
   }
@@ -492,14 +521,19 @@ void run(const ValidateOptions& o) {
   OkRuns ok = ok_runs(report["runs"], s.job, s.machine);
   report["out_of_sample"] = out_of_sample_json(s.job, s.machine, ok);
   save();
-  if (!o.plot.empty()) write_plot(o, s, ok);
+  if (!o.plot.empty()) write_plot(o, s, ok, report["placement"]);
   if (o.json) std::cout << report.dump(2) << "\n";
-  else print_text(report);
-  size_t failed = report["runs"].size() - ok.runs.size();
+  else print_validation_text(report);
+  size_t failed = 0, total = 0;
+  for (const auto& r : report["runs"])
+    for (const auto& rep : r["repeats"]) {
+      failed += rep["status"] != "ok";
+      ++total;
+    }
   if (failed) {
     // Everything is kept; the exit code tells a script that not all ran.
-    std::cerr << "advisor: " << failed << " of " << report["runs"].size() << " runs failed (see \"error\" and \"log\" in "
-              << o.out << "); --resume retries them\n";
+    std::cerr << "advisor: " << failed << " of " << total << " runs of the engine failed (see \"error\" and \"log\" "
+              << "under \"repeats\" in " << o.out << "); --resume retries them\n";
     std::exit(1);
   }
 }
@@ -524,7 +558,11 @@ void setup_validate(CLI::App& app) {
   sub->add_option("-o,--out", o->out, "Report JSON, rewritten (atomically) after every run")->required();
   sub->add_option("--plot", o->plot, "Write predicted vs measured and the top breakdowns as SVG");
   sub->add_option("--logs", o->logs, "Directory for each run's log and record [OUT.runs]");
-  sub->add_flag("--resume", o->resume, "Continue the report in --out: keep its finished runs, run the rest");
+  sub->add_flag("--resume", o->resume,
+                "Continue the report in --out: keep its finished repeats, run the missing ones (also to add repeats)");
+  sub->add_option("--repeats", o->repeats,
+                  "Runs per configuration, in interleaved passes; the report holds their median")
+      ->capture_default_str();
   sub->add_option("--max-configs", o->max_configs, "At most this many configurations (a stated sample beyond)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the sample's shuffle")->capture_default_str();

@@ -1,15 +1,23 @@
 #include "validation_report.hpp"
 
+#include <algorithm>
+#include <iostream>
+
+#include "format.hpp"
 #include "json_fields.hpp"
+#include "measurement.hpp"  // median
+#include "validation_stats.hpp"
 
 namespace ff::cli {
 
-nlohmann::json job_json(const Job& job, const std::string& model_arg, int steps) {
+using nlohmann::json;
+
+json job_json(const Job& job, const std::string& model_arg, int steps) {
   return {{"model", to_json(job.model)}, {"model_arg", model_arg}, {"ranks", job.gpus},
           {"batch_sequences", job.batch},   {"steps", steps},         {"dtype", dtype_name(job.dtype)}};
 }
 
-ReportRuns read_report_runs(const nlohmann::json& report, const std::string& origin) {
+ReportRuns read_report_runs(const json& report, const std::string& origin) {
   Fields f(report, origin);
   Fields job = f.object("job");
   ReportRuns r;
@@ -35,6 +43,203 @@ ReportRuns read_report_runs(const nlohmann::json& report, const std::string& ori
     r.keys.push_back(config_label(m.config));
   }
   return r;
+}
+
+// --- repeats ---------------------------------------------------------------
+
+namespace {
+
+int repeat_number(const json& r) { return r.value("repeat", 0); }
+
+void sort_repeats(json& reps) {
+  std::stable_sort(reps.begin(), reps.end(), [](const json& a, const json& b) { return repeat_number(a) < repeat_number(b); });
+}
+
+bool is_ok(const json& r) { return r.is_object() && r.value("status", "") == "ok"; }
+
+}  // namespace
+
+json finished_repeats(const json& run) {
+  json out = json::array();
+  if (run.contains("repeats") && run["repeats"].is_array()) {
+    for (const auto& r : run["repeats"])
+      if (is_ok(r)) out.push_back(r);
+  } else if (is_ok(run) && run.contains("measured")) {
+    json r = run["measured"];
+    r["repeat"] = 1;
+    r["status"] = "ok";
+    for (const char* k : {"log", "record", "wall_s", "command"})
+      if (run.contains(k)) r[k] = run[k];
+    out.push_back(r);
+  }
+  sort_repeats(out);
+  return out;
+}
+
+void summarize_run(json& run) {
+  json& reps = run["repeats"];
+  sort_repeats(reps);
+  const std::string origin = "run " + run.value("key", std::string("?"));
+  std::vector<StepTimes> ok;
+  const json *first_ok = nullptr, *last_failed = nullptr;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (!is_ok(reps[i])) {
+      last_failed = &reps[i];
+      continue;
+    }
+    Fields f(reps[i], origin, "repeats[" + std::to_string(i) + "]");
+    Fields c = f.object("comm_s");
+    ok.push_back({f.positive("time_s"), f.number("compute_s"),
+                  {c.number("x"), c.number("y"), c.number("z"), c.number("data")}});
+    if (!first_ok) first_ok = &reps[i];
+  }
+  for (const char* k : {"measured", "error", "log_tail"}) run.erase(k);
+  if (ok.empty()) {
+    run["status"] = "failed";
+    run["error"] = last_failed ? last_failed->value("error", std::string("failed")) : "no repeats ran";
+    if (last_failed && last_failed->contains("log_tail")) run["log_tail"] = (*last_failed)["log_tail"];
+    return;
+  }
+  RepeatSummary s = summarize_repeats(ok);
+  run["measured"] = {{"time_s", s.median.time_s},
+                     {"compute_s", s.median.compute_s},
+                     {"comm_s", per_axis_json(s.median.comm_s)},
+                     {"of", "median over the successful repeats, each quantity on its own"},
+                     {"repeats_ok", s.n},
+                     {"spread", {{"min_s", s.min_s}, {"max_s", s.max_s}, {"relative", s.relative_spread}}},
+                     {"bytes_per_step", first_ok->value("bytes_per_step", json(nullptr))}};
+  run["status"] = "ok";
+}
+
+json median_spread(const json& runs) {
+  std::vector<double> v;
+  for (const auto& r : runs)
+    if (is_ok(r) && r.contains("measured") && r["measured"].value("repeats_ok", 1) >= 2)
+      v.push_back(r["measured"]["spread"]["relative"].get<double>());
+  return v.empty() ? json(nullptr) : json(median(v));
+}
+
+// --- placement -------------------------------------------------------------
+
+json placement_json(const PlacementCheck& pc, const json& runs) {
+  auto measured = [&](const std::string& key) {
+    for (const auto& r : runs)
+      if (r.value("key", "") == key && is_ok(r)) return r["measured"]["time_s"];
+    return json(nullptr);
+  };
+  const std::string top = config_label(pc.top_pick);
+  json j = {{"rule", "the top pick is the predicted fastest of every feasible configuration, sampled or not; its "
+                     "heaviest axis has the most bytes per step; the counterpart is the same configuration under "
+                     "the predicted fastest other placement order that sends that axis across nodes"},
+            {"top_pick", top},
+            {"heavy_axis", axis_name(pc.heavy_axis)},
+            {"heavy_axis_bytes_per_step", pc.heavy_bytes},
+            {"heavy_axis_inside", pc.heavy_inside},
+            {"predicted_s", {{"top_pick", pc.top_pick_s}}},
+            {"measured_s", {{"top_pick", measured(top)}}}};
+  if (!pc.has_counterpart) {
+    j["not_applicable"] = pc.not_applicable;
+    return j;
+  }
+  const std::string other = config_label(pc.counterpart);
+  j["counterpart"] = other;
+  j["predicted_s"]["counterpart"] = pc.counterpart_s;
+  j["measured_s"]["counterpart"] = measured(other);
+  j["holds_predicted"] = pc.top_pick_s < pc.counterpart_s;
+  const json &mt = j["measured_s"]["top_pick"], &mc = j["measured_s"]["counterpart"];
+  j["holds_measured"] = mt.is_number() && mc.is_number() ? json(mt.get<double>() < mc.get<double>()) : json(nullptr);
+  return j;
+}
+
+// --- text ------------------------------------------------------------------
+
+namespace {
+
+std::string pct(const json& v) { return v.is_number() ? fixed(100 * v.get<double>(), 1) + "%" : "n/a"; }
+std::string num2(const json& v) { return v.is_number() ? fixed(v.get<double>(), 2) : "n/a"; }
+std::string secs(const json& v) { return v.is_number() ? seconds(v.get<double>()) : "not measured"; }
+std::string holds(const json& v) { return v.get<bool>() ? "holds" : "does not hold"; }
+
+void print_placement(const json& p) {
+  if (p.is_null()) return;
+  std::cout << "Placement check: ";
+  if (p.contains("not_applicable")) {
+    std::cout << "not applicable, " << p["not_applicable"].get<std::string>() << "\n";
+    return;
+  }
+  std::cout << "top pick " << p["top_pick"].get<std::string>() << " keeps " << p["heavy_axis"].get<std::string>()
+            << " (its heaviest axis, " << bytes_h(p["heavy_axis_bytes_per_step"].get<double>())
+            << " per step) inside a node; " << p["counterpart"].get<std::string>()
+            << " sends it across. Predicted " << secs(p["predicted_s"]["top_pick"]) << " against "
+            << secs(p["predicted_s"]["counterpart"]) << " (" << holds(p["holds_predicted"]) << "), measured ";
+  if (p["holds_measured"].is_boolean())
+    std::cout << secs(p["measured_s"]["top_pick"]) << " against " << secs(p["measured_s"]["counterpart"]) << " ("
+              << holds(p["holds_measured"]) << ")\n";
+  else
+    std::cout << "not known: the two have not both run successfully\n";
+}
+
+}  // namespace
+
+void print_validation_text(const json& report) {
+  Table t({"#", "<configuration", "<status", "predicted", "measured", "spread", "error"});
+  int i = 0;
+  for (const auto& r : report["runs"]) {
+    double p = r["predicted"]["time_s"].get<double>();
+    bool ok = is_ok(r);
+    size_t failed = 0, n = r.contains("repeats") ? r["repeats"].size() : 1;
+    if (r.contains("repeats"))
+      for (const auto& x : r["repeats"]) failed += !is_ok(x);
+    std::string status = r["status"].get<std::string>();
+    if (ok && failed) status += " (" + std::to_string(failed) + " of " + std::to_string(n) + " failed)";
+    std::string spread = "-";
+    double m = 0;
+    if (ok) {
+      const json& meas = r["measured"];
+      m = meas["time_s"].get<double>();
+      if (meas.value("repeats_ok", 1) >= 2) spread = "±" + fixed(50 * meas["spread"]["relative"].get<double>(), 1) + "%";
+    }
+    t.row({std::to_string(++i), r["key"].get<std::string>(), status, seconds(p), ok ? seconds(m) : "-", spread,
+           ok ? fixed(100 * (p - m) / m, 1) + "%" : "-"});
+  }
+  std::cout << t.str() << "\n";
+  const json& s = report["summary"];
+  if (s.value("n", 0) == 0) {
+    std::cout << "No successful runs to score.\n";
+    print_placement(report.value("placement", json(nullptr)));
+    return;
+  }
+  const int repeats = report.value("repeats", 1);
+  if (repeats > 1)
+    std::cout << "Measured: the median of " << repeats << " repeats per configuration, run in interleaved passes; "
+              << "spread ±half of (max - min) / median";
+  else
+    std::cout << "Measured: one run per configuration (--repeats for more)";
+  if (s.contains("median_spread") && s["median_spread"].is_number())
+    std::cout << ", its median over configurations ±" << fixed(50 * s["median_spread"].get<double>(), 1) << "%";
+  std::cout << "\n";
+  std::cout << "In sample (the profile as given, nothing fitted), " << s["n"] << " runs: MAPE " << pct(s["mape"])
+            << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "
+            << s["top_pick"].get<std::string>() << " is " << pct(s["regret"]) << " slower than the measured best "
+            << s["measured_best"].get<std::string>() << "\n";
+  print_placement(report.value("placement", json(nullptr)));
+  const json& oos = report["out_of_sample"];
+  if (oos.contains("skipped")) {
+    std::cout << "Out of sample: skipped, " << oos["skipped"].get<std::string>() << "\n";
+    return;
+  }
+  const json &raw = oos["pooled"]["raw"], &fit = oos["pooled"]["fitted"];
+  std::cout << "Out of sample (refit on one half, scored on the other, both ways): MAPE " << pct(raw["mape"]) << " -> "
+            << pct(fit["mape"]) << ", Spearman " << num2(raw["spearman"]) << " -> " << num2(fit["spearman"])
+            << ", Kendall " << num2(raw["kendall"]) << " -> " << num2(fit["kendall"]) << ", regret " << pct(raw["regret"])
+            << " -> " << pct(fit["regret"]) << "\n";
+  for (const auto& h : oos["halves"]) {
+    std::string f;
+    for (const auto& [k, v] : h["factors"].items())
+      f += (f.empty() ? "" : ", ") + k + " " + fixed(v.get<double>(), 3) + (h["held"].contains(k) ? " (held)" : "") +
+           (std::count(h["at_bound"].begin(), h["at_bound"].end(), k) ? " (at its bound)" : "");
+    std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "\n";
+  }
 }
 
 }  // namespace ff::cli

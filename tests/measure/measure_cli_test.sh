@@ -19,26 +19,26 @@ rc=$?
 [ -s "$T/raw.json" ] || fail "no raw record written"
 grep -q '^# all-reduce  intra stride 1 size 4  (2 groups at once' "$T/out" || fail "table lacks all-reduce intra stride 1 size 4"
 grep -q '^# reduce-scatter  inter 4 groups/node size 2  (4 groups at once' "$T/out" || fail "table lacks reduce-scatter inter 4 groups/node"
-grep -q '^\[1/72\] all-reduce intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no progress line [1/72]"
-grep -q '^\[72/72\] ' "$T/err" || fail "progress does not reach [72/72]"
+grep -q '^\[1/108\] all-reduce intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no progress line [1/108]"
+grep -q '^\[108/108\] ' "$T/err" || fail "progress does not reach [108/108]"
 grep -q '^contents checked' "$T/err" || fail "contents were not checked"
-# 8 geometries (4 intra, 4 inter) x 3 collectives x 7 sizes (1K..64K), 3 repeats each.
+# 12 geometries (4 intra, 8 inter: 4 of one member per node, 4 of 2–4) x 3 collectives x 7 sizes (1K..64K), 3 repeats each.
 python3 - "$T/raw.json" "$T/p.json" <<'PY' || fail "raw record or profile has the wrong shape"
 import json, sys
 raw = json.load(open(sys.argv[1])); prof = json.load(open(sys.argv[2]))
 assert raw["ranks"] == 8 and raw["gpus_per_node"] == 4 and raw["nodes"] == 2, raw["ranks"]
 c = raw["collectives"]
-assert len(c) == 8 * 3 * 7, len(c)
+assert len(c) == 12 * 3 * 7, len(c)
 assert all(len(s["times_us"]) == 3 and s["iters"] == 5 for s in c)
 geos = {(s["tier"], s["stride"], s["size"], s["groups_per_node"]) for s in c}
-assert len(geos) == 8, geos
+assert len(geos) == 12, geos
 assert "mpirun" in raw["command"] and "--gpus-per-node 4" in raw["command"], raw["command"]
 assert raw["versions"]["mpi"] and raw["versions"]["blas"], raw["versions"]
 assert raw["topology"]["cores"] >= 1
 assert len(raw["gemm"]["samples"]) == 27 and raw["gemm"]["peak_tflops"] > 0 and raw["stream_GBps"] > 0
 assert prof["gpus_per_node"] == 4 and prof["name"] == "p"
 assert prof["intra_node"]["kind"] == "measured" and len(prof["intra_node"]["table"]) == 4
-assert len(prof["inter_node"]["table"]) == 4
+assert len(prof["inter_node"]["table"]) == 8
 PY
 "$ADVISOR" recommend --model "$ROOT/examples/models/gpt-tiny.json" --gpus 8 --machine "$T/p.json" >"$T/rec" 2>&1 ||
   { fail "advisor recommend rejects the measured profile"; cat "$T/rec"; }
@@ -50,8 +50,26 @@ python3 - "$T/raw6.json" <<'PY' || fail "6-rank geometries"
 import json, sys
 c = json.load(open(sys.argv[1]))["collectives"]
 geos = sorted({(s["tier"], s["size"], s["stride"] if s["tier"] == "intra" else s["groups_per_node"]) for s in c})
-# intra (stride 1) sizes 2 and 3; inter size 2 with 1, 2, 3 groups per node.
-assert geos == [("inter", 2, 1), ("inter", 2, 2), ("inter", 2, 3), ("intra", 2, 1), ("intra", 3, 1)], geos
+# intra (stride 1) sizes 2 and 3; inter size 2 with 1, 2, 3 groups per node, and
+# the whole of both nodes' ranks, 2 or 3 members per node.
+assert geos == [("inter", 2, 1), ("inter", 2, 2), ("inter", 2, 3), ("inter", 4, 1), ("inter", 6, 1), ("intra", 2, 1), ("intra", 3, 1)], geos
+PY
+
+# 2b. With a model on CPU ranks: the engine's own step, timed on every rank at
+# once, and the element-wise efficiency fitted to it rather than assumed.
+run 4 --gpus-per-node 2 --quick --repeats 1 --model "$ROOT/examples/models/gpt-tiny.json" --engine-steps 2 \
+  --out "$T/e.json" >/dev/null 2>"$T/erre" || { fail "engine step run"; cat "$T/erre"; }
+grep -q '^engine step: gpt-tiny, micro-batch 1 on one rank each' "$T/erre" || fail "no engine step progress line"
+python3 - "$T/e.json" <<'PY' || fail "engine step in the record, or the fit in the profile"
+import json, sys
+p = json.load(open(sys.argv[1]))
+e = p["raw"]["engine_steps"]
+assert len(e) == 1 and e[0]["model"]["name"] == "gpt-tiny" and e[0]["micro_batch"] == 1, e
+assert len(e[0]["compute_us"]) == 3 and len(e[0]["gemm_us"]) == 3, e  # 2 steps and the warm-up
+assert all(g < c for g, c in zip(e[0]["gemm_us"], e[0]["compute_us"])), e
+m = p["memory"]
+assert 0 < m["elementwise_efficiency"] <= 1, m
+assert "is fitted, not assumed" in m["source"] and "0.5 (LayerNorm" not in m["source"], m["source"]
 PY
 
 # 3. --help: once, from rank 0, exit 0.

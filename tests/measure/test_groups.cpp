@@ -14,6 +14,9 @@ using meas::geometry_groups;
 namespace {
 ff::Geometry intra(long long stride, int size) { return ff::Geometry{false, stride, size, 1}; }
 ff::Geometry inter(int per_node_groups, int size) { return ff::Geometry{true, 1, size, per_node_groups}; }
+ff::Geometry inter(int per_node_groups, int size, int members) {
+  return ff::Geometry{true, 1, size, per_node_groups, members};
+}
 }  // namespace
 
 TEST_CASE("intra-node groups, 8 ranks, 4 per node") {
@@ -38,6 +41,22 @@ TEST_CASE("inter-node groups, 8 ranks, 4 per node") {
   CHECK(geometry_groups(inter(2, 2), 8, 2) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
 }
 
+TEST_CASE("inter-node groups with several members a node") {
+  // 8 ranks, 2 a node (nodes {0,1} {2,3} {4,5} {6,7}).
+  CHECK(geometry_groups(inter(1, 8, 2), 8, 2) == Groups{{0, 1, 2, 3, 4, 5, 6, 7}});
+  CHECK(geometry_groups(inter(1, 4, 2), 8, 2) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  // 16 ranks, 4 a node: groups on node pairs, group j on local ranks 2j, 2j+1.
+  CHECK(geometry_groups(inter(2, 4, 2), 16, 4) == Groups{{0, 1, 4, 5}, {2, 3, 6, 7}, {8, 9, 12, 13}, {10, 11, 14, 15}});
+  CHECK(geometry_groups(inter(1, 4, 2), 16, 4) == Groups{{0, 1, 4, 5}, {8, 9, 12, 13}});
+  CHECK(geometry_groups(inter(1, 8, 2), 16, 4) == Groups{{0, 1, 4, 5, 8, 9, 12, 13}});
+  CHECK(geometry_groups(inter(1, 8, 4), 16, 4) == Groups{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}});
+  // 12 ranks, 6 a node (2 nodes): 3 groups of 2 + 2, or 2 of 3 + 3.
+  CHECK(geometry_groups(inter(3, 4, 2), 12, 6) == Groups{{0, 1, 6, 7}, {2, 3, 8, 9}, {4, 5, 10, 11}});
+  CHECK(geometry_groups(inter(2, 6, 3), 12, 6) == Groups{{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}});
+  // m = 1 is the one-member-a-node layout.
+  CHECK(geometry_groups(inter(2, 2, 1), 8, 2) == geometry_groups(inter(2, 2), 8, 2));
+}
+
 TEST_CASE("a node of 3 ranks (not a power of two)") {
   CHECK(geometry_groups(intra(1, 2), 6, 3) == Groups{{0, 1}, {3, 4}});
   CHECK(geometry_groups(intra(1, 3), 6, 3) == Groups{{0, 1, 2}, {3, 4, 5}});
@@ -57,20 +76,31 @@ TEST_CASE("default geometries") {
   };
   CHECK(names(2, 2) == std::vector<std::string>{"intra stride 1 size 2"});
   CHECK(names(2, 1) == std::vector<std::string>{"inter 1 groups/node size 2"});
+  // 2 nodes of 4: node counts {2}; then m = 2 (size 4, 1 or 2 groups), 3 (size 6), 4 (size 8).
   CHECK(names(8, 4) == std::vector<std::string>{
                            "intra stride 1 size 2", "intra stride 1 size 3", "intra stride 1 size 4",
                            "intra stride 2 size 2", "inter 1 groups/node size 2", "inter 2 groups/node size 2",
-                           "inter 3 groups/node size 2", "inter 4 groups/node size 2"});
+                           "inter 3 groups/node size 2", "inter 4 groups/node size 2",
+                           "inter 1 groups/node size 4, 2 members/node", "inter 2 groups/node size 4, 2 members/node",
+                           "inter 1 groups/node size 6, 3 members/node", "inter 1 groups/node size 8, 4 members/node"});
   CHECK(names(6, 3) == std::vector<std::string>{"intra stride 1 size 2", "intra stride 1 size 3",
                                                 "inter 1 groups/node size 2", "inter 2 groups/node size 2",
-                                                "inter 3 groups/node size 2"});
+                                                "inter 3 groups/node size 2",
+                                                "inter 1 groups/node size 4, 2 members/node",
+                                                "inter 1 groups/node size 6, 3 members/node"});
+  // 4 nodes of 2 (the emulated cluster): node counts {2, 4}; m = 2 gives sizes 4 and 8.
+  CHECK(names(8, 2) == std::vector<std::string>{"intra stride 1 size 2", "inter 1 groups/node size 2",
+                                                "inter 2 groups/node size 2", "inter 1 groups/node size 4",
+                                                "inter 2 groups/node size 4",
+                                                "inter 1 groups/node size 4, 2 members/node",
+                                                "inter 1 groups/node size 8, 2 members/node"});
   // 6 nodes of 1: sizes 2, 4 (powers of two) and 6 (all nodes).
   CHECK(names(6, 1) == std::vector<std::string>{"inter 1 groups/node size 2", "inter 1 groups/node size 4",
                                                 "inter 1 groups/node size 6"});
 }
 
 TEST_CASE("every default geometry's groups: disjoint, the right size, inside or across nodes as named") {
-  for (auto [ranks, per_node] : {std::pair{8, 4}, {6, 3}, {12, 3}, {16, 8}, {24, 6}, {8, 1}})
+  for (auto [ranks, per_node] : {std::pair{8, 4}, {6, 3}, {12, 3}, {16, 8}, {24, 6}, {8, 1}, {8, 2}, {16, 4}})
     for (const auto& g : meas::default_geometries(ranks, per_node)) {
       CAPTURE(ranks);
       CAPTURE(per_node);
@@ -89,8 +119,11 @@ TEST_CASE("every default geometry's groups: disjoint, the right size, inside or 
           for (size_t i = 1; i < grp.size(); ++i) CHECK(grp[i] - grp[i - 1] == g.stride);
           CHECK(nodes.front() == nodes.back());
         } else {
-          for (size_t i = 1; i < nodes.size(); ++i) CHECK(nodes[i] == nodes[i - 1] + 1);
-          for (int n : nodes) ++groups_on_node[size_t(n)];
+          // Consecutive nodes, m members on each, in world-rank order.
+          for (size_t i = 1; i < grp.size(); ++i) CHECK(grp[i] > grp[i - 1]);
+          for (size_t i = 0; i < nodes.size(); ++i)
+            CHECK(nodes[i] == nodes.front() + int(i) / g.members_per_node);
+          for (size_t i = 0; i < nodes.size(); i += size_t(g.members_per_node)) ++groups_on_node[size_t(nodes[i])];
         }
       }
       for (int s : seen) CHECK(s <= 1);
@@ -107,6 +140,22 @@ TEST_CASE("a geometry the run is too small for is named with what it needs") {
   CHECK(meas::geometry_problem(intra(2, 3), 12, 3).find("needs 6 ranks on one node") != std::string::npos);
   CHECK(meas::geometry_problem(inter(1, 4), 8, 4).find("needs 4 nodes") != std::string::npos);
   CHECK(meas::geometry_problem(inter(5, 2), 8, 4).find("groups per node must be between 1 and") != std::string::npos);
+  // Several members a node: 8 ranks, 2 a node (4 nodes).
+  CHECK(meas::geometry_problem(inter(1, 8, 2), 8, 2) == "");
+  CHECK(meas::geometry_problem(inter(1, 4, 2), 8, 2) == "");
+  CHECK(meas::geometry_problem(inter(1, 5, 2), 8, 2) ==
+        "inter 1 groups/node size 5, 2 members/node: size must be a multiple of the members per node (2), the same "
+        "on every node");
+  CHECK(meas::geometry_problem(inter(2, 4, 2), 8, 2) ==
+        "inter 2 groups/node size 4, 2 members/node: groups per node times members per node must be between 1 and "
+        "the ranks per node; this run has 8 ranks, 2 per node (see --gpus-per-node)");
+  CHECK(meas::geometry_problem(inter(1, 4, 3), 8, 2).find("size must be a multiple") != std::string::npos);
+  CHECK(meas::geometry_problem(inter(1, 2, 2), 8, 2) ==
+        "inter 1 groups/node size 2, 2 members/node: all members on one node: that is an intra-node group (--intra)");
+  CHECK(meas::geometry_problem(inter(1, 16, 2), 8, 2) ==
+        "inter 1 groups/node size 16, 2 members/node: needs 8 nodes; this run has 8 ranks, 2 per node (see "
+        "--gpus-per-node), so 4 nodes");
+  CHECK(meas::geometry_problem(inter(1, 4, 0), 8, 2).find("members per node must be at least 1") != std::string::npos);
 }
 
 TEST_CASE("--intra / --inter lists") {
@@ -121,5 +170,15 @@ TEST_CASE("--intra / --inter lists") {
   for (const char* bad : {"", "1x", "x2", "0x2", "1x2,", "1y2", "1x2x3", "a,b"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(meas::parse_geometries(bad, false), meas::UsageError);
+  }
+  // --inter takes an optional third number, the members per node.
+  auto m = meas::parse_geometries("1x8x2,2x2", true);
+  REQUIRE(m.size() == 2);
+  CHECK((m[0].inter && m[0].groups_per_node == 1 && m[0].size == 8 && m[0].members_per_node == 2));
+  CHECK((m[1].inter && m[1].groups_per_node == 2 && m[1].size == 2 && m[1].members_per_node == 1));
+  CHECK(h[0].members_per_node == 1);
+  for (const char* bad : {"1x2x", "1x2x0", "1x2y2", "1x2x2x2", "1x2x2,", "0x4x2"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(meas::parse_geometries(bad, true), meas::UsageError);
   }
 }
