@@ -40,11 +40,13 @@ std::string bandwidth(double bytes_per_s) {
   return bytes_per_s < 1e9 ? fixed(bytes_per_s / 1e6, 1) + " MB/s" : fixed(bytes_per_s / 1e9, 1) + " GB/s";
 }
 
-// The tier that sets an axis' time for a buffer of `bytes`.
-const LinkParams& binding(const AxisLink& l, Coll c, double bytes) {
-  if (!l.inside) return l.inter;
-  if (!l.across) return l.intra;
-  return collective_time(c, l.size, bytes, l.inter) > collective_time(c, l.size, bytes, l.intra) ? l.inter : l.intra;
+// The bus bandwidth a collective of `bytes` is priced at: the tier that sets its time.
+double binding_busbw(const AxisLink& l, Coll c, double bytes) {
+  const int k = static_cast<int>(c);  // that collective's own figure where it was measured apart (by_op)
+  if (!l.across) return l.intra_busbw[k];
+  if (!l.inside) return l.inter_busbw[k];
+  return collective_time(c, l.size, bytes, l.inter) > collective_time(c, l.size, bytes, l.intra) ? l.inter_busbw[k]
+                                                                                                 : l.intra_busbw[k];
 }
 
 void run(const PredictOptions& o) {
@@ -130,9 +132,8 @@ void run(const PredictOptions& o) {
   for (size_t i = 0; i < plan.comm.size(); ++i) {
     const CommTerm& t = plan.comm[i];
     double calls = t.count * (t.per_step ? 1 : plan.micro_steps);
-    const LinkParams& b = binding(pr.links[int(t.axis)], t.coll, t.bytes());
     comm.row({t.layer, t.what, axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()), grouped((long long)calls),
-              bandwidth(b.busbw), seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
+              bandwidth(binding_busbw(pr.links[int(t.axis)], t.coll, t.bytes())), seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
               seconds(calls * (pr.term_seconds[i] - pr.term_hidden[i]))});
   }
   std::cout << comm.str("  ");
