@@ -267,4 +267,11 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   return pr;
 }
 
+std::array<double, 4> bytes_per_step(const Plan& plan) {
+  std::array<double, 4> b{};
+  for (const CommTerm& t : plan.comm)
+    b[size_t(t.axis)] += t.count * double(t.per_step ? 1 : plan.micro_steps) * t.bytes();
+  return b;
+}
+
 }  // namespace ff

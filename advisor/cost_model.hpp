@@ -60,6 +60,9 @@ struct Plan {
   double nonblocking_slowdown = 1;
 };
 void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out);
+// Bytes per axis per iteration: each collective's buffer, as nccl-tests counts
+// it, times how often it runs; what the engine's record reports per axis.
+std::array<double, 4> bytes_per_step(const Plan& plan);
 
 struct Estimate {
   double time_s = 0;

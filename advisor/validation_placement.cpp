@@ -6,13 +6,6 @@
 
 namespace ff {
 
-std::array<double, 4> bytes_per_step(const Plan& plan) {
-  std::array<double, 4> b{};
-  for (const CommTerm& t : plan.comm)
-    b[size_t(t.axis)] += t.count * double(t.per_step ? 1 : plan.micro_steps) * t.bytes();
-  return b;
-}
-
 PlacementCheck placement_check(const Job& job, const MachineProfile& p, const std::vector<Config>& candidates) {
   if (candidates.empty()) input_error("no configurations to pick from");
   PlacementCheck pc;

@@ -11,10 +11,6 @@
 
 namespace ff {
 
-// Bytes per axis per iteration: each collective's buffer times how often it
-// runs (what `advisor predict --json` reports as bytes_per_step).
-std::array<double, 4> bytes_per_step(const Plan& plan);
-
 struct PlacementCheck {
   Config top_pick;              // the predicted fastest of the candidates (the first on a tie)
   double top_pick_s = 0;        // predicted time per step

@@ -2,16 +2,17 @@
 
 #include <mpi.h>
 
+#include "memory_model.hpp"
 #include "train.hpp"  // and engine's MPI_CHECK
 
 namespace meas {
 
 std::string engine_step_problem(const ff::ModelSpec& model, int micro_batch, int steps, double memory_per_rank,
                                 double gemm_flops_per_s) {
-  // Weights, gradients, two AdamW moments and a shard accumulator in fp32,
-  // plus activations well under that for the models one times here.
-  double params = ff::parameter_count(model);
-  double bytes = 20.0 * params + 64.0 * micro_batch * double(model.seq_len) * double(model.hidden) * model.layers;
+  ff::Job job{model, 1, micro_batch, ff::Dtype::FP32};
+  // The memory model's figure for the replica, with no reserve (a default
+  // profile's): half the rank's memory leaves room for measure's own buffers.
+  double bytes = ff::memory_use(job, ff::MachineProfile{}, ff::Grid{1, 1, 1, 1}, micro_batch, false, ff::Overlap{}).total();
   if (memory_per_rank > 0 && bytes > 0.5 * memory_per_rank)
     return model.name + " needs about " + std::to_string(long(bytes / 1048576)) + " MiB per rank, more than half of " +
            std::to_string(long(memory_per_rank / 1048576)) + " MiB";

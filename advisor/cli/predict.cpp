@@ -83,18 +83,16 @@ void run(const PredictOptions& o) {
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
-    std::array<double, 4> bytes_per_step{};
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
       double per_it = t.count * (t.per_step ? 1 : plan.micro_steps);
-      bytes_per_step[int(t.axis)] += per_it * t.bytes();
       out["collectives"].push_back({{"layer", t.layer}, {"what", t.what}, {"axis", axis_name(t.axis)},
                                     {"collective", coll_name(t.coll)}, {"elements", t.elements},
                                     {"bytes", t.bytes()}, {"per_iteration", per_it},
                                     {"seconds_each", pr.term_seconds[i]}, {"hidden_each", pr.term_hidden[i]}});
     }
-    out["bytes_per_step"] = per_axis_json(bytes_per_step);
+    out["bytes_per_step"] = per_axis_json(bytes_per_step(plan));
     out["compute"] = nlohmann::json::array();
     for (const auto& w : plan.compute)
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},

@@ -179,7 +179,7 @@ json measured_of(const json& record, const std::string& origin) {
   double n = double(times.size());
   for (double& c : comm) c /= n;
   return {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
-          {"steps_discarded", 1},    {"steps", steps},
+          {"steps_discarded", 1},
           {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
 }
 
