@@ -96,13 +96,14 @@ struct GeometryFit {
   LinkFit fit;                      // all collectives jointly
   std::set<std::string> ops;
   std::map<std::string, LinkFit> by_op;  // each collective alone, where it can be fitted
+  std::map<std::string, LinkFit> nonblocking_by_op;  // each collective issued non-blocking
 };
 
 // α and busbw of a link, with its per-collective figures scaled by
 // `bw_factor` (a node's bandwidth from c groups sharing it).
-nlohmann::json by_op_json(const GeometryFit& f, double bw_factor = 1) {
+nlohmann::json by_op_json(const std::map<std::string, LinkFit>& by_op, double bw_factor = 1) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [op, lf] : f.by_op)
+  for (const auto& [op, lf] : by_op)
     j[op] = {{"alpha_us", lf.link.alpha_s / us}, {"busbw_GBps", lf.link.busbw * bw_factor / GB},
              {"fit", {{"rel_rms", lf.rel_rms}, {"points", lf.points}}}};
   return j;
@@ -116,8 +117,26 @@ nlohmann::json link_json(const GeometryFit& g) {
                       {"busbw_GBps", f.link.busbw / GB},
                       {"kind", "measured"},
                       {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
-  if (!g.by_op.empty()) e["by_op"] = by_op_json(g);
+  if (!g.by_op.empty()) e["by_op"] = by_op_json(g.by_op);
+  if (!g.nonblocking_by_op.empty()) e["nonblocking_by_op"] = by_op_json(g.nonblocking_by_op);
   return e;
+}
+
+// A link's per-collective figures, blocking and non-blocking, into `e`.
+void add_by_op(nlohmann::json& e, const GeometryFit& g, double bw_factor) {
+  e["by_op"] = by_op_json(g.by_op, bw_factor);
+  if (!g.nonblocking_by_op.empty()) e["nonblocking_by_op"] = by_op_json(g.nonblocking_by_op, bw_factor);
+}
+
+// Each collective alone over `samples`, where at least 2 sizes allow it.
+std::map<std::string, LinkFit> fit_each_op(const std::vector<CollectiveSample>& samples) {
+  std::map<std::string, LinkFit> out;
+  std::map<std::string, std::vector<CollectiveSample>> per_op;
+  std::map<std::string, std::set<double>> sizes;
+  for (const auto& s : samples) per_op[coll_name(s.op)].push_back(s), sizes[coll_name(s.op)].insert(s.bytes);
+  for (const auto& [op, one] : per_op)
+    if (sizes[op].size() >= 2) out[op] = fit_link(one);
+  return out;
 }
 
 // A table entry's identity: (stride, size, 1) inside a node, (groups_per_node,
@@ -137,25 +156,28 @@ std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
     if (c.geometry.inter == inter) by_geometry[key_of(c.geometry)].push_back(&c);
   std::vector<GeometryFit> fits;
   for (const auto& [key, samples] : by_geometry) {
-    std::vector<CollectiveSample> copy;
+    std::vector<CollectiveSample> blocking, nonblocking;
     GeometryFit gf;
     gf.g = samples.front()->geometry;
     for (const auto* s : samples) {
-      copy.push_back(*s);
+      if (s->nonblocking) {
+        nonblocking.push_back(*s);
+        continue;
+      }
+      blocking.push_back(*s);
       gf.ops.insert(coll_name(s->op));
     }
-    gf.fit = fit_link(copy);
+    if (blocking.empty())
+      input_error(geometry_name(gf.g) + ": only non-blocking collectives were measured; the blocking ones on the "
+                  "same geometry are needed as well");
+    gf.fit = fit_link(blocking);
     // Each collective alone as well, when more than one was measured: an MPI
     // may run them at very different speeds on the same links (Open MPI's
     // reduce-scatter across nodes at a third of its all-reduce).
-    if (gf.ops.size() > 1)
-      for (const auto& op : gf.ops) {
-        std::vector<CollectiveSample> one;
-        std::set<double> sizes;
-        for (const auto& s : copy)
-          if (coll_name(s.op) == op) one.push_back(s), sizes.insert(s.bytes);
-        if (sizes.size() >= 2) gf.by_op[op] = fit_link(one);
-      }
+    if (gf.ops.size() > 1) gf.by_op = fit_each_op(blocking);
+    // Non-blocking forms always apart: Open MPI runs them with other
+    // algorithms (libnbc), from equal speed to several times slower.
+    gf.nonblocking_by_op = fit_each_op(nonblocking);
     fits.push_back(gf);
   }
   return fits;
@@ -209,9 +231,9 @@ void fit_intra(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  "each collective fitted alone, which the advisor uses for that collective. "
                  "default = the measured entry of stride " + std::to_string(def->g.stride) + ", size " +
                  std::to_string(def->g.size) + " (stride 1, smallest size, when measured)."},
-      {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB},
-                   {"by_op", by_op_json(*def)}}},
+      {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB}}},
       {"table", tier_table(fits, base, "intra_node")}};
+  add_by_op(p["intra_node"]["default"], *def, 1);
 }
 
 void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
@@ -254,8 +276,8 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  "size)."},
       {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
       {"alpha_us", node->fit.link.alpha_s / us},
-      {"by_op", by_op_json(*node, node->g.groups_per_node)},
       {"table", tier_table(fits, base, "inter_node")}};
+  add_by_op(p["inter_node"], *node, node->g.groups_per_node);
 }
 
 std::vector<double> distinct(const std::vector<GemmSample>& s, long long GemmSample::*dim) {

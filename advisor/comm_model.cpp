@@ -23,10 +23,12 @@ double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
   return alpha * steps + steps / g * bytes / busbw;
 }
 
-void resolve(const LinkParams& l, std::array<double, 3>& alpha, std::array<double, 3>& busbw) {
+void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<double, 6>& busbw) {
   for (int k = 0; k < 3; ++k) {
     alpha[k] = l.by_op[k] ? l.op_alpha_s[k] : l.alpha_s;
     busbw[k] = l.by_op[k] ? l.op_busbw[k] : l.busbw;
+    alpha[k + 3] = l.nb_by_op[k] ? l.nb_alpha_s[k] : alpha[k];
+    busbw[k + 3] = l.nb_by_op[k] ? l.nb_busbw[k] : busbw[k];
   }
 }
 
@@ -99,13 +101,16 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   if (l.across) l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
   resolve(l.intra, l.intra_alpha, l.intra_busbw);
   resolve(l.inter, l.inter_alpha, l.inter_busbw);
+  for (int k = 0; k < 3; ++k)
+    l.nonblocking_differs |= l.intra_alpha[k + 3] != l.intra_alpha[k] || l.intra_busbw[k + 3] != l.intra_busbw[k] ||
+                             l.inter_alpha[k + 3] != l.inter_alpha[k] || l.inter_busbw[k + 3] != l.inter_busbw[k];
   return l;
 }
 
-double collective_time(Coll c, double bytes, const AxisLink& l) {
+double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking) {
   double t = 0;
   if (l.size <= 1) return 0;
-  const int k = static_cast<int>(c);
+  const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
   if (l.inside) t = ring_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k]);
   if (l.across) t = std::max(t, ring_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k]));
   return t;

@@ -38,16 +38,19 @@ struct AxisLink {
   bool inside = false, across = false;
   LinkParams intra, inter;
   int groups_per_node = 0, members_per_node = 0;
-  // α and busbw of each collective (Coll order) on each tier, resolved once
-  // from by_op when the link is built: pricing a term then takes no branch.
-  std::array<double, 3> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
+  // α and busbw of each collective on each tier, resolved once from by_op and
+  // nb_by_op when the link is built: pricing a term then takes no branch.
+  // Index: Coll, plus 3 for the non-blocking form.
+  std::array<double, 6> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
+  bool nonblocking_differs = false;  // some non-blocking figure is not the blocking one
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node), else the
 // node's link shared by the groups (DESIGN §2's ring rule).
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node);
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
-double collective_time(Coll c, double bytes, const AxisLink& link);
+// `nonblocking`: issued as MPI_I... and waited for (the overlap flags' form).
+double collective_time(Coll c, double bytes, const AxisLink& link, bool nonblocking = false);
 
 // axis_link memoized per (stride, size) for one machine and rank count: an
 // axis' groups depend on nothing else, so a search prices each geometry once.

@@ -151,28 +151,19 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 }
 
 void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times) {
-  for (size_t i = 0; i < plan.comm.size(); ++i) {
+  const size_t n = plan.comm.size();
+  for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
-    times[i] = collective_time(c.coll, c.bytes(), links[static_cast<int>(c.axis)]);
+    const AxisLink& l = links[static_cast<int>(c.axis)];
+    times[i] = collective_time(c.coll, c.bytes(), l);
+    times[n + i] = c.hide != Hide::None && l.nonblocking_differs ? collective_time(c.coll, c.bytes(), l, true) : times[i];
   }
 }
 
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden) {
   const double h = plan.overlap_efficiency;
   const size_t n = plan.comm.size();
-  // A collective issued non-blocking so that it can overlap may itself run
-  // slower than the blocking one (Open MPI's libnbc against its tuned ring,
-  // progressed only between GEMM panels): the profile's slowdown.
-  const double nb = plan.nonblocking_slowdown;
-  const double f_oar = ov.oar ? nb : 1, f_ors = ov.ors ? nb : 1, f_oag = ov.oag ? nb : 1;
-  auto t = [&](size_t i) {
-    switch (plan.comm[i].hide) {
-      case Hide::None: return times[i];
-      case Hide::Oar: return times[i] * f_oar;
-      case Hide::Ors: return times[i] * f_ors;
-      default: return times[i] * f_oag;
-    }
-  };
+  auto t = [&](size_t i) { return issued_seconds(plan, times, ov, i); };
   // Per slot: what each hidable collective costs once.
   std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};
   for (size_t i = 0; i < n; ++i) {
@@ -258,7 +249,7 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   pr.config = c;
   make_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.plan);
   pr.links = placement_links(p, c.grid, c.order);
-  pr.term_seconds.resize(pr.plan.comm.size());
+  pr.term_seconds.resize(2 * pr.plan.comm.size());
   pr.term_hidden.resize(pr.plan.comm.size());
   term_times(pr.plan, pr.links, pr.term_seconds.data());
   pr.estimate = combine(pr.plan, pr.term_seconds.data(), c.overlap, double(job.batch) * job.model.seq_len,

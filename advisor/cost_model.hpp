@@ -72,8 +72,28 @@ struct Estimate {
   double mfu = 0, hfu = 0, tokens_per_s = 0;
 };
 
-// One occurrence of each term on the links of a placement.
+// One occurrence of each term on the links of a placement: times[i] issued
+// blocking, times[n + i] issued non-blocking (n = plan.comm.size(); the same
+// for terms no overlap flag touches). `times` holds 2n.
 void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times);
+// Whether the overlap flags issue term `c` non-blocking, and what one
+// occurrence of term i then costs before hiding. Inline: the search's inner loop.
+inline bool issued_nonblocking(const CommTerm& c, const Overlap& ov) {
+  switch (c.hide) {
+    case Hide::None: return false;
+    case Hide::Oar: return ov.oar;
+    case Hide::Ors: return ov.ors;
+    default: return ov.oag;
+  }
+}
+inline double issued_seconds(const Plan& plan, const double* times, const Overlap& ov, size_t i) {
+  // A collective issued non-blocking so that it can overlap may itself run
+  // slower than the blocking one (Open MPI's libnbc against its tuned ring):
+  // its measured non-blocking figure, times the profile's slowdown for what
+  // a wait-at-once benchmark does not see (progress only between GEMM panels).
+  if (!issued_nonblocking(plan.comm[i], ov)) return times[i];
+  return times[plan.comm.size() + i] * plan.nonblocking_slowdown;
+}
 // Combine term times under the overlap flags; `hidden` (optional) receives
 // the seconds hidden per occurrence of each term.
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden = nullptr);
@@ -85,7 +105,8 @@ struct Prediction {
   Config config;
   Plan plan;
   std::array<AxisLink, 4> links;
-  std::vector<double> term_seconds, term_hidden;  // per occurrence
+  std::vector<double> term_seconds;  // per occurrence, blocking then non-blocking (term_times)
+  std::vector<double> term_hidden;   // per occurrence
   Estimate estimate;
   MemoryUse memory;
 };

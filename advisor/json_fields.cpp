@@ -98,4 +98,11 @@ long long Fields::integer_or(const std::string& key, long long min, long long fa
   return has(key) ? integer(key, min) : fallback;
 }
 
+bool Fields::boolean_or(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const nlohmann::json& v = get(key);
+  if (!v.is_boolean()) fail(key, "true or false");
+  return v.get<bool>();
+}
+
 }  // namespace ff

@@ -26,6 +26,7 @@ class Fields {
   std::string string(const std::string& key) const;
   double number_or(const std::string& key, double fallback) const;
   long long integer_or(const std::string& key, long long min, long long fallback) const;
+  bool boolean_or(const std::string& key, bool fallback) const;
   std::string where(const std::string& key) const;        // "origin: field 'a.b.key'"
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
   const nlohmann::json& json() const { return j_; }

@@ -13,21 +13,27 @@ constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6, TFLOPS = 1e12;
 
 const char* const kOpNames[3] = {"all-reduce", "all-gather", "reduce-scatter"};  // Coll order
 
+// {"all-reduce": {"alpha_us", "busbw_GBps"}, ...} under `key`, where present.
+void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std::array<double, 3>& alpha,
+              std::array<double, 3>& busbw) {
+  if (!f.has(key)) return;
+  Fields ops = f.object(key);
+  for (int k = 0; k < 3; ++k)
+    if (ops.has(kOpNames[k])) {
+      Fields op = ops.object(kOpNames[k]);
+      given[k] = true;
+      alpha[k] = op.number("alpha_us") * us;
+      busbw[k] = op.positive("busbw_GBps") * GB;
+    }
+}
+
 // `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps".
 LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   LinkParams l;
   l.alpha_s = f.number("alpha_us") * us;
   l.busbw = f.positive(busbw_key) * GB;
-  if (f.has("by_op")) {
-    Fields ops = f.object("by_op");
-    for (int k = 0; k < 3; ++k)
-      if (ops.has(kOpNames[k])) {
-        Fields op = ops.object(kOpNames[k]);
-        l.by_op[k] = true;
-        l.op_alpha_s[k] = op.number("alpha_us") * us;
-        l.op_busbw[k] = op.positive("busbw_GBps") * GB;
-      }
-  }
+  ops_from(f, "by_op", l.by_op, l.op_alpha_s, l.op_busbw);
+  ops_from(f, "nonblocking_by_op", l.nb_by_op, l.nb_alpha_s, l.nb_busbw);
   return l;
 }
 
@@ -169,7 +175,10 @@ const char* tier_name(Tier t) {
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
   l.busbw *= bw_factor;
   l.alpha_s *= alpha_factor;
-  for (int k = 0; k < 3; ++k) l.op_busbw[k] *= bw_factor, l.op_alpha_s[k] *= alpha_factor;
+  for (int k = 0; k < 3; ++k) {
+    l.op_busbw[k] *= bw_factor, l.op_alpha_s[k] *= alpha_factor;
+    l.nb_busbw[k] *= bw_factor, l.nb_alpha_s[k] *= alpha_factor;
+  }
 }
 
 MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {

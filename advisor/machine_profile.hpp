@@ -20,6 +20,10 @@ struct LinkParams {
   // links); where by_op is false the joint figures above apply.
   std::array<bool, 3> by_op{};
   std::array<double, 3> op_alpha_s{}, op_busbw{};
+  // The same collectives issued non-blocking and waited for at once (what
+  // OAR, ORS and OAG issue); where nb_by_op is false the blocking figure applies.
+  std::array<bool, 3> nb_by_op{};
+  std::array<double, 3> nb_alpha_s{}, nb_busbw{};
 };
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);

@@ -48,6 +48,7 @@ CollectiveSample collective_from(const Fields& c) {
   s.geometry.members_per_node = int(c.integer_or("members_per_node", 1, 1));  // absent before it was measured
   if (s.geometry.inter && s.geometry.members_per_node >= s.geometry.size)
     c.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
+  s.nonblocking = c.boolean_or("nonblocking", false);
   s.bytes = c.positive("bytes");
   s.iters = int(c.integer_or("iters", 1, 1));
   s.times_s = times_from(c, "times_us");
@@ -149,7 +150,7 @@ bool coll_from_name(const std::string& name, Coll& c) {
 void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s) {
   for (auto& c : into) {
     const Geometry &a = c.geometry, &b = s.geometry;
-    if (c.op == s.op && c.bytes == s.bytes && a.inter == b.inter && a.size == b.size &&
+    if (c.op == s.op && c.nonblocking == s.nonblocking && c.bytes == s.bytes && a.inter == b.inter && a.size == b.size &&
         (a.inter ? a.groups_per_node == b.groups_per_node && a.members_per_node == b.members_per_node
                  : a.stride == b.stride)) {
       c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
@@ -211,6 +212,7 @@ nlohmann::json to_json(const Measurement& m) {
                      {"max_us", c.max_s() / us},
                      {"algbw_GBps", algbw},
                      {"busbw_GBps", algbw * busbw_factor(c.op, c.geometry.size)}});
+    if (c.nonblocking) colls.back()["nonblocking"] = true;
   }
   nlohmann::json j = {{"format", kMeasurementFormat},
                       {"backend", m.backend},

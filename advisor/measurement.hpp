@@ -32,6 +32,10 @@ struct Geometry {
 // interleaved with the other sizes and geometries.
 struct CollectiveSample {
   Coll op = Coll::AllReduce;
+  // Issued as MPI_Iallreduce & co. and waited for at once: what a collective
+  // the engine overlaps (OAR, ORS, OAG) costs before any hiding. An MPI may
+  // run these with other algorithms than the blocking ones (Open MPI: libnbc).
+  bool nonblocking = false;
   Geometry geometry;
   double bytes = 0;           // nccl-tests' buffer size (all-gather: output, reduce-scatter: input)
   int iters = 0;

@@ -300,8 +300,9 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
   auto scale_link_json = [&](nlohmann::json& e, const char* bw_key, double bw, double alpha) {
     scale(e, bw_key, bw);
     scale(e, "alpha_us", alpha);
-    if (e.contains("by_op"))
-      for (auto& op : e["by_op"]) scale(op, "busbw_GBps", bw), scale(op, "alpha_us", alpha);
+    for (const char* key : {"by_op", "nonblocking_by_op"})
+      if (e.contains(key))
+        for (auto& op : e[key]) scale(op, "busbw_GBps", bw), scale(op, "alpha_us", alpha);
   };
   nlohmann::json& intra = j["intra_node"];
   scale_link_json(intra["default"], "busbw_GBps", f[Knob::IntraBw], f[Knob::Alpha]);

@@ -125,7 +125,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
         }
         any_fit = true;
         make_plan(job, p, g, mb, rc, plan);
-        times.resize(plan.comm.size());
+        times.resize(2 * plan.comm.size());
         // OAG and ORS hold more buffers: not every flag set fits.
         std::vector<uint8_t> fitting;
         for (uint8_t f : flag_choices)

@@ -34,7 +34,7 @@ std::vector<double> reprice(const Job& job, const MachineProfile& q, const Searc
       it = plans.emplace(key, Plan{}).first;
       make_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second);
     }
-    times.resize(it->second.comm.size());
+    times.resize(2 * it->second.comm.size());
     term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), times.data());
     out.push_back(combine(it->second, times.data(), cfg.overlap, tokens).time_s);
   }

@@ -40,7 +40,12 @@ class Backend {
   // `count` is the per-rank block for all-gather (send count) and
   // reduce-scatter (receive count), the whole buffer for all-reduce. Each
   // call may only enqueue; sync() waits for everything enqueued on `g`.
-  virtual void run(Coll op, Group& g, const float* send, float* recv, size_t count) = 0;
+  // `nonblocking`: the form an overlapping trainer issues (MPI_Iallreduce &
+  // co., then a wait), where the library has one apart from the blocking call.
+  virtual void run(Coll op, Group& g, const float* send, float* recv, size_t count, bool nonblocking) = 0;
+  // Whether run(..., true) differs from run(..., false): NCCL's calls are
+  // all asynchronous on a stream, an MPI's non-blocking forms are other code.
+  virtual bool has_nonblocking() const = 0;
   virtual void sync(Group& g) = 0;
   // Per-iteration times inside a timed loop: stamp(g, i) after the i-th op
   // (stamp 0 before the first), elapsed(g, n) the n gaps in seconds once

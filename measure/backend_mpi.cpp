@@ -1,5 +1,5 @@
-// The MPI backend: host buffers, blocking collectives (each call completes
-// before it returns, so sync() has nothing to wait for).
+// The MPI backend: host buffers, each call complete before it returns
+// (non-blocking forms are waited for at once), so sync() has nothing to wait for.
 #include <cstdlib>
 #include <cstring>
 
@@ -41,8 +41,21 @@ class MpiBackend : public Backend {
   void upload(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
   void download(float* dst, const float* src, size_t count) override { std::memcpy(dst, src, count * sizeof(float)); }
 
-  void run(Coll op, Group& g, const float* send, float* recv, size_t count) override {
+  bool has_nonblocking() const override { return true; }
+  void run(Coll op, Group& g, const float* send, float* recv, size_t count, bool nonblocking) override {
     int n = int(count);  // counts beyond 2^31 are rejected by --max-bytes
+    if (nonblocking) {
+      MPI_Request req;
+      switch (op) {
+        case Coll::AllReduce: MPI_CHECK(MPI_Iallreduce(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm, &req)); break;
+        case Coll::AllGather: MPI_CHECK(MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, g.comm, &req)); break;
+        case Coll::ReduceScatter:
+          MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm, &req));
+          break;
+      }
+      MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      return;
+    }
     switch (op) {
       case Coll::AllReduce: MPI_CHECK(MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm)); break;
       case Coll::AllGather: MPI_CHECK(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, g.comm)); break;

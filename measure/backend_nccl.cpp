@@ -53,7 +53,8 @@ class NcclBackend : public Backend {
     CUDA_CHECK(cudaMemcpy(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
-  void run(Coll op, Group& group, const float* send, float* recv, size_t count) override {
+  bool has_nonblocking() const override { return false; }
+  void run(Coll op, Group& group, const float* send, float* recv, size_t count, bool) override {
     auto& g = static_cast<NcclGroup&>(group);
     switch (op) {
       case Coll::AllReduce: NCCL_CHECK(ncclAllReduce(send, recv, count, kFloat, ncclSum, g.nccl, g.stream)); break;

@@ -29,10 +29,10 @@ Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, i
   return m;
 }
 
-Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* recv, size_t count, int warmup,
-                       int iters) {
+Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
+                       int warmup, int iters) {
   if (g) {
-    for (int i = 0; i < warmup; ++i) b.run(op, *g, send, recv, count);
+    for (int i = 0; i < warmup; ++i) b.run(op, *g, send, recv, count, nonblocking);
     b.sync(*g);
   }
   // Start together: concurrent groups must compete for links as in training.
@@ -42,7 +42,7 @@ Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* 
     double t0 = MPI_Wtime();
     b.stamp(*g, 0);
     for (int i = 0; i < iters; ++i) {
-      b.run(op, *g, send, recv, count);
+      b.run(op, *g, send, recv, count, nonblocking);
       b.stamp(*g, i + 1);
     }
     b.sync(*g);
@@ -61,8 +61,8 @@ Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* 
 // Small integers, so sums over any group size we run are exact in fp32.
 float pattern_value(int world_rank, size_t index) { return float((world_rank * 131 + index * 7) % 251); }
 
-long long check_collective(Backend& b, Group& g, Coll op, const std::vector<int>& members, float* send, float* recv,
-                           size_t count) {
+long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, const std::vector<int>& members,
+                           float* send, float* recv, size_t count) {
   int me = members[size_t(g.rank)];
   size_t in = op == Coll::ReduceScatter ? count * g.size : count;
   size_t out = op == Coll::AllGather ? count * g.size : count;
@@ -71,7 +71,7 @@ long long check_collective(Backend& b, Group& g, Coll op, const std::vector<int>
   b.upload(send, host.data(), in);
   std::vector<float> junk(out, -1.0f);  // so a collective that writes nothing is caught
   b.upload(recv, junk.data(), out);
-  b.run(op, g, send, recv, count);
+  b.run(op, g, send, recv, count, nonblocking);
   b.sync(g);
   b.download(host.data(), recv, out);
   long long wrong = 0;

@@ -34,8 +34,8 @@ struct Timing {
 };
 
 // Collective over MPI_COMM_WORLD: `g` is null on ranks in no group.
-Timing time_collective(Backend& b, Group* g, Coll op, const float* send, float* recv, size_t count, int warmup,
-                       int iters);
+Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
+                       int warmup, int iters);
 
 // Seconds from a common start until the last rank has finished `work`: a
 // barrier before and after, for GEMM and memory bandwidth with every rank
@@ -58,7 +58,7 @@ double time_all_ranks(Work&& work) {
 // the result element by element with what the members' patterns must give.
 // Returns the number of wrong elements on this rank (not reduced).
 float pattern_value(int world_rank, size_t index);
-long long check_collective(Backend& b, Group& g, Coll op, const std::vector<int>& members, float* send, float* recv,
-                           size_t count);
+long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, const std::vector<int>& members,
+                           float* send, float* recv, size_t count);
 
 }  // namespace meas

@@ -39,7 +39,7 @@ struct Options {
   int iters = 20, warmup = 5, repeats = 5;
   std::string ops = "all-reduce,all-gather,reduce-scatter";
   std::string intra, inter;
-  bool quick = false, skip_gemm = false, no_check = false;
+  bool quick = false, skip_gemm = false, no_check = false, nonblocking = true;
   std::string model, gemm_grids;
   int micro_batch = 1;
   int engine_steps = 4;
@@ -111,6 +111,16 @@ std::vector<Coll> parse_ops(const std::string& text) {
   }
   if (ops.empty()) throw UsageError("--ops '" + text + "': name at least one collective");
   return ops;
+}
+
+// A collective as timed: blocking, or issued non-blocking and waited for at once.
+struct Form {
+  Coll op;
+  bool nonblocking = false;
+};
+
+std::string form_name(Coll op, bool nonblocking) {
+  return std::string(ff::coll_name(op)) + (nonblocking ? " (non-blocking)" : "");
 }
 
 // Every rank evaluates `ok` for itself; all learn whether every rank is ok.
@@ -191,7 +201,7 @@ void print_table(const std::vector<Row>& rows) {
   std::string last;
   for (const auto& r : rows) {
     const auto& s = r.sample;
-    std::string head = std::string(ff::coll_name(s.op)) + "  " + geometry_name(s.geometry);
+    std::string head = form_name(s.op, s.nonblocking) + "  " + geometry_name(s.geometry);
     if (head != last) {
       std::printf("\n# %s  (%d group%s at once, %d iterations a repeat, %zu repeats)\n", head.c_str(), r.groups,
                   r.groups == 1 ? "" : "s", s.iters, s.times_s.size());
@@ -220,7 +230,8 @@ int run(int argc, char** argv, int rank, int ranks) {
       "then: advisor recommend --model gpt-80b --gpus 1024 --machine mine.json\n\n"
       "It times all-reduce, all-gather and reduce-scatter on every group geometry the advisor prices\n"
       "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
-      "node, with one member or several on each node), with all groups of a geometry running at once;\n"
+      "node, with one member or several on each node), with all groups of a geometry running at once,\n"
+      "each blocking and (mpi backend) issued non-blocking then waited for, as the overlap flags issue it;\n"
       "then GEMM throughput (OpenBLAS sgemm, or cuBLAS bf16) and memory bandwidth with every rank busy.\n"
       "Progress goes to stderr, the results table to stdout, the fitted profile to --out (written once,\n"
       "at the end)."};
@@ -237,6 +248,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_option("--warmup", o.warmup, "untimed operations before each timing");
   app.add_option("--repeats", o.repeats, "timings per point, interleaved over sizes and geometries; the median is kept");
   app.add_option("--ops", o.ops, "collectives to time");
+  app.add_flag("--nonblocking,!--no-nonblocking", o.nonblocking,
+               "also time each collective issued non-blocking (MPI_Iallreduce & co., then MPI_Wait), the form the "
+               "overlap flags use; mpi backend only, NCCL's calls are all asynchronous");
   app.add_option("--intra", o.intra,
                  "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
   app.add_option("--inter", o.inter,
@@ -358,9 +372,14 @@ int run(int argc, char** argv, int rank, int ranks) {
     throw UsageError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
                      human_bytes(memory_per_rank) + " each rank has");
 
+  std::vector<Form> forms;
+  for (bool nb : {false, true})
+    if (!nb || (o.nonblocking && backend->has_nonblocking()))
+      for (Coll op : ops) forms.push_back({op, nb});
   say("measure: " + std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node (" + node.source +
       "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " + backend->name() + "; " +
-      std::to_string(geometries.size()) + " geometries x " + std::to_string(ops.size()) + " collectives x " +
+      std::to_string(geometries.size()) + " geometries x " + std::to_string(forms.size()) + " collectives" +
+      (forms.size() > ops.size() ? " (blocking and non-blocking)" : "") + " x " +
       std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
       human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
       " iterations after " + std::to_string(o.warmup) + " warm-up");
@@ -377,15 +396,15 @@ int run(int argc, char** argv, int rank, int ranks) {
   // Contents first (nccl-tests' -c): a wrong result makes every timing moot.
   if (!o.no_check) {
     for (auto& r : runs)
-      for (Coll op : ops)
+      for (Form f : forms)
         for (size_t bytes : {min_bytes, max_bytes}) {
-          size_t count = op_count(op, bytes, r.geometry.size);
+          size_t count = op_count(f.op, bytes, r.geometry.size);
           long long wrong = 0, total = 0;
           if (r.mine.group && count > 0)
-            wrong = check_collective(*backend, *r.mine.group, op, r.mine.members, send, recv, count);
+            wrong = check_collective(*backend, *r.mine.group, f.op, f.nonblocking, r.mine.members, send, recv, count);
           MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
           if (total > 0)
-            throw std::runtime_error(std::string(ff::coll_name(op)) + " " + geometry_name(r.geometry) + " at " +
+            throw std::runtime_error(form_name(f.op, f.nonblocking) + " " + geometry_name(r.geometry) + " at " +
                                      human_bytes(double(bytes)) + ": " + std::to_string(total) +
                                      " wrong elements; the " + backend->name() + " library or this machine is broken");
         }
@@ -397,42 +416,44 @@ int run(int argc, char** argv, int rank, int ranks) {
   // whole run and a noisy minute spoils one repeat of many points, not all
   // repeats of one.
   std::vector<Row> rows;
-  std::vector<std::vector<size_t>> row_of(runs.size() * ops.size(), std::vector<size_t>(sizes.size(), SIZE_MAX));
+  std::vector<std::vector<size_t>> row_of(runs.size() * forms.size(), std::vector<size_t>(sizes.size(), SIZE_MAX));
   for (size_t gi = 0; gi < runs.size(); ++gi)
-    for (size_t oi = 0; oi < ops.size(); ++oi)
+    for (size_t oi = 0; oi < forms.size(); ++oi)
       for (size_t si = 0; si < sizes.size(); ++si) {
         int g = runs[gi].geometry.size;
-        size_t count = op_count(ops[oi], sizes[si], g);
+        size_t count = op_count(forms[oi].op, sizes[si], g);
         if (count == 0) continue;  // less than a float per rank
         Row row;
-        row.sample.op = ops[oi];
+        row.sample.op = forms[oi].op;
+        row.sample.nonblocking = forms[oi].nonblocking;
         row.sample.geometry = runs[gi].geometry;
-        row.sample.bytes = op_bytes(ops[oi], count, g);
+        row.sample.bytes = op_bytes(forms[oi].op, count, g);
         row.sample.iters = o.iters;
         row.count = count;
         row.groups = int(runs[gi].groups.size());
-        row_of[gi * ops.size() + oi][si] = rows.size();
+        row_of[gi * forms.size() + oi][si] = rows.size();
         rows.push_back(row);
       }
-  int step = 0, steps = o.repeats * int(runs.size() * ops.size());
+  int step = 0, steps = o.repeats * int(runs.size() * forms.size());
   double start = MPI_Wtime();
   for (int rep = 0; rep < o.repeats; ++rep)
     for (size_t gi = 0; gi < runs.size(); ++gi)
-      for (size_t oi = 0; oi < ops.size(); ++oi) {
+      for (size_t oi = 0; oi < forms.size(); ++oi) {
         Row* last = nullptr;
         for (size_t si = 0; si < sizes.size(); ++si) {
-          size_t ri = row_of[gi * ops.size() + oi][si];
+          size_t ri = row_of[gi * forms.size() + oi][si];
           if (ri == SIZE_MAX) continue;
           Row& row = rows[ri];
-          Timing t = time_collective(*backend, runs[gi].mine.group.get(), ops[oi], send, recv, row.count, o.warmup, o.iters);
+          Timing t = time_collective(*backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
+                                     row.count, o.warmup, o.iters);
           row.sample.times_s.push_back(t.per_op_s);
           row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
           last = &row;
         }
         ++step;
         if (last) {
-          double busbw = last->sample.bytes / last->sample.times_s.back() * ff::busbw_factor(ops[oi], last->sample.geometry.size);
-          say("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + ff::coll_name(ops[oi]) + " " +
+          double busbw = last->sample.bytes / last->sample.times_s.back() * ff::busbw_factor(forms[oi].op, last->sample.geometry.size);
+          say("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + form_name(forms[oi].op, forms[oi].nonblocking) + " " +
               geometry_name(runs[gi].geometry) + ", repeat " + std::to_string(rep + 1) + "/" +
               std::to_string(o.repeats) + ": " + human_bytes(double(min_bytes)) + " .. " +
               human_bytes(last->sample.bytes) + ", busbw " + fmt("%.3g", busbw / 1e9) + " GB/s at " +

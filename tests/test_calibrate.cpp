@@ -219,6 +219,65 @@ TEST_CASE("collectives that run at different speeds on one geometry get their ow
   CHECK(p.inter_node.op_busbw[rs] == rel(25e6 / 3, 1e-6));
 }
 
+TEST_CASE("non-blocking collectives are fitted apart and leave the blocking fit alone") {
+  // Across nodes: every collective blocking at α 50 µs, 25 MB/s; issued
+  // non-blocking, all-reduce at α 200 µs, 10 MB/s and reduce-scatter at
+  // 100 µs, 5 MB/s (libnbc's own algorithms); all-gather not measured so.
+  ff::Measurement m = cpu_run();
+  const ff::Geometry g = inter(1, 4);
+  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
+    add_sweep(m, op, g, 50 * us, 25e6);
+  size_t first_nb = m.collectives.size();
+  add_sweep(m, ff::Coll::AllReduce, g, 200 * us, 10e6);
+  add_sweep(m, ff::Coll::ReduceScatter, g, 100 * us, 5e6);
+  for (size_t i = first_nb; i < m.collectives.size(); ++i) m.collectives[i].nonblocking = true;
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "nb");
+  const nlohmann::json& e = j["inter_node"]["table"][0];
+  CHECK(e["fit"]["points"] == 18);  // the blocking samples only: 3 collectives × 6 sizes
+  CHECK(e["fit"]["rel_rms"].get<double>() < 1e-9);
+  CHECK_FALSE(e["nonblocking_by_op"].contains("all-gather"));
+  ff::MachineProfile p = ff::machine_from_json(j, "nb.json");
+  REQUIRE(p.inter.size() == 1);
+  const ff::LinkParams& l = p.inter[0].link;
+  const int ar = int(ff::Coll::AllReduce), ag = int(ff::Coll::AllGather), rs = int(ff::Coll::ReduceScatter);
+  CHECK(l.busbw == rel(25e6, 1e-6));
+  CHECK(l.alpha_s == rel(50 * us, 1e-6));
+  REQUIRE(l.nb_by_op[ar]);
+  REQUIRE(l.nb_by_op[rs]);
+  CHECK_FALSE(l.nb_by_op[ag]);
+  CHECK(l.nb_busbw[ar] == rel(10e6, 1e-6));
+  CHECK(l.nb_alpha_s[ar] == rel(200 * us, 1e-6));
+  CHECK(l.nb_busbw[rs] == rel(5e6, 1e-6));
+  CHECK(l.nb_alpha_s[rs] == rel(100 * us, 1e-6));
+  // The node's link (one group per node) carries them too.
+  CHECK(p.inter_node.nb_busbw[ar] == rel(10e6, 1e-6));
+
+  // In the record: the flag is written only when set, read back, and merges apart.
+  nlohmann::json rec = ff::to_json(m);
+  CHECK_FALSE(rec["collectives"][0].contains("nonblocking"));
+  CHECK(rec["collectives"][first_nb]["nonblocking"] == true);
+  ff::Measurement back = ff::measurement_from_json(rec, "run.json");
+  CHECK(back.collectives[first_nb].nonblocking);
+  CHECK_FALSE(back.collectives[0].nonblocking);
+  std::vector<ff::CollectiveSample> merged;
+  ff::CollectiveSample blocking = sample(ff::Coll::AllReduce, g, 4096, 50 * us, 25e6), nb = blocking;
+  nb.nonblocking = true;
+  ff::merge_sample(merged, blocking);
+  ff::merge_sample(merged, nb);
+  CHECK(merged.size() == 2);
+  rec["collectives"][first_nb]["nonblocking"] = "yes";
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(rec, "run.json"); }),
+                 "field 'collectives[" + std::to_string(first_nb) + "].nonblocking': expected true or false"));
+
+  // Non-blocking samples alone on a geometry: refused, naming it.
+  ff::Measurement only = cpu_run();
+  add_sweep(only, ff::Coll::AllReduce, inter(1, 2), 200 * us, 10e6);
+  for (auto& s : only.collectives)
+    if (s.geometry.inter) s.nonblocking = true;
+  CHECK(contains(input_error_of([&] { ff::calibrate_profile(nullptr, only, "x"); }),
+                 "only non-blocking collectives were measured"));
+}
+
 TEST_CASE("GEMM grid from scattered samples: on-cell means, inverse-distance² in log2 elsewhere") {
   // Axis m = 64, 128, 256 (n = k = 64). Samples at m = 64 (0.2 and 0.3, two
   // layouts), 256 (0.6) and 1024 (1.0). Cell 64: mean 0.25; cell 256: 0.6;

@@ -38,6 +38,17 @@ TEST_CASE("comm: collective_time follows the ring alpha-beta formulas") {
   split.op_busbw[int(Coll::ReduceScatter)] = 75e9;
   CHECK(collective_time(Coll::ReduceScatter, 4, bytes, split) == rel(40e-6 * 3 + 3.0 / 4 * bytes / 75e9));
   CHECK(collective_time(Coll::AllGather, 4, bytes, split) == rel(5e-6 * 3 + 3.0 / 4 * bytes / 225e9));
+  // Issued non-blocking: the non-blocking figure where measured, else the blocking one.
+  split.nb_by_op[int(Coll::AllGather)] = true;
+  split.nb_alpha_s[int(Coll::AllGather)] = 60e-6;
+  split.nb_busbw[int(Coll::AllGather)] = 50e9;
+  MachineProfile one_node = fftest::toy_machine(4);
+  one_node.intra_default = split;
+  AxisLink inside = axis_link(one_node, 4, 1, 4);
+  CHECK(collective_time(Coll::AllGather, bytes, inside, true) == rel(60e-6 * 3 + 3.0 / 4 * bytes / 50e9));
+  CHECK(collective_time(Coll::AllGather, bytes, inside, false) == rel(5e-6 * 3 + 3.0 / 4 * bytes / 225e9));
+  CHECK(collective_time(Coll::ReduceScatter, bytes, inside, true) == rel(40e-6 * 3 + 3.0 / 4 * bytes / 75e9));
+  CHECK(collective_time(Coll::AllReduce, bytes, inside, true) == rel(5e-6 * 6 + 6.0 / 4 * bytes / 225e9));
   CHECK(std::string(coll_name(Coll::AllReduce)) == "all-reduce");
   CHECK(std::string(coll_name(Coll::AllGather)) == "all-gather");
   CHECK(std::string(coll_name(Coll::ReduceScatter)) == "reduce-scatter");

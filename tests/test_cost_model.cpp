@@ -278,7 +278,7 @@ TEST_CASE("cost: model FLOPs and MFU") {
   CHECK(plan.hardware_flops == rel(flops + 24 * B * S * L * H * H * (1 + S / (6 * H))));
 
   auto links = placement_links(p, kGrid, Order{});
-  std::vector<double> times(plan.comm.size());
+  std::vector<double> times(2 * plan.comm.size());
   term_times(plan, links, times.data());
   Estimate e = combine(plan, times.data(), Overlap{}, B * S);
   CHECK(e.mfu == rel(flops / (e.time_s * 32 * 100e12)));
@@ -306,7 +306,7 @@ TEST_CASE("cost: combine and overlap") {
 
   auto priced = [&](const MachineProfile& prof, bool rc, Plan& plan, std::vector<double>& times) {
     make_plan(job, prof, kGrid, 1, rc, plan);
-    times.resize(plan.comm.size());
+    times.resize(2 * plan.comm.size());
     term_times(plan, placement_links(prof, kGrid, Order{}), times.data());
   };
   // Σ comm by hand from each term's buffer: reps × α-β.
@@ -389,6 +389,39 @@ TEST_CASE("cost: combine and overlap") {
     CHECK(e.exposed_comm_s[int(Axis::D)] == rel(comm_d));
     // Without the flag the slowdown does not apply.
     CHECK(blocking.exposed_comm_s[int(Axis::Y)] == rel(comm_y));
+  }
+  SUBCASE("measured non-blocking figures: OAR's all-reduces priced at them, the rest at the blocking ones") {
+    // The node's link measured with a non-blocking all-reduce of α 20 µs and
+    // 25 GB/s (blocking: 5 µs, 100 GB/s); every axis here is inside it.
+    p.overlap_efficiency = 0;
+    const int ar = int(Coll::AllReduce);
+    p.intra_default.nb_by_op[ar] = true;
+    p.intra_default.nb_alpha_s[ar] = 20e-6;
+    p.intra_default.nb_busbw[ar] = 25e9;
+    priced(p, false, plan, times);
+    Estimate e = combine(plan, times.data(), Overlap{true, false, false}, 8 * S);
+    // Y (G_y = 2): QKV and FC1 input-grads, 256 bf16 = 512 bytes, 2 layers each, per micro-step.
+    const double y_nb = 20e-6 * 2 + 512 / 25e9;
+    CHECK(e.exposed_comm_s[int(Axis::Y)] == rel(comm_y - steps * 4 * y_ar + steps * 4 * y_nb));
+    // X (G_x = 4): attention-out 1024 bytes and FC2 4096 bytes input-grads, 2 layers each.
+    const double x_blocking = steps * 2 * ((6 * a + 1.5 * 1024 / bw) + (6 * a + 1.5 * 4096 / bw));
+    const double x_nb = steps * 2 * ((6 * 20e-6 + 1.5 * 1024 / 25e9) + (6 * 20e-6 + 1.5 * 4096 / 25e9));
+    Estimate blocking = combine(plan, times.data(), Overlap{}, 8 * S);
+    CHECK(e.exposed_comm_s[int(Axis::X)] == rel(blocking.exposed_comm_s[int(Axis::X)] - x_blocking + x_nb));
+    // The data axis' all-reduces are no OAR's: blocking figures, flag or not.
+    CHECK(e.exposed_comm_s[int(Axis::D)] == rel(comm_d));
+    CHECK(blocking.exposed_comm_s[int(Axis::Y)] == rel(comm_y));
+    // The slowdown multiplies the measured non-blocking figure.
+    plan.nonblocking_slowdown = 2;
+    Estimate slow = combine(plan, times.data(), Overlap{true, false, false}, 8 * S);
+    CHECK(slow.exposed_comm_s[int(Axis::Y)] == rel(comm_y - steps * 4 * y_ar + 2 * steps * 4 * y_nb));
+    // What one call costs as issued: non-blocking under the flag only.
+    size_t qkv_y = 0;
+    while (!(plan.comm[qkv_y].hide == Hide::Oar && plan.comm[qkv_y].axis == Axis::Y)) ++qkv_y;
+    CHECK(issued_nonblocking(plan.comm[qkv_y], Overlap{true, false, false}));
+    CHECK_FALSE(issued_nonblocking(plan.comm[qkv_y], Overlap{false, true, true}));
+    CHECK(issued_seconds(plan, times.data(), Overlap{true, false, false}, qkv_y) == rel(2 * y_nb));
+    CHECK(issued_seconds(plan, times.data(), Overlap{}, qkv_y) == rel(y_ar));
   }
 }
 

@@ -41,12 +41,16 @@ std::string bandwidth(double bytes_per_s) {
 }
 
 // The bus bandwidth a collective of `bytes` is priced at: the tier that sets its time.
-double binding_busbw(const AxisLink& l, Coll c, double bytes) {
-  const int k = static_cast<int>(c);  // that collective's own figure where it was measured apart (by_op)
+double binding_busbw(const AxisLink& l, Coll c, double bytes, bool nonblocking) {
+  // That collective's own figure where it was measured apart (by_op, nonblocking_by_op).
+  const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
   if (!l.across) return l.intra_busbw[k];
   if (!l.inside) return l.inter_busbw[k];
-  return collective_time(c, l.size, bytes, l.inter) > collective_time(c, l.size, bytes, l.intra) ? l.inter_busbw[k]
-                                                                                                 : l.intra_busbw[k];
+  AxisLink one_tier = l;
+  one_tier.inside = false;
+  return collective_time(c, bytes, one_tier, nonblocking) >= collective_time(c, bytes, l, nonblocking)
+             ? l.inter_busbw[k]
+             : l.intra_busbw[k];
 }
 
 void run(const PredictOptions& o) {
@@ -90,7 +94,9 @@ void run(const PredictOptions& o) {
       out["collectives"].push_back({{"layer", t.layer}, {"what", t.what}, {"axis", axis_name(t.axis)},
                                     {"collective", coll_name(t.coll)}, {"elements", t.elements},
                                     {"bytes", t.bytes()}, {"per_iteration", per_it},
-                                    {"seconds_each", pr.term_seconds[i]}, {"hidden_each", pr.term_hidden[i]}});
+                                    {"nonblocking", issued_nonblocking(t, c.overlap)},
+                                    {"seconds_each", issued_seconds(plan, pr.term_seconds.data(), c.overlap, i)},
+                                    {"hidden_each", pr.term_hidden[i]}});
     }
     out["bytes_per_step"] = per_axis_json(bytes_per_step(plan));
     out["compute"] = nlohmann::json::array();
@@ -125,14 +131,17 @@ void run(const PredictOptions& o) {
   }
   std::cout << place.str("  ");
 
-  std::cout << "\nCommunication per iteration (each: one call; hidden: under compute, per call):\n";
+  std::cout << "\nCommunication per iteration (each: one call, * issued non-blocking; hidden: under compute, per "
+               "call):\n";
   Table comm({"<layer", "<collective", "<axis", "elements", "bytes", "calls/it", "busbw", "each", "hidden", "exposed/it"});
   for (size_t i = 0; i < plan.comm.size(); ++i) {
     const CommTerm& t = plan.comm[i];
     double calls = t.count * (t.per_step ? 1 : plan.micro_steps);
-    comm.row({t.layer, t.what, axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()), grouped((long long)calls),
-              bandwidth(binding_busbw(pr.links[int(t.axis)], t.coll, t.bytes())), seconds(pr.term_seconds[i]), seconds(pr.term_hidden[i]),
-              seconds(calls * (pr.term_seconds[i] - pr.term_hidden[i]))});
+    bool nb = issued_nonblocking(t, c.overlap);
+    double each = issued_seconds(plan, pr.term_seconds.data(), c.overlap, i);
+    comm.row({t.layer, t.what + std::string(nb ? " *" : ""), axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()),
+              grouped((long long)calls), bandwidth(binding_busbw(pr.links[int(t.axis)], t.coll, t.bytes(), nb)),
+              seconds(each), seconds(pr.term_hidden[i]), seconds(calls * (each - pr.term_hidden[i]))});
   }
   std::cout << comm.str("  ");
 

@@ -238,7 +238,12 @@ void print_validation_text(const json& report) {
     for (const auto& [k, v] : h["factors"].items())
       f += (f.empty() ? "" : ", ") + k + " " + fixed(v.get<double>(), 3) + (h["held"].contains(k) ? " (held)" : "") +
            (std::count(h["at_bound"].begin(), h["at_bound"].end(), k) ? " (at its bound)" : "");
-    std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "\n";
+    // The pooled regret picks among runs priced by two different fits; each
+    // half's own is one fitted profile choosing among runs it did not see.
+    const json& scored = h["fitted"];
+    std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "; on the other "
+              << h["scored_on"].size() << ": MAPE " << pct(scored["mape"]) << ", regret " << pct(scored["regret"])
+              << " (top pick " << scored.value("top_pick", "?") << ")\n";
   }
 }
 

@@ -19,16 +19,21 @@ rc=$?
 [ -s "$T/raw.json" ] || fail "no raw record written"
 grep -q '^# all-reduce  intra stride 1 size 4  (2 groups at once' "$T/out" || fail "table lacks all-reduce intra stride 1 size 4"
 grep -q '^# reduce-scatter  inter 4 groups/node size 2  (4 groups at once' "$T/out" || fail "table lacks reduce-scatter inter 4 groups/node"
-grep -q '^\[1/108\] all-reduce intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no progress line [1/108]"
-grep -q '^\[108/108\] ' "$T/err" || fail "progress does not reach [108/108]"
+grep -q '^\[1/216\] all-reduce intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no progress line [1/216]"
+grep -q '^\[4/216\] all-reduce (non-blocking) intra stride 1 size 2, repeat 1/3' "$T/err" || fail "no non-blocking progress line"
+grep -q '^\[216/216\] ' "$T/err" || fail "progress does not reach [216/216]"
+grep -q '^# reduce-scatter (non-blocking)  inter 4 groups/node size 2  (4 groups at once' "$T/out" ||
+  fail "table lacks non-blocking reduce-scatter inter 4 groups/node"
 grep -q '^contents checked' "$T/err" || fail "contents were not checked"
-# 12 geometries (4 intra, 8 inter: 4 of one member per node, 4 of 2–4) x 3 collectives x 7 sizes (1K..64K), 3 repeats each.
+# 12 geometries (4 intra, 8 inter: 4 of one member per node, 4 of 2–4) x 3 collectives, each blocking and
+# non-blocking, x 7 sizes (1K..64K), 3 repeats each.
 python3 - "$T/raw.json" "$T/p.json" <<'PY' || fail "raw record or profile has the wrong shape"
 import json, sys
 raw = json.load(open(sys.argv[1])); prof = json.load(open(sys.argv[2]))
 assert raw["ranks"] == 8 and raw["gpus_per_node"] == 4 and raw["nodes"] == 2, raw["ranks"]
 c = raw["collectives"]
-assert len(c) == 12 * 3 * 7, len(c)
+assert len(c) == 12 * 6 * 7, len(c)
+assert sum(1 for s in c if s.get("nonblocking")) == 12 * 3 * 7
 assert all(len(s["times_us"]) == 3 and s["iters"] == 5 for s in c)
 geos = {(s["tier"], s["stride"], s["size"], s["groups_per_node"]) for s in c}
 assert len(geos) == 12, geos
@@ -39,16 +44,20 @@ assert len(raw["gemm"]["samples"]) == 27 and raw["gemm"]["peak_tflops"] > 0 and 
 assert prof["gpus_per_node"] == 4 and prof["name"] == "p"
 assert prof["intra_node"]["kind"] == "measured" and len(prof["intra_node"]["table"]) == 4
 assert len(prof["inter_node"]["table"]) == 8
+ops = {"all-reduce", "all-gather", "reduce-scatter"}
+for e in prof["intra_node"]["table"] + prof["inter_node"]["table"]:
+    assert set(e["nonblocking_by_op"]) == ops and e["fit"]["points"] == 3 * 7, e
 PY
 "$ADVISOR" recommend --model "$ROOT/examples/models/gpt-tiny.json" --gpus 8 --machine "$T/p.json" >"$T/rec" 2>&1 ||
   { fail "advisor recommend rejects the measured profile"; cat "$T/rec"; }
 
 # 2. Nodes of 3 ranks (not a power of two), collectives only.
-run 6 --gpus-per-node 3 --quick --skip-gemm --repeats 1 --raw "$T/raw6.json" >/dev/null 2>"$T/err6" ||
+run 6 --gpus-per-node 3 --quick --skip-gemm --repeats 1 --no-nonblocking --raw "$T/raw6.json" >/dev/null 2>"$T/err6" ||
   { fail "6 ranks, 3 per node"; cat "$T/err6"; }
 python3 - "$T/raw6.json" <<'PY' || fail "6-rank geometries"
 import json, sys
 c = json.load(open(sys.argv[1]))["collectives"]
+assert not any(s.get("nonblocking") for s in c)  # --no-nonblocking
 geos = sorted({(s["tier"], s["size"], s["stride"] if s["tier"] == "intra" else s["groups_per_node"]) for s in c})
 # intra (stride 1) sizes 2 and 3; inter size 2 with 1, 2, 3 groups per node, and
 # the whole of both nodes' ranks, 2 or 3 members per node.

@@ -40,7 +40,8 @@ TEST_CASE("busbw: measure's harness vs a plain MPI_Allreduce loop, 2 ranks, 16 M
   for (int rep = 0; rep < repeats; ++rep) {
     // measure's way: its harness, its byte count and busbw factor.
     size_t count = meas::op_count(ff::Coll::AllReduce, bytes, 2);
-    meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, send, recv, count, warmup, iters);
+    meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, warmup,
+                                           iters);
     measured.push_back(meas::op_bytes(ff::Coll::AllReduce, count, 2) / t.per_op_s *
                        ff::busbw_factor(ff::Coll::AllReduce, 2));
 

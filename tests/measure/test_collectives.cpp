@@ -57,12 +57,14 @@ TEST_CASE("each collective on each geometry delivers exactly the expected data")
     MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, m.group->comm);
     CHECK(ranks == m.members);
     int n = m.group->size, pos = m.group->rank;
+    for (bool nb : {false, true})  // blocking, and issued non-blocking then waited for
     for (size_t count : {size_t(1), size_t(7), size_t(1000), size_t(40000)}) {
+      CAPTURE(nb);
       CAPTURE(count);
       // all-reduce: element i is the sum of every member's value(member, i).
       std::vector<float> send(count), recv(count, -1);
       for (size_t i = 0; i < count; ++i) send[i] = value(me, i);
-      backend->run(ff::Coll::AllReduce, *m.group, send.data(), recv.data(), count);
+      backend->run(ff::Coll::AllReduce, *m.group, send.data(), recv.data(), count, nb);
       int wrong = 0;
       for (size_t i = 0; i < count; ++i) {
         float sum = 0;
@@ -72,7 +74,7 @@ TEST_CASE("each collective on each geometry delivers exactly the expected data")
       CHECK(wrong == 0);
       // all-gather: block j of the output is member j's send buffer.
       std::vector<float> gathered(count * size_t(n), -1);
-      backend->run(ff::Coll::AllGather, *m.group, send.data(), gathered.data(), count);
+      backend->run(ff::Coll::AllGather, *m.group, send.data(), gathered.data(), count, nb);
       wrong = 0;
       for (int j = 0; j < n; ++j)
         for (size_t i = 0; i < count; ++i) wrong += gathered[size_t(j) * count + i] != value(m.members[size_t(j)], i);
@@ -81,7 +83,7 @@ TEST_CASE("each collective on each geometry delivers exactly the expected data")
       // sum of every member's block `pos`.
       std::vector<float> big(count * size_t(n)), part(count, -1);
       for (size_t i = 0; i < big.size(); ++i) big[i] = value(me, i);
-      backend->run(ff::Coll::ReduceScatter, *m.group, big.data(), part.data(), count);
+      backend->run(ff::Coll::ReduceScatter, *m.group, big.data(), part.data(), count, nb);
       wrong = 0;
       for (size_t i = 0; i < count; ++i) {
         float sum = 0;
@@ -105,8 +107,9 @@ struct OffByOne : meas::Backend {
   void release(float* b) override { inner->release(b); }
   void upload(float* d, const float* s, size_t n) override { inner->upload(d, s, n); }
   void download(float* d, const float* s, size_t n) override { inner->download(d, s, n); }
-  void run(ff::Coll op, meas::Group& g, const float* s, float* r, size_t n) override {
-    inner->run(op, g, s, r, n);
+  bool has_nonblocking() const override { return true; }
+  void run(ff::Coll op, meas::Group& g, const float* s, float* r, size_t n, bool nb) override {
+    inner->run(op, g, s, r, n, nb);
     r[n / 2] += 1;  // a wrong element in the middle
   }
   void sync(meas::Group& g) override { inner->sync(g); }
@@ -125,11 +128,13 @@ TEST_CASE("measure's contents check passes a correct backend and catches a corru
   size_t count = 1000;
   float* send = good->alloc(count * size_t(world_size()));
   float* recv = good->alloc(count * size_t(world_size()));
-  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter}) {
-    CAPTURE(ff::coll_name(op));
-    CHECK(meas::check_collective(*good, *m.group, op, m.members, send, recv, count) == 0);
-    CHECK(meas::check_collective(bad, *m.group, op, m.members, send, recv, count) == 1);
-  }
+  for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
+    for (bool nonblocking : {false, true}) {
+      CAPTURE(ff::coll_name(op));
+      CAPTURE(nonblocking);
+      CHECK(meas::check_collective(*good, *m.group, op, nonblocking, m.members, send, recv, count) == 0);
+      CHECK(meas::check_collective(bad, *m.group, op, nonblocking, m.members, send, recv, count) == 1);
+    }
   good->release(send);
   good->release(recv);
 }
@@ -144,7 +149,7 @@ TEST_CASE("timings: positive, identical on every rank (the maximum), idle ranks 
   size_t count = 4096;
   float* send = backend->alloc(count);
   float* recv = backend->alloc(count);
-  meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, send, recv, count, 1, 4);
+  meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, 1, 4);
   CHECK(t.per_op_s > 0);
   REQUIRE(t.iter_s.size() == 4);
   for (double s : t.iter_s) CHECK(s > 0);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   float* recv = backend->alloc(count * size_t(size));
   long long wrong = 0, total = 0;
   for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
-    wrong += meas::check_collective(*backend, *m.group, op, m.members, send, recv, count);
+    wrong += meas::check_collective(*backend, *m.group, op, false, m.members, send, recv, count);
   MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) std::printf("nccl: %lld wrong elements\n", total);
   backend->release(send);
