@@ -131,7 +131,7 @@ assert prof["intra_node"]["kind"] == "measured" and prof["compute"]["kind"] == "
 print("fits ok")
 PY
 # A calibrated profile is itself a measurement to refit from.
-expect 0 'inter +size 8, 1 per node +all-gather' -- "$advisor" calibrate --base frontier --from "$tmp/cal/pm.json" -o "$tmp/cal/refit.json"
+expect 0 'inter +size 8, 1 per node, 4 members each +all-gather' -- "$advisor" calibrate --base frontier --from "$tmp/cal/pm.json" -o "$tmp/cal/refit.json"
 expect 0 'intra +stride 1, size 4 +all-reduce +3\.[0-9]+ +35[0-9]\.[0-9]' -- "$advisor" calibrate --base alps --gpus-per-node 4 \
   --from-nccl-tests "$fx/all_reduce_perf.json" -o "$tmp/cal/gh200.json"
 

@@ -66,15 +66,27 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
   std::cout << "Profile " << p["name"].get<std::string>() << " -> " << o.out << " (base: "
             << (o.base.empty() ? "none, a CPU-rank profile" : o.base) << ")\n\n";
   Table t({"<tier", "<geometry", "<collectives", "α µs", "busbw GB/s", "rel rms", "points"});
+  // Slow links (CPU ranks over TCP) need more than one decimal of GB/s.
+  auto gbps = [](double v) { return fixed(v, v < 1 ? 4 : 1); };
   auto rows = [&](const char* tier, const nlohmann::json& section, const char* key) {
     for (const auto& e : section.value("table", nlohmann::json::array())) {
       if (!e.contains("fit")) continue;  // kept from the base, not fitted here
+      int members = e.value("members_per_node", 1);
       std::string geo = std::string(key) == "stride"
                             ? "stride " + std::to_string(e["stride"].get<long long>()) + ", size " + std::to_string(e["size"].get<int>())
                             : "size " + std::to_string(e["size"].get<int>()) + ", " +
-                                  std::to_string(e["groups_per_node"].get<int>()) + " per node";
-      t.row({tier, geo, ops_text(e), fixed(e["alpha_us"].get<double>(), 2), fixed(e["busbw_GBps"].get<double>(), 1),
+                                  std::to_string(e["groups_per_node"].get<int>()) + " per node" +
+                                  (members > 1 ? ", " + std::to_string(members) + " members each" : "");
+      t.row({tier, geo, ops_text(e), fixed(e["alpha_us"].get<double>(), 2), gbps(e["busbw_GBps"].get<double>()),
              percent(e["fit"]["rel_rms"].get<double>()), std::to_string(e["fit"]["points"].get<int>())});
+      // Each collective's own figures, which the advisor prices it with.
+      for (auto [field, form] : {std::pair{"by_op", ""}, std::pair{"nonblocking_by_op", ", non-blocking"}}) {
+        if (!e.contains(field)) continue;
+        for (const auto& [op, f] : e[field].items())
+          t.row({"", "", "  " + op + form, fixed(f["alpha_us"].get<double>(), 2), gbps(f["busbw_GBps"].get<double>()),
+                 f.contains("fit") ? percent(f["fit"]["rel_rms"].get<double>()) : "",
+                 f.contains("fit") ? std::to_string(f["fit"]["points"].get<int>()) : ""});
+      }
     }
   };
   rows("intra", p["intra_node"], "stride");

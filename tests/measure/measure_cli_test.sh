@@ -50,6 +50,10 @@ for e in prof["intra_node"]["table"] + prof["inter_node"]["table"]:
 PY
 "$ADVISOR" recommend --model "$ROOT/examples/models/gpt-tiny.json" --gpus 8 --machine "$T/p.json" >"$T/rec" 2>&1 ||
   { fail "advisor recommend rejects the measured profile"; cat "$T/rec"; }
+# Refitted from its record, the table lists each collective's own figures, non-blocking ones too.
+"$ADVISOR" calibrate --from "$T/p.json" -o "$T/re.json" >"$T/cal" 2>&1 || { fail "advisor calibrate --from"; cat "$T/cal"; }
+grep -Eq '^ +reduce-scatter, non-blocking +[0-9.]+ +[0-9.]+ ' "$T/cal" || { fail "calibrate table lacks non-blocking rows"; cat "$T/cal"; }
+grep -Eq 'size 4, 1 per node, 2 members each' "$T/cal" || fail "calibrate table lacks members per node"
 
 # 2. Nodes of 3 ranks (not a power of two), collectives only.
 run 6 --gpus-per-node 3 --quick --skip-gemm --repeats 1 --no-nonblocking --raw "$T/raw6.json" >/dev/null 2>"$T/err6" ||
