@@ -143,7 +143,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
 
   plan.compute_s = 0;
-  for (const auto& c : plan.compute) plan.compute_s += c.seconds * c.count * (c.per_step ? 1 : plan.micro_steps);
+  for (const auto& c : plan.compute) plan.compute_s += c.seconds * per_iteration(plan, c);
   plan.model_flops = model_flops(m, double(job.batch));
   double block_fwd_flops = 2.0 * job.batch * S * L * (4 * H * H + 2 * H * F + 2 * S * H);
   plan.hardware_flops = plan.model_flops + (rc ? block_fwd_flops : 0);
@@ -163,7 +163,19 @@ void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* 
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden) {
   const double h = plan.overlap_efficiency;
   const size_t n = plan.comm.size();
-  auto t = [&](size_t i) { return issued_seconds(plan, times, ov, i); };
+  // issued_seconds, with its choice made once per kind of term rather than
+  // per term: this is the search's innermost loop.
+  std::array<const double*, kHideKinds> src;
+  std::array<double, kHideKinds> mul;
+  for (size_t k = 0; k < src.size(); ++k) {
+    bool nb = issued_nonblocking(static_cast<Hide>(k), ov);
+    src[k] = nb ? times + n : times;
+    mul[k] = nb ? plan.nonblocking_slowdown : 1;
+  }
+  auto t = [&](size_t i) {
+    const size_t k = static_cast<size_t>(plan.comm[i].hide);
+    return src[k][i] * mul[k];
+  };
   // Per slot: what each hidable collective costs once.
   std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};
   for (size_t i = 0; i < n; ++i) {
@@ -213,7 +225,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       case Hide::None: break;
     }
     if (hidden) hidden[i] = hid;
-    double reps = c.count * (c.per_step ? 1 : plan.micro_steps);
+    double reps = per_iteration(plan, c);
     int a = static_cast<int>(c.axis);
     e.comm_s[a] += reps * t(i);
     double exposed = reps * (t(i) - hid);
@@ -261,7 +273,7 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
 std::array<double, 4> bytes_per_step(const Plan& plan) {
   std::array<double, 4> b{};
   for (const CommTerm& t : plan.comm)
-    b[size_t(t.axis)] += t.count * double(t.per_step ? 1 : plan.micro_steps) * t.bytes();
+    b[size_t(t.axis)] += per_iteration(plan, t) * t.bytes();
   return b;
 }
 

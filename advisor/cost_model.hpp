@@ -16,6 +16,7 @@
 namespace ff {
 
 enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors };
+inline constexpr size_t kHideKinds = 5;
 
 struct CommTerm {
   const char* layer;  // "qkv", "attn_out", "fc1", "fc2", "layernorm", "embedding", "lm_head", ...
@@ -60,6 +61,12 @@ struct Plan {
   double nonblocking_slowdown = 1;
 };
 void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out);
+// Occurrences per iteration of a CommTerm or ComputeTerm: its count, times
+// the micro-steps unless it runs once a step.
+template <class Term>
+double per_iteration(const Plan& plan, const Term& t) {
+  return t.count * (t.per_step ? 1.0 : double(plan.micro_steps));
+}
 // Bytes per axis per iteration: each collective's buffer, as nccl-tests counts
 // it, times how often it runs; what the engine's record reports per axis.
 std::array<double, 4> bytes_per_step(const Plan& plan);
@@ -76,10 +83,10 @@ struct Estimate {
 // blocking, times[n + i] issued non-blocking (n = plan.comm.size(); the same
 // for terms no overlap flag touches). `times` holds 2n.
 void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times);
-// Whether the overlap flags issue term `c` non-blocking, and what one
-// occurrence of term i then costs before hiding. Inline: the search's inner loop.
-inline bool issued_nonblocking(const CommTerm& c, const Overlap& ov) {
-  switch (c.hide) {
+// Whether the overlap flags issue a term of this kind non-blocking, and what
+// one occurrence of term i then costs before hiding.
+inline bool issued_nonblocking(Hide h, const Overlap& ov) {
+  switch (h) {
     case Hide::None: return false;
     case Hide::Oar: return ov.oar;
     case Hide::Ors: return ov.ors;
@@ -91,7 +98,7 @@ inline double issued_seconds(const Plan& plan, const double* times, const Overla
   // slower than the blocking one (Open MPI's libnbc against its tuned ring):
   // its measured non-blocking figure, times the profile's slowdown for what
   // a wait-at-once benchmark does not see (progress only between GEMM panels).
-  if (!issued_nonblocking(plan.comm[i], ov)) return times[i];
+  if (!issued_nonblocking(plan.comm[i].hide, ov)) return times[i];
   return times[plan.comm.size() + i] * plan.nonblocking_slowdown;
 }
 // Combine term times under the overlap flags; `hidden` (optional) receives

@@ -418,8 +418,8 @@ TEST_CASE("cost: combine and overlap") {
     // What one call costs as issued: non-blocking under the flag only.
     size_t qkv_y = 0;
     while (!(plan.comm[qkv_y].hide == Hide::Oar && plan.comm[qkv_y].axis == Axis::Y)) ++qkv_y;
-    CHECK(issued_nonblocking(plan.comm[qkv_y], Overlap{true, false, false}));
-    CHECK_FALSE(issued_nonblocking(plan.comm[qkv_y], Overlap{false, true, true}));
+    CHECK(issued_nonblocking(plan.comm[qkv_y].hide, Overlap{true, false, false}));
+    CHECK_FALSE(issued_nonblocking(plan.comm[qkv_y].hide, Overlap{false, true, true}));
     CHECK(issued_seconds(plan, times.data(), Overlap{true, false, false}, qkv_y) == rel(2 * y_nb));
     CHECK(issued_seconds(plan, times.data(), Overlap{}, qkv_y) == rel(y_ar));
   }

@@ -90,11 +90,11 @@ void run(const PredictOptions& o) {
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
-      double per_it = t.count * (t.per_step ? 1 : plan.micro_steps);
+      double per_it = per_iteration(plan, t);
       out["collectives"].push_back({{"layer", t.layer}, {"what", t.what}, {"axis", axis_name(t.axis)},
                                     {"collective", coll_name(t.coll)}, {"elements", t.elements},
                                     {"bytes", t.bytes()}, {"per_iteration", per_it},
-                                    {"nonblocking", issued_nonblocking(t, c.overlap)},
+                                    {"nonblocking", issued_nonblocking(t.hide, c.overlap)},
                                     {"seconds_each", issued_seconds(plan, pr.term_seconds.data(), c.overlap, i)},
                                     {"hidden_each", pr.term_hidden[i]}});
     }
@@ -102,7 +102,7 @@ void run(const PredictOptions& o) {
     out["compute"] = nlohmann::json::array();
     for (const auto& w : plan.compute)
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},
-                                {"per_iteration", w.count * (w.per_step ? 1 : plan.micro_steps)}});
+                                {"per_iteration", per_iteration(plan, w)}});
     const MemoryUse& u = pr.memory;
     out["memory_bytes"] = {{"states", u.states},       {"gathered", u.gathered}, {"grad_buffers", u.grad_buffers},
                            {"activations", u.activations}, {"logits", u.logits},  {"reserve", u.reserve}};
@@ -136,8 +136,8 @@ void run(const PredictOptions& o) {
   Table comm({"<layer", "<collective", "<axis", "elements", "bytes", "calls/it", "busbw", "each", "hidden", "exposed/it"});
   for (size_t i = 0; i < plan.comm.size(); ++i) {
     const CommTerm& t = plan.comm[i];
-    double calls = t.count * (t.per_step ? 1 : plan.micro_steps);
-    bool nb = issued_nonblocking(t, c.overlap);
+    double calls = per_iteration(plan, t);
+    bool nb = issued_nonblocking(t.hide, c.overlap);
     double each = issued_seconds(plan, pr.term_seconds.data(), c.overlap, i);
     comm.row({t.layer, t.what + std::string(nb ? " *" : ""), axis_name(t.axis), si(t.elements, ""), bytes_h(t.bytes()),
               grouped((long long)calls), bandwidth(binding_busbw(pr.links[int(t.axis)], t.coll, t.bytes(), nb)),
@@ -149,7 +149,7 @@ void run(const PredictOptions& o) {
   std::map<std::string, double> by_layer;
   Table work({"<layer", "<what", "each", "calls/it", "total/it"});
   for (const auto& w : plan.compute) {
-    double calls = w.count * (w.per_step ? 1 : plan.micro_steps);
+    double calls = per_iteration(plan, w);
     by_layer[w.layer] += calls * w.seconds;
     work.row({w.layer, w.what, seconds(w.seconds), grouped((long long)calls), seconds(calls * w.seconds)});
   }
