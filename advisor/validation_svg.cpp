@@ -137,7 +137,7 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   }
   // Legend: what the colour and the hollow mean.
   double lx = x0 + kPlot + 24, ly = kScatterTop + 12;
-  s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">most communication on</text>\n";
+  s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">most predicted comm time on</text>\n";
   for (int k = 1; k < 5; ++k) {
     ly += 20;
     s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"" << kColours[k] << "\"/><text x=\""

@@ -21,6 +21,7 @@
 #include "measurement.hpp"
 #include "subcommands.hpp"
 #include "validation_report.hpp"
+#include "validation_scores.hpp"
 #include "validation_placement.hpp"
 #include "validation_stats.hpp"
 #include "validation_svg.hpp"
@@ -246,66 +247,6 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   return r;
 }
 
-// --- scores ----------------------------------------------------------------
-
-json scores_json(const Scores& s, const std::vector<std::string>& keys) {
-  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  return {{"n", s.n},
-          {"mape", num(s.mape)},
-          {"spearman", num(s.spearman)},
-          {"kendall", num(s.kendall)},
-          {"top_pick", keys[s.regret.top_pick]},
-          {"measured_best", keys[s.regret.measured_best]},
-          {"regret", num(s.regret.value)}};
-}
-
-struct OkRuns {
-  std::vector<MeasuredRun> runs;
-  std::vector<std::string> keys;
-  std::vector<double> predicted, measured;
-};
-
-OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
-  json report = {{"job", job_json(job, "", 0)}, {"machine_profile", json::object()}, {"runs", runs}};
-  ReportRuns rr = read_report_runs(report, "report");
-  OkRuns ok;
-  ok.runs = rr.runs;
-  ok.keys = rr.keys;
-  for (const auto& r : ok.runs) {
-    ok.predicted.push_back(predict(job, m, r.config).estimate.time_s);
-    ok.measured.push_back(r.time_s);
-  }
-  return ok;
-}
-
-json summary_json(const OkRuns& ok) {
-  if (ok.runs.empty()) return {{"n", 0}};
-  return scores_json(score(ok.predicted, ok.measured), ok.keys);
-}
-
-json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok) {
-  if (ok.runs.size() < 4)
-    return {{"skipped", "needs at least 4 successful runs (2 to fit, 2 to score, each way); have " +
-                            std::to_string(ok.runs.size())}};
-  OutOfSample o = out_of_sample(job, m, ok.runs, ok.keys);
-  json parts = json::array();
-  for (const HalfScore& h : o.halves) {
-    std::vector<std::string> fit_keys, scored_keys;
-    for (size_t i : h.fit_on) fit_keys.push_back(ok.keys[i]);
-    for (size_t i : h.scored_on) scored_keys.push_back(ok.keys[i]);
-    json part = fit_json(h.fit);  // factors, held, in-sample error of the half fitted
-    part["fit_on"] = fit_keys;
-    part["scored_on"] = scored_keys;
-    part["raw"] = scores_json(h.raw, scored_keys);
-    part["fitted"] = scores_json(h.fitted, scored_keys);
-    parts.push_back(part);
-  }
-  return {{"method", "runs sorted by configuration key, alternately into halves A and B; fit on A, score on B, and "
-                     "B on A; 'pooled' scores every run under the fit of the other half"},
-          {"halves", parts},
-          {"pooled", {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}}}};
-}
-
 // --- report and output -----------------------------------------------------
 
 json load_resumed(const ValidateOptions& o, const json& fresh) {
@@ -323,42 +264,6 @@ json load_resumed(const ValidateOptions& o, const json& fresh) {
     input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
                 "); resume with the same --machine");
   return old;
-}
-
-void write_plot(const ValidateOptions& o, const Setup& s, const OkRuns& ok, const json& placement) {
-  const std::string top_pick = placement.value("top_pick", ""), counterpart = placement.value("counterpart", "");
-  std::vector<ScatterPoint> pts;
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < ok.runs.size(); ++i) {
-    Prediction pr = predict(s.job, s.machine, ok.runs[i].config);
-    int heavy = int(std::max_element(pr.estimate.comm_s.begin(), pr.estimate.comm_s.end()) - pr.estimate.comm_s.begin());
-    std::string mark = ok.keys[i] == top_pick      ? "top pick"
-                       : ok.keys[i] == counterpart ? "across nodes"
-                                                   : "";
-    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy, pr.links[heavy].across, mark});
-    idx.push_back(i);
-  }
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ok.measured[a] < ok.measured[b]; });
-  std::vector<PairedBreakdown> top;
-  for (size_t k = 0; k < idx.size() && k < 6; ++k) {
-    const MeasuredRun& r = ok.runs[idx[k]];
-    Estimate e = predict(s.job, s.machine, r.config).estimate;
-    top.push_back({"#" + std::to_string(k + 1) + " " + ok.keys[idx[k]],
-                   {e.compute_s, e.exposed_comm_s[0], e.exposed_comm_s[1], e.exposed_comm_s[2], e.exposed_comm_s[3]},
-                   {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3]}});
-  }
-  // Short enough for the picture's width: the report holds the rest.
-  std::string sub = std::to_string(ok.runs.size()) + " configurations";
-  if (!ok.runs.empty()) {
-    Scores sc = score(ok.predicted, ok.measured);
-    if (o.repeats > 1) sub += " (median of " + std::to_string(o.repeats) + " runs each)";
-    sub += ", no refit: MAPE " + fixed(100 * sc.mape, 1) + "%, Spearman " + fixed(sc.spearman, 2) + ", regret " +
-           fixed(100 * sc.regret.value, 1) + "%";
-  }
-  write_file_atomic(o.plot, validation_svg(pts, top,
-                                           s.job.model.name + " on " + std::to_string(s.job.gpus) + " ranks, " +
-                                               s.machine.name + ": predicted vs measured time per step",
-                                           sub));
 }
 
 // --- the plan --------------------------------------------------------------
@@ -521,7 +426,7 @@ void run(const ValidateOptions& o) {
   OkRuns ok = ok_runs(report["runs"], s.job, s.machine);
   report["out_of_sample"] = out_of_sample_json(s.job, s.machine, ok);
   save();
-  if (!o.plot.empty()) write_plot(o, s, ok, report["placement"]);
+  if (!o.plot.empty()) write_validation_plot(o.plot, s.job, s.machine, ok, report["placement"]);
   if (o.json) std::cout << report.dump(2) << "\n";
   else print_validation_text(report);
   size_t failed = 0, total = 0;

@@ -41,6 +41,7 @@ ReportRuns read_report_runs(const json& report, const std::string& origin) {
     m.comm_s = {comm.number("x"), comm.number("y"), comm.number("z"), comm.number("data")};
     r.runs.push_back(m);
     r.keys.push_back(config_label(m.config));
+    r.repeats_ok.push_back(int(meas.integer_or("repeats_ok", 1, 1)));
   }
   return r;
 }

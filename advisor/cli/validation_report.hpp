@@ -19,6 +19,7 @@ struct ReportRuns {
   nlohmann::json machine_profile;   // the profile the predictions used
   std::vector<MeasuredRun> runs;    // status "ok" only
   std::vector<std::string> keys;    // config_label of each
+  std::vector<int> repeats_ok;      // the successful repeats behind each median
 };
 // A run's "measured" is the median over its repeats (reports from before
 // repeats have one measurement there too). Throws InputError naming the file

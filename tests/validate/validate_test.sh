@@ -125,6 +125,11 @@ assert new["placement"]["top_pick"] == new["runs"][0]["key"]
 assert new["placement"]["measured_s"]["top_pick"] == new["runs"][0]["measured"]["time_s"]
 ' "$tmp/first.json" "$tmp/r.json"
 grep -qE '^1 +[0-9,]+ [a-z]+ mb[0-9].* ok .*±[0-9.]+%' "$tmp/expect.out" && echo "ok: the table has a spread column" || { echo "FAIL: no spread in the table"; failures=$((failures + 1)); }
+# The plot of a resumed report says how many repeats its medians hold, not --repeats.
+expect 0 'resuming: 5 finished runs' -- "$advisor" validate "${job[@]}" --max-configs 5 --repeats 1 --out "$tmp/r.json" --resume \
+  --plot "$tmp/resumed.svg"
+grep -q 'median of 2 runs each' "$tmp/resumed.svg" && echo "ok: the resumed plot counts the report's repeats" \
+  || { echo "FAIL: the resumed plot's subtitle"; grep -o '[0-9]* configurations[^<]*' "$tmp/resumed.svg"; failures=$((failures + 1)); }
 
 # --- a report from before repeats: read by calibrate, resumed into repeats ----
 check "an old report: one measurement per run at the top, no repeats" '

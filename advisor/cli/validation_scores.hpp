@@ -1,0 +1,33 @@
+#pragma once
+// What `advisor validate` says of its runs: the scores in sample and out of
+// sample, as report JSON, and the plot.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost_model.hpp"
+#include "refit.hpp"
+
+namespace ff::cli {
+
+// The report's successful runs, each with its prediction under one profile.
+struct OkRuns {
+  std::vector<MeasuredRun> runs;
+  std::vector<std::string> keys;
+  std::vector<int> repeats_ok;  // the successful repeats behind each median
+  std::vector<double> predicted, measured;
+};
+OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
+
+// MAPE, rank correlations and regret of the runs as priced (the report's "summary").
+nlohmann::json summary_json(const OkRuns& ok);
+// Fit on one half, score on the other, both ways (the report's "out_of_sample").
+nlohmann::json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok);
+
+// Predicted vs measured per run (the placement check's pair ringed), and
+// the per-axis breakdown of the fastest measured, as an SVG at path.
+void write_validation_plot(const std::string& path, const Job& job, const MachineProfile& machine, const OkRuns& ok,
+                           const nlohmann::json& placement);
+
+}  // namespace ff::cli
