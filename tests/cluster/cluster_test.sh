@@ -102,6 +102,13 @@ if ! within "$bw"; then
 fi
 echo "busbw $bw Mbit/s, cap $CAP_MBIT Mbit/s"
 
+step "interleave (built beside allreduce_bw) runs and says what it measured"
+out=$("$EMU" mpirun "$(dirname "$BW")/interleave" --iters 3 --compute-us 0,100) || fail "interleave: exit $?"
+echo "$out"
+[[ $(grep -cE '^compute_us=(0|100) node_ms=[0-9.]+ cross_ms=[0-9.]+ both_ms=[0-9.]+ work_ms=[0-9.]+ work2_ms=[0-9.]+$' <<<"$out") -eq 2 ]] ||
+  fail "interleave: not one line per --compute-us value"
+grep -q '^ranks_per_node=1 nodes=2 bytes=32768 iters=3$' <<<"$out" || fail "interleave: wrong layout line"
+
 if [[ -n $MEASURE ]]; then
   step "measure on the cluster"
   out=$("$EMU" mpirun "$MEASURE" --backend mpi --intra none --inter 1x2 --ops all-reduce \

@@ -1,0 +1,160 @@
+// interleave: what a collective costs when the ranks compute between calls,
+// as in training, against the back-to-back loop `measure` times. Ranks that
+// share cores (the emulated cluster puts 8 on 2) make the two differ.
+//
+//   interleave [--bytes B] [--iters N] [--compute-us U[,U...]]
+//
+// Two groupings of the ranks, both running at once as in a grid:
+//   node  — one group per node (MPI_COMM_TYPE_SHARED): shared memory
+//   cross — one group per local rank, one member on every node: the links
+// For each U (microseconds of CPU time of work per rank, as timed by rank 0
+// before the loops), four loops of N iterations, each iteration U of work then:
+//   node:  an all-reduce of B bytes in the node group
+//   cross: an all-reduce of B bytes in the cross group
+//   both:  U of work, node all-reduce, U of work, cross all-reduce
+//   work:  the work alone (twice for "both")
+// Prints, from rank 0, one line per U:
+//   compute_us=U node_ms=… cross_ms=… both_ms=… work_ms=… work2_ms=…
+// each the slowest rank's loop time per iteration. node_ms − work_ms is what a
+// node all-reduce adds to a step; compare with compute_us=0. Exits 1 on a
+// usage error or a wrong all-reduce result.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+  long long bytes = 32768;
+  int iters = 40;
+  std::vector<long long> compute_us = {0, 100, 300, 1000, 3000};
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return false;
+    std::string v = argv[++i];
+    auto number = [](const std::string& s, long long& n) {
+      char* end = nullptr;
+      n = std::strtoll(s.c_str(), &end, 10);
+      return !s.empty() && *end == '\0' && n >= 0;
+    };
+    long long n = 0;
+    if (a == "--bytes" && number(v, n) && n >= 4) o.bytes = n;
+    else if (a == "--iters" && number(v, n) && n >= 1) o.iters = int(n);
+    else if (a == "--compute-us") {
+      o.compute_us.clear();
+      for (size_t at = 0; at <= v.size();) {
+        size_t comma = v.find(',', at);
+        if (comma == std::string::npos) comma = v.size();
+        if (!number(v.substr(at, comma - at), n)) return false;
+        o.compute_us.push_back(n);
+        at = comma + 1;
+      }
+    } else return false;
+  }
+  return true;
+}
+
+// CPU work the compiler cannot drop: a recurrence on a value that is printed
+// if it ever hits zero.
+double work(long long steps, double x) {
+  for (long long i = 0; i < steps; ++i) x = x * 1.0000001 + 1e-9;
+  return x;
+}
+
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// Loop time per iteration of the slowest rank.
+template <typename Body>
+double per_iteration(int iters, Body body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) body();
+  double mine = (MPI_Wtime() - t0) / iters, slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Options o;
+  if (!parse(argc, argv, o)) {
+    if (rank == 0) std::fprintf(stderr, "usage: interleave [--bytes B] [--iters N] [--compute-us U[,U...]]\n");
+    MPI_Finalize();
+    return 1;
+  }
+  MPI_Comm node, cross;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_split(MPI_COMM_WORLD, local, rank, &cross);
+
+  // Work steps per microsecond of rank 0's own CPU time: wall time would
+  // count the time other ranks hold the core.
+  double x = 1, steps_per_us = 0;
+  if (rank == 0) {
+    const long long n = 50'000'000;
+    double t0 = cpu_seconds();
+    x = work(n, x);
+    steps_per_us = double(n) / ((cpu_seconds() - t0) * 1e6);
+  }
+  MPI_Bcast(&steps_per_us, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+  size_t count = size_t(o.bytes) / sizeof(float);
+  std::vector<float> a(count, 1.0f), b(count, 1.0f);
+  int node_size = 0, cross_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_size(cross, &cross_size);
+  bool ok = true;
+  for (long long us : o.compute_us) {
+    const long long steps = (long long)(double(us) * steps_per_us);
+    auto node_ar = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, a.data(), int(count), MPI_FLOAT, MPI_MAX, node);
+    };
+    auto cross_ar = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, b.data(), int(count), MPI_FLOAT, MPI_MAX, cross);
+    };
+    double t_node = per_iteration(o.iters, [&] { x = work(steps, x); node_ar(); });
+    double t_cross = per_iteration(o.iters, [&] { x = work(steps, x); cross_ar(); });
+    double t_both = per_iteration(o.iters, [&] {
+      x = work(steps, x);
+      node_ar();
+      x = work(steps, x);
+      cross_ar();
+    });
+    double t_work = per_iteration(o.iters, [&] { x = work(steps, x); });
+    double t_work2 = per_iteration(o.iters, [&] { x = work(2 * steps, x); });
+    // MAX of all-ones stays all-ones: a lost or garbled message shows.
+    ok = ok && a[0] == 1.0f && a[count - 1] == 1.0f && b[0] == 1.0f && b[count - 1] == 1.0f;
+    if (rank == 0)
+      std::printf("compute_us=%lld node_ms=%.3f cross_ms=%.3f both_ms=%.3f work_ms=%.3f work2_ms=%.3f\n", us,
+                  t_node * 1e3, t_cross * 1e3, t_both * 1e3, t_work * 1e3, t_work2 * 1e3);
+  }
+  if (rank == 0)
+    std::printf("ranks_per_node=%d nodes=%d bytes=%lld iters=%d%s\n", node_size, cross_size, o.bytes, o.iters,
+                x == 0 ? " x=0" : "");
+  int all_ok = 0, my_ok = ok ? 1 : 0;
+  MPI_Allreduce(&my_ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (rank == 0 && !all_ok) std::fprintf(stderr, "interleave: wrong all-reduce result\n");
+  MPI_Comm_free(&cross);
+  MPI_Comm_free(&node);
+  MPI_Finalize();
+  return all_ok ? 0 : 1;
+}
