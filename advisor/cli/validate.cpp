@@ -3,7 +3,6 @@
 // and, after refitting on one half, out of sample on the other.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -24,7 +23,6 @@
 #include "validation_scores.hpp"
 #include "validation_placement.hpp"
 #include "validation_stats.hpp"
-#include "validation_svg.hpp"
 
 namespace ff::cli {
 
