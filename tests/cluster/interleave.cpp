@@ -80,7 +80,7 @@ double cpu_seconds() {
 
 // Loop time per iteration of the slowest rank.
 template <typename Body>
-double per_iteration(int iters, Body body) {
+double seconds_per_iteration(int iters, Body body) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   for (int i = 0; i < iters; ++i) body();
@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
   std::vector<float> node_send(count, float(node_rank + 1)), cross_send(count, float(cross_rank + 1));
   std::vector<float> node_sum(count), cross_sum(count);
   bool ok = true;
+  auto clear = [&] {
+    std::fill(node_sum.begin(), node_sum.end(), 0.0f);
+    std::fill(cross_sum.begin(), cross_sum.end(), 0.0f);
+  };
   auto check = [&](const std::vector<float>& sum, int g) {
     for (size_t i = 0; i < count; i += 61) ok = ok && sum[i] == float(g * (g + 1) / 2);
     ok = ok && sum[count - 1] == float(g * (g + 1) / 2);
@@ -141,13 +145,13 @@ int main(int argc, char** argv) {
     auto cross_ar = [&] {
       MPI_Allreduce(cross_send.data(), cross_sum.data(), int(count), MPI_FLOAT, MPI_SUM, cross);
     };
-    double t_node = per_iteration(o.iters, [&] { x = work(steps, x); node_ar(); });
+    clear();  // before every checked loop: a sum left from the last one must not pass
+    double t_node = seconds_per_iteration(o.iters, [&] { x = work(steps, x); node_ar(); });
     check(node_sum, node_size);
-    double t_cross = per_iteration(o.iters, [&] { x = work(steps, x); cross_ar(); });
+    double t_cross = seconds_per_iteration(o.iters, [&] { x = work(steps, x); cross_ar(); });
     check(cross_sum, cross_size);
-    std::fill(node_sum.begin(), node_sum.end(), 0.0f);
-    std::fill(cross_sum.begin(), cross_sum.end(), 0.0f);
-    double t_both = per_iteration(o.iters, [&] {
+    clear();
+    double t_both = seconds_per_iteration(o.iters, [&] {
       x = work(steps, x);
       node_ar();
       x = work(steps, x);
@@ -155,8 +159,8 @@ int main(int argc, char** argv) {
     });
     check(node_sum, node_size);
     check(cross_sum, cross_size);
-    double t_work = per_iteration(o.iters, [&] { x = work(steps, x); });
-    double t_work2 = per_iteration(o.iters, [&] { x = work(2 * steps, x); });
+    double t_work = seconds_per_iteration(o.iters, [&] { x = work(steps, x); });
+    double t_work2 = seconds_per_iteration(o.iters, [&] { x = work(2 * steps, x); });
     if (rank == 0)
       std::printf("compute_us=%lld node_ms=%.3f cross_ms=%.3f both_ms=%.3f work_ms=%.3f work2_ms=%.3f\n", us,
                   t_node * 1e3, t_cross * 1e3, t_both * 1e3, t_work * 1e3, t_work2 * 1e3);
