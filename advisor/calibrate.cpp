@@ -396,7 +396,7 @@ nlohmann::json measured_skeleton(const Measurement& m) {
   p["overlap"] = {
       {"kind", "nominal"},
       {"source", "Assumed 0: on CPU ranks a collective progresses only while its rank drives it, so compute hides "
-                 "none of it unless a core is free (DESIGN §2); not measured."},
+                 "none of it unless a core is free (MODEL.md §2); not measured."},
       {"efficiency", 0.0}};
   return p;
 }

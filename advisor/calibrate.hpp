@@ -1,5 +1,5 @@
 #pragma once
-// Fitting a machine profile from measurements (DESIGN §2, §5): α and busbw
+// Fitting a machine profile from measurements (MODEL.md §2, §5): α and busbw
 // per collective geometry, the GEMM efficiency table, and the profile JSON
 // that holds them. Pure functions; reading files is the caller's business,
 // except profile_json, which resolves a --base name or file.

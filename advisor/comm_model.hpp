@@ -46,7 +46,7 @@ struct AxisLink {
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node), else the
-// node's link shared by the groups (DESIGN §2's ring rule).
+// node's link shared by the groups (MODEL.md §2's ring rule).
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node);
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
 // `nonblocking`: issued as MPI_I... and waited for (the overlap flags' form).

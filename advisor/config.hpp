@@ -1,5 +1,5 @@
 #pragma once
-// The configuration record every part reads and writes (DESIGN §3).
+// The configuration record every part reads and writes (MODEL.md §3).
 #include <array>
 #include <string>
 

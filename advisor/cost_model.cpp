@@ -45,7 +45,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   };
   auto ew = [&](double bytes) { return elementwise_time(p, bytes); };
 
-  // The block's linear layers (DESIGN §1 table), with their GEMMs.
+  // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
   std::array<double, 4> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{};
   for (int j = 0; j < 4; ++j) {

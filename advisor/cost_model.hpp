@@ -1,5 +1,5 @@
 #pragma once
-// The analytical model of one training iteration on the 4D grid (DESIGN §1–2):
+// The analytical model of one training iteration on the 4D grid (MODEL.md §1–2):
 // every collective of every layer, compute from the GEMM table, overlap.
 //
 // Split in two so a search can share work: a Plan holds what does not depend

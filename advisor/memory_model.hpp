@@ -1,5 +1,5 @@
 #pragma once
-// Memory per GPU by term (DESIGN §2); configurations that do not fit are
+// Memory per GPU by term (MODEL.md §2); configurations that do not fit are
 // filtered before they are priced.
 #include "job.hpp"
 #include "machine_profile.hpp"

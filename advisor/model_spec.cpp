@@ -9,7 +9,7 @@ namespace ff {
 namespace {
 
 ModelSpec gpt(const char* name, int layers, int hidden, int heads) {
-  // DESIGN §4: sequence 2048, GPT-2 BPE vocabulary padded to 50304, F = 4H.
+  // MODEL.md §4: sequence 2048, GPT-2 BPE vocabulary padded to 50304, F = 4H.
   return ModelSpec{name, layers, hidden, heads, 4 * hidden, 50257, 50304, 2048};
 }
 

@@ -99,7 +99,7 @@ Coll resolve_op(const RunText& r, const std::string& file, const NcclTestsOption
               "after it (all_reduce_perf.log, all_gather_perf.log, reduce_scatter_perf.log) or give the collective");
 }
 
-// DESIGN §2's placement rule, applied to the ranks the log lists.
+// MODEL.md §2's placement rule, applied to the ranks the log lists.
 void resolve_geometry(NcclTestsRun& run, const std::vector<RankInfo>& ranks, const NcclTestsOptions& o) {
   std::string at = run.first_line ? where(run.file, run.first_line) : run.file;
   if (o.geometry) {

@@ -1,7 +1,7 @@
 #pragma once
 // Reading nccl-tests output (all_reduce_perf, all_gather_perf,
 // reduce_scatter_perf) into collective samples, so measurements users already
-// have can calibrate a profile (DESIGN §5).
+// have can calibrate a profile (MODEL.md §5).
 //
 // Text output in every variant seen in the wild: with an `error` column and no
 // `root` (before nccl-tests 2.10), with `root` and `#wrong`, with per-iteration

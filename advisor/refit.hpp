@@ -1,6 +1,6 @@
 #pragma once
 // Refitting a profile's few free parameters to measured training runs
-// (issue 5): bandwidth per tier, latency, compute speed under the ranks' real
+// (MODEL.md §8): bandwidth per tier, latency, compute speed under the ranks' real
 // sharing of the machine, and the overlap hiding factor. Least squares over
 // the runs, derivative-free (Nelder–Mead in log space, bounded). Pure: the
 // runs come in as structs, the fitted profile goes out as JSON.
@@ -57,7 +57,7 @@ struct RefitResult {
 // communication. Throws InputError with no runs.
 RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<MeasuredRun>& runs);
 
-// Out-of-sample scoring (issue 5): the runs split into halves by key
+// Out-of-sample scoring (MODEL.md §8): the runs split into halves by key
 // (split_halves), a refit on each half scored on the other; `pooled` scores
 // every run under the fit of the half it was not in. No run is ever scored
 // by a fit that saw it. Throws InputError below 4 runs (2 to fit, 2 to score).

@@ -1,5 +1,5 @@
 #pragma once
-// How good the model is (DESIGN §8): predicted against measured iteration
+// How good the model is (MODEL.md §8): predicted against measured iteration
 // time over configurations of one job. Pure functions of two equal-length
 // vectors; undefined values are NaN (the JSON edge writes them as null).
 #include <array>

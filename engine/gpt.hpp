@@ -1,5 +1,5 @@
 #pragma once
-// A GPT-style decoder on the 4D grid, exactly as DESIGN §1 lays it out: one
+// A GPT-style decoder on the 4D grid, exactly as MODEL.md §1 lays it out: one
 // rank's parameters, its share of one micro-step's forward and backward, the
 // per-step reductions and AdamW. Templated on the scalar: fp32 for runs, fp64
 // for the exactness tests.

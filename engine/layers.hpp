@@ -1,6 +1,6 @@
 #pragma once
 // The non-GEMM layers of the block on one rank's slice, with the reductions
-// DESIGN §1 prescribes for them: LayerNorm over a hidden dimension split over
+// MODEL.md §1 prescribes for them: LayerNorm over a hidden dimension split over
 // X, GELU, causal attention on whole heads, vocabulary-parallel cross-entropy
 // over Y. Plain loops; activations are row-major [tokens, columns].
 #include <algorithm>

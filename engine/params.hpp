@@ -1,5 +1,5 @@
 #pragma once
-// Where every parameter lives on a rank (DESIGN §1): matrices as the Z shard
+// Where every parameter lives on a rank (MODEL.md §1): matrices as the Z shard
 // of their grid cell's block, replicated vectors as their X or Y slice. Maps
 // each local value to its logical (row, column) so initialisation and
 // comparisons use one canonical layout whatever the grid.
@@ -58,7 +58,7 @@ struct ParamLayout {
   size_t largest_block = 0;
 };
 
-// Throws InputError when the grid cannot divide the model (DESIGN §2's list,
+// Throws InputError when the grid cannot divide the model (MODEL.md §2's list,
 // without padding).
 void check_divisible(const ModelSpec& m, const Grid& g);
 ParamLayout param_layout(const ModelSpec& m, const Grid& g);

@@ -1,5 +1,5 @@
 #pragma once
-// The engine's run record (DESIGN §3), built at the edge from a RunResult.
+// The engine's run record (MODEL.md §3), built at the edge from a RunResult.
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // The NCCL backend: device buffers, one GPU per local rank, one NCCL
 // communicator and stream per group. Built only where CUDA and NCCL are found;
-// uses host APIs only, so no nvcc is needed (DESIGN §7).
+// uses host APIs only, so no nvcc is needed (MODEL.md §7).
 #include <vector>
 
 #include "backend.hpp"
@@ -94,7 +94,7 @@ bool nccl_built() { return true; }
 
 std::unique_ptr<Backend> make_nccl_backend(MPI_Comm node_comm, std::string* why) {
   // Without a GPU the runtime reports a driver error rather than zero
-  // devices (DESIGN §7): any error means no GPU here.
+  // devices (MODEL.md §7): any error means no GPU here.
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   int local = 0, local_size = 1;

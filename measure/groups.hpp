@@ -1,6 +1,6 @@
 #pragma once
 // Which ranks a collective geometry puts together. Ranks sit on nodes in
-// blocks (rank r on node r / per_node), as DESIGN §1 requires of a launch.
+// blocks (rank r on node r / per_node), as MODEL.md §1 requires of a launch.
 // A geometry is measured with all of its groups running at once, so that
 // concurrent groups share links and NICs as they do in training; ranks that
 // belong to no group (a node size the geometry does not tile) sit out.

@@ -1,5 +1,5 @@
 #pragma once
-// The timing harness, nccl-tests' conventions (DESIGN §5): warm-up, then
+// The timing harness, nccl-tests' conventions (MODEL.md §5): warm-up, then
 // `iters` back-to-back operations bracketed by one synchronization, time per
 // op, maximum over ranks. Every group of a geometry runs at once; ranks in no
 // group join the barrier and the maximum with nothing to do.

@@ -1,4 +1,4 @@
-// measure: microbenchmarks that calibrate a machine profile (DESIGN §5).
+// measure: microbenchmarks that calibrate a machine profile (MODEL.md §5).
 //
 //   mpirun -np 8 measure --backend mpi --gpus-per-node 4 --out local.json
 //   srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json

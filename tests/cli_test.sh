@@ -31,7 +31,7 @@ expect 0 'sensible' -- python3 "$tmp/sensible.py" "$tmp/alps.json" 96
 "$advisor" recommend --model gpt-320b --gpus 32768 --machine frontier --top 3 --json >"$tmp/frontier.json"
 expect 0 'sensible' -- python3 "$tmp/sensible.py" "$tmp/frontier.json" 64
 
-# JSON contract (DESIGN §3): top-level fields, a config record per entry, sorted by time_s.
+# JSON contract (MODEL.md §3): top-level fields, a config record per entry, sorted by time_s.
 "$advisor" recommend --model gpt-20b --gpus 64 --json --top 5 --plot "$tmp/top.svg" >"$tmp/rec.json"
 expect 0 'contract ok' -- python3 - "$tmp/rec.json" <<'PY'
 import json, sys

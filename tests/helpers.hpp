@@ -1,7 +1,7 @@
 #pragma once
 // Shared fixtures for the unit tests: a tiny GPT model and synthetic machine
 // profiles whose numbers are easy to work with by hand. Expected values in the
-// tests are always written out as arithmetic from DESIGN.md §1–2, never taken
+// tests are always written out as arithmetic from MODEL.md §1–2, never taken
 // from the code under test.
 #include <doctest/doctest.h>
 
@@ -50,7 +50,7 @@ inline ff::MachineProfile toy_machine(int gpus_per_node) {
   return p;
 }
 
-// Perlmutter's link figures (DESIGN §4): 4 GPUs a node; inside, stride 1:
+// Perlmutter's link figures (MODEL.md §4): 4 GPUs a node; inside, stride 1:
 // g=2 → 76, g=4 → 225 GB/s; stride 2: g=2 → 76; across ≈ 80 GB/s a node.
 inline ff::MachineProfile perlmutter_like() {
   ff::MachineProfile p = toy_machine(4);
@@ -60,7 +60,7 @@ inline ff::MachineProfile perlmutter_like() {
   return p;
 }
 
-// Collectives by hand, DESIGN §2 (ring, α-β, nccl-tests' bus bandwidth).
+// Collectives by hand, MODEL.md §2 (ring, α-β, nccl-tests' bus bandwidth).
 inline double hand_all_reduce(int g, double bytes, double alpha, double busbw) {
   return g == 1 ? 0.0 : alpha * 2 * (g - 1) + 2.0 * (g - 1) / g * bytes / busbw;
 }

@@ -1,6 +1,6 @@
 // The runner of every multi-rank doctest program: MPI_Init, then the expected
 // rank count (--ranks N, first argument) is asserted — a binary started by
-// the wrong launcher silently becomes N one-rank jobs (DESIGN §7) — then
+// the wrong launcher silently becomes N one-rank jobs (MODEL.md §7) — then
 // doctest on every rank, and the job fails if any rank failed.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>

@@ -17,7 +17,7 @@ namespace {
 
 constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6;
 
-// DESIGN §2 by hand, any collective.
+// MODEL.md §2 by hand, any collective.
 double ring_time(ff::Coll op, int g, double bytes, double alpha, double busbw) {
   return op == ff::Coll::AllReduce ? fftest::hand_all_reduce(g, bytes, alpha, busbw)
                                    : fftest::hand_gather_scatter(g, bytes, alpha, busbw);

@@ -1,4 +1,4 @@
-// Collective cost and which bandwidth a grid axis sees (DESIGN §2 "Collectives",
+// Collective cost and which bandwidth a grid axis sees (MODEL.md §2 "Collectives",
 // "Which bandwidth").
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The plan of one iteration (DESIGN §1 collectives table, "Beyond the linear
+// The plan of one iteration (MODEL.md §1 collectives table, "Beyond the linear
 // layers", §2 compute, overlap and FLOP/s), on a toy model small enough that
 // every buffer can be worked out by hand.
 //
@@ -78,7 +78,7 @@ void check_term(const CommTerm& c, Axis axis, Coll coll, double elements, int el
   CHECK(c.per_step == per_step);
 }
 
-// One linear layer k → n (DESIGN §1 table). Normal: output partial sums over
+// One linear layer k → n (MODEL.md §1 table). Normal: output partial sums over
 // X of t·n/G_y, input-gradient over Y of t·k/G_x; transposed swaps X and Y.
 void check_linear(const Plan& plan, const char* name, double k, double n, bool transposed, bool rc) {
   const double fwd = L * (1 + rc);       // forward runs twice under full recompute

@@ -1,4 +1,4 @@
-// The 4D grid and rank placement (DESIGN §1 "Rank placement", §2 "Search").
+// The 4D grid and rank placement (MODEL.md §1 "Rank placement", §2 "Search").
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -51,7 +51,7 @@ nlohmann::json bundled_json(const std::string& name) {
 }  // namespace
 
 TEST_CASE("inputs: model presets") {
-  // DESIGN §4: gpt-80b is 42 layers, hidden 12288, 96 heads, S 2048, F = 4H,
+  // MODEL.md §4: gpt-80b is 42 layers, hidden 12288, 96 heads, S 2048, F = 4H,
   // GPT-2's 50257 tokens padded to 50304.
   ModelSpec m = load_model("gpt-80b");
   CHECK(m.layers == 42);
@@ -128,7 +128,7 @@ TEST_CASE("inputs: machine profile files") {
     std::string f = dir.write("pm.json", j.dump(2));
     MachineProfile p = load_machine(f);
     CHECK(p.gpus_per_node == 4);
-    CHECK(p.peak_flops_bf16 == 312e12);  // DESIGN §4
+    CHECK(p.peak_flops_bf16 == 312e12);  // MODEL.md §4
     CHECK(p.inter_node.busbw == 80e9);
     CHECK(p.hbm_capacity == 40.0 * 1073741824.0);
     CHECK(p.intra.size() == 3);
@@ -192,7 +192,7 @@ TEST_CASE("inputs: the configuration record round-trips") {
     CHECK(config_from_json(j, "test") == c);
     CHECK(config_from_json(nlohmann::json::parse(j.dump()), "test") == c);  // through text
   }
-  // The field names of DESIGN §3.
+  // The field names of MODEL.md §3.
   nlohmann::json j = to_json(configs[1]);
   CHECK(j["grid"]["x"] == 4);
   CHECK(j["grid"]["y"] == 2);

@@ -1,4 +1,4 @@
-// Memory per GPU (DESIGN §2 "Memory") on the toy model, by hand.
+// Memory per GPU (MODEL.md §2 "Memory") on the toy model, by hand.
 //
 // Model: L = 2, H = 64, A = 4, F = 256, Vp = 128, S = 16. Grid 2,2,3,1: G_z = 3
 // divides no k·n/(G_x·G_y) but QKV's, so the padded shards

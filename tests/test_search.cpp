@@ -1,4 +1,4 @@
-// Exhaustive search (DESIGN §2 "Divisibility", "Search").
+// Exhaustive search (MODEL.md §2 "Divisibility", "Search").
 #include <doctest/doctest.h>
 
 #include <cmath>

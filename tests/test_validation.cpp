@@ -1,4 +1,4 @@
-// Scoring the model against measured runs (DESIGN §8): the statistics on
+// Scoring the model against measured runs (MODEL.md §8): the statistics on
 // hand-computed cases, repeats folded into medians, the sample that keeps the
 // placement check's pair, the engine's stricter split rule by hand, and the
 // refit recovering known factors from times made with a scaled profile,

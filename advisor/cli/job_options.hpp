@@ -1,5 +1,5 @@
 #pragma once
-// The options every job-shaped subcommand shares, spelled as DESIGN §3 says.
+// The options every job-shaped subcommand shares, spelled as MODEL.md §3 says.
 #include <CLI/CLI.hpp>
 
 #include "cost_model.hpp"

@@ -200,7 +200,7 @@ void setup_recommend(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("recommend", "Rank every 4D configuration of a job on a machine");
   add_job_options(sub, o->job);
   sub->add_option("--top", o->top, "How many configurations to show")->capture_default_str();
-  sub->add_flag("--json", o->json, "Print JSON (DESIGN §3) instead of a table");
+  sub->add_flag("--json", o->json, "Print JSON (MODEL.md §3) instead of a table");
   sub->add_option("--plot", o->plot, "Write the top configurations' time breakdown as an SVG file");
   sub->add_option("--tokens", o->tokens, "Training tokens for the days column [20 per parameter]");
   sub->add_flag("--show-infeasible", o->show_infeasible, "Also list what did not fit or divide, and why");

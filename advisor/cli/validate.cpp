@@ -1,5 +1,5 @@
 // advisor validate: run the engine on the configurations of one job and hold
-// the measured time per step against the prediction (DESIGN §8), in sample
+// the measured time per step against the prediction (MODEL.md §8), in sample
 // and, after refitting on one half, out of sample on the other.
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,7 @@
 #   examples/cluster/emulate.sh status
 #   examples/cluster/emulate.sh down
 #
-# Why: the advisor's placement-aware cost model (DESIGN §2) only matters where
+# Why: the advisor's placement-aware cost model (MODEL.md §2) only matters where
 # bandwidth has tiers — fast inside a node, a shared, slower NIC between nodes.
 # One machine can have those tiers:
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine end to end under mpirun: a run record as DESIGN §3 says, the same
+# The engine end to end under mpirun: a run record as MODEL.md §3 says, the same
 # bytes per axis as `advisor predict` prices, learning on real text, and every
 # bad input or dying rank a clear, prompt, non-zero exit with no record left.
 # Usage: engine_cli_test.sh path/to/engine path/to/advisor
@@ -28,7 +28,7 @@ no_leftovers() {
 cfg=(--grid 2,2,1,2 --order xyzd --micro-batch 2 --recompute --overlap all --batch 16)
 expect 0 'final loss' -- $run 8 "$engine" --model "$tiny" "${cfg[@]}" --steps 3 --data "$text" --record "$tmp/run.json"
 "$advisor" predict --model "$tiny" --gpus 8 "${cfg[@]}" --dtype fp32 --json >"$tmp/predict.json"
-check "run record has DESIGN §3's fields and the configuration that ran" '
+check "run record has MODEL.md §3's fields and the configuration that ran" '
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "data": 2}, "order": "xyzd", "micro_batch": 2,

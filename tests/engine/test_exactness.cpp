@@ -1,8 +1,8 @@
-// The correctness contract (DESIGN §6): in fp64, every ordered grid shape of
+// The correctness contract (MODEL.md §6): in fp64, every ordered grid shape of
 // 1, 2, 4 and 8 ranks, under several placements, micro-batch, recompute and
 // overlap settings, ends with the loss of every step and every parameter
 // (canonical layout) equal to grid 1,1,1,1 to 1e-10 relative; its bytes per
-// axis equal DESIGN §1's table, computed here independently of the engine.
+// axis equal MODEL.md §1's table, computed here independently of the engine.
 // Run with 8 ranks: shapes of p ranks run 8/p at a time on split communicators.
 #include <doctest/doctest.h>
 #include <mpi.h>
@@ -55,7 +55,7 @@ RunOptions options(const Grid& g, const Variant& v, const ModelSpec& m) {
   return o;
 }
 
-// DESIGN §1, elements per rank per step on each axis (X, Y, Z, D), written
+// MODEL.md §1, elements per rank per step on each axis (X, Y, Z, D), written
 // out from the table rather than taken from the engine's accounting.
 std::array<double, 4> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const Grid& g = o.config.grid;

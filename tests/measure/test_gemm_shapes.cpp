@@ -1,5 +1,5 @@
 // The GEMM shapes measure times for a model: those cost_model prices, worked
-// out by hand from DESIGN §1 (a normal layer k → n holds k/G_x × n/G_y, a
+// out by hand from MODEL.md §1 (a normal layer k → n holds k/G_x × n/G_y, a
 // transposed one k/G_y × n/G_x; forward (t, n_l, k_l) nn, input gradient
 // (t, k_l, n_l) nt, weight gradient (k_l, n_l, t) tn).
 #include <doctest/doctest.h>

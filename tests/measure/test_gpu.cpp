@@ -1,6 +1,6 @@
 // The NCCL backend on real GPUs: the same contents check measure runs before
 // timing, over all ranks. Without a GPU it exits 77 (meson: skipped); the
-// CUDA runtime then reports a driver error rather than zero devices (DESIGN
+// CUDA runtime then reports a driver error rather than zero devices (MODEL.md
 // §7), so any error from cudaGetDeviceCount means "no GPU".
 #include <cuda_runtime.h>
 #include <mpi.h>
