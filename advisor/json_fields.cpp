@@ -20,6 +20,8 @@ nlohmann::json read_json_file(const std::string& path) {
     size_t at = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
     long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
     input_error(path + ": malformed JSON near line " + std::to_string(line) + ": " + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
+    input_error(path + ": malformed JSON: " + e.what());
   }
 }
 

@@ -342,6 +342,8 @@ std::vector<NcclTestsRun> parse_json(const std::string& text, const std::string&
     size_t at = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
     long line = 1 + std::count(text.begin(), text.begin() + long(at), '\n');
     input_error(where(file, int(line)) + ": malformed JSON (a truncated nccl-tests -J file?): " + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
+    input_error(file + ": malformed JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("results") || !j.contains("config")) {
     if (j.is_object() && j.contains("format"))
