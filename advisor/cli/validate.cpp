@@ -185,7 +185,8 @@ json measured_of(const json& record, const std::string& origin) {
 // The measurement in the record a run of `c` wrote; throws InputError.
 json record_measured(const std::string& rec, const Config& c) {
   json record = read_json_file(rec);
-  if (config_from_json(record.at("config"), rec) != c) input_error(rec + ": the record's config is not the one launched");
+  if (config_from_json(Fields(record, rec).object("config").json(), rec) != c)
+    input_error(rec + ": the record's config is not the one launched");
   return measured_of(record, rec);
 }
 
@@ -241,7 +242,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   if (error.empty()) {
     try {
       r.update(record_measured(rec, c));
-    } catch (const std::exception& e) {  // InputError, or a field nlohmann could not find
+    } catch (const std::exception& e) {  // InputError, or whatever else a bad record may raise
       error = e.what();
     }
   }
