@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace ff {
@@ -82,7 +83,10 @@ long long Fields::integer(const std::string& key, long long min) const {
   std::string expected = "an integer >= " + std::to_string(min);
   if (!v.is_number()) fail(key, expected);
   double d = v.get<double>();
-  if (d != std::floor(d) || d < static_cast<double>(min) || d > 9e15) fail(key, expected);
+  if (d != std::floor(d) || d < static_cast<double>(min)) fail(key, expected);
+  // Every count the files hold is kept in an int: a larger one would wrap.
+  if (d > std::numeric_limits<int>::max())
+    fail(key, expected + " and at most " + std::to_string(std::numeric_limits<int>::max()));
   return static_cast<long long>(d);
 }
 
