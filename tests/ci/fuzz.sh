@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Every loader of a file a user gives (tests/fuzz) fuzzed with libFuzzer,
-# clang 14 with AddressSanitizer and UndefinedBehaviorSanitizer, for a
-# bounded time each (FUZZ_SECONDS, default 9: 6 targets stay under 60 s).
+# with AddressSanitizer and UndefinedBehaviorSanitizer (sanitizer_build.sh,
+# the build sanitize.sh uses too), for a bounded time each (FUZZ_SECONDS,
+# default 9: 6 targets stay under 60 s).
 # A crash, a sanitizer report, a hang (one input over 5 s), memory over
 # 2 GiB or a finding of the target (fuzz_common.hpp) fails its target; the
 # input that did it is copied to tests/fuzz/regressions/TARGET/, where the
 # ordinary test suite replays it from then on (commit it with the fix).
 # New corpus entries go to a scratch directory, not into the repository.
-# Usage: tests/ci/fuzz.sh [BUILD_DIR]   (default: build-fuzz at the root)
+# Usage: tests/ci/fuzz.sh [BUILD_DIR]   (default: build-asan at the root)
 # Writes BUILD_DIR/fuzz-testlog.json: one line per target, meson's format.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-dir=${1:-$root/build-fuzz}
+dir=${1:-$root/build-asan}
 seconds=${FUZZ_SECONDS:-9}
 targets=(machine_profile model_spec nccl_tests_log measurement run_record validation_report)
 log=$dir/fuzz-testlog.json
-cxx=${FUZZ_CXX:-clang++-14}
+source "$root/tests/ci/sanitizer_build.sh"
 
 result() {  # TARGET OK|FAIL
   printf '{"name": "fuzz-%s", "result": "%s"}\n' "$1" "$2" >>"$log"
@@ -25,14 +26,7 @@ t0=$SECONDS
 mkdir -p "$dir"
 rm -f "$log"
 built=true
-if [[ ! -f $dir/build.ninja ]]; then
-  # Only the advisor: the loaders live there (no MPI, no CUDA).
-  # fuzzer-no-link: coverage for libFuzzer in every object; the targets link
-  # libFuzzer's main (tests/fuzz/meson.build).
-  CXX=$cxx meson setup "$dir" "$root" -Dfuzz=true -Dmpi=disabled -Dcuda=disabled \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized \
-    -Dcpp_args=-fsanitize=fuzzer-no-link >"$dir/setup.log" 2>&1 || { cat "$dir/setup.log"; built=false; }
-fi
+sanitizer_build "$dir" "$root" || built=false
 if $built; then
   ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}" || built=false
 fi
