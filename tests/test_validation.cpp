@@ -359,7 +359,7 @@ TEST_CASE("out of sample: each half is scored by the fit of the other, never its
   std::vector<ff::Config> cs = configs(job, true);
   std::vector<ff::MeasuredRun> runs = measured_with(job, ff::apply_factors(base, known_truth()), cs);
   std::vector<std::string> keys;
-  for (size_t i = 0; i < cs.size(); ++i) keys.push_back("k" + std::to_string(1000 + i));  // halves: even, odd i
+  for (size_t i = 0; i < cs.size(); ++i) keys.push_back(std::string(1, 'k').append(std::to_string(1000 + i)));  // halves: even, odd i
 
   ff::OutOfSample clean = ff::out_of_sample(job, base, runs, keys);
   for (int h = 0; h < 2; ++h) {

@@ -87,6 +87,7 @@ void run(const PredictOptions& o) {
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
+    out["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, c));
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
@@ -173,10 +174,7 @@ void run(const PredictOptions& o) {
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
   std::cout << "\nLaunch:\n";
-  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, c)) {
-    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
-    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
-  }
+  std::cout << launch_text(launch_lines(job, o.job.model, m.gpus_per_node, c));
   if (!fits)
     throw NoConfigError("does not fit: needs " + gib(u.total()) + " GiB of " + gib(m.hbm_capacity) +
                         " GiB per GPU (try --recompute, a smaller --micro-batch, or a larger G_z)");

@@ -144,9 +144,7 @@ void run(const RecommendOptions& o) {
       nlohmann::json under = nlohmann::json::object();
       for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
       c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
-      nlohmann::json launch = nlohmann::json::object();
-      for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, x.config)) launch[ll.name] = ll.line;
-      c["launch"] = launch;
+      c["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, x.config));
       out["configs"].push_back(c);
     }
     if (o.show_infeasible) {
@@ -186,10 +184,7 @@ void run(const RecommendOptions& o) {
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
             << "(--json names each case).\n";
   std::cout << "\nLaunch #1:\n";
-  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, r.top[0].config)) {
-    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
-    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
-  }
+  std::cout << launch_text(launch_lines(job, o.job.model, m.gpus_per_node, r.top[0].config));
   if (!o.plot.empty()) std::cout << "\nWrote " << o.plot << "\n";
 }
 

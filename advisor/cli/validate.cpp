@@ -14,6 +14,7 @@
 
 #include "atomic_file.hpp"
 #include "child_process.hpp"
+#include "engine_args.hpp"
 #include "error.hpp"
 #include "format.hpp"
 #include "json_fields.hpp"
@@ -208,19 +209,14 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   const std::string log = stem + ".log", rec = stem + ".json";
   fs::remove(rec);
   fs::remove(log);
+  EngineArgs args = engine_args(s.model_path, c, s.job.batch);
+  args.steps = o.steps;
+  args.record = rec;
+  args.quiet = true;
   std::vector<std::string> argv = s.launcher;
-  for (std::string a : {s.engine, std::string("--model"), s.model_path, std::string("--grid"), c.grid.str(),
-                        std::string("--order"), c.order.str(), std::string("--micro-batch"),
-                        std::to_string(c.micro_batch)})
-    argv.push_back(a);
-  if (c.recompute) argv.push_back("--recompute");
-  for (std::string a : {std::string("--overlap"), c.overlap.str(), std::string("--dtype"), std::string("fp32"),
-                        std::string("--batch"), std::to_string(s.job.batch), std::string("--steps"),
-                        std::to_string(o.steps), std::string("--data"), std::string("synthetic"),
-                        std::string("--record"), rec, std::string("--quiet")})
-    argv.push_back(a);
-  std::string command;
-  for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
+  argv.push_back(s.engine);
+  for (std::string& a : engine_argv(args)) argv.push_back(std::move(a));
+  const std::string command = join_args(argv);
 
   json r = {{"repeat", repeat}, {"log", log}, {"record", rec}, {"command", command}};
   ChildOutcome out = run_logged(argv, log, o.run_timeout);
