@@ -12,17 +12,10 @@
 #include <functional>
 #include <string>
 
+#include "check.hpp"
 #include "grid.hpp"
 
 namespace ff::engine {
-
-[[noreturn]] void mpi_fail(int err, const char* call, const char* file, int line);
-#define MPI_CHECK(call)                                              \
-  do {                                                               \
-    int mpi_check_err_ = (call);                                     \
-    if (mpi_check_err_ != MPI_SUCCESS)                               \
-      ::ff::engine::mpi_fail(mpi_check_err_, #call, __FILE__, __LINE__); \
-  } while (0)
 
 template <typename T> MPI_Datatype mpi_type();
 template <> inline MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }

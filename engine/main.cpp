@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
+  // Errors come back to MPI_CHECK, which names the call site before aborting
+  // (communicators split from the world inherit this).
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
   Cli cli;
   CLI::App app{"engine: train a GPT on a 4D grid (G_x, G_y, G_z, G_data) of MPI ranks and record what happened.\n"

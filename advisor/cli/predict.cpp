@@ -11,7 +11,7 @@
 #include "launch.hpp"
 #include "subcommands.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -195,4 +195,4 @@ void setup_predict(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

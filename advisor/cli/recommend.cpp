@@ -15,7 +15,7 @@
 #include "sensitivity.hpp"
 #include "subcommands.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -209,4 +209,4 @@ void setup_recommend(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

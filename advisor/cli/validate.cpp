@@ -25,7 +25,7 @@
 #include "validation_placement.hpp"
 #include "validation_stats.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -475,4 +475,4 @@ void setup_validate(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -8,7 +8,7 @@
 #include "measurement.hpp"  // median
 #include "validation_stats.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 using nlohmann::json;
 
@@ -248,4 +248,4 @@ void print_validation_text(const json& report) {
   }
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

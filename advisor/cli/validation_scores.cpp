@@ -9,7 +9,7 @@
 #include "validation_stats.hpp"
 #include "validation_svg.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 using nlohmann::json;
 
@@ -115,4 +115,4 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
                                            sub));
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor
