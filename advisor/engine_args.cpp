@@ -65,9 +65,11 @@ std::string join_args(const std::vector<std::string>& argv) {
 
 void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--model", a.model, "Model: a preset name or a model JSON file")->capture_default_str();
-  app.add_option("--grid", a.grid, "G_x,G_y,G_z,G_data; the product must equal the number of ranks")
-      ->capture_default_str();
-  app.add_option("--order", a.order, "Placement, innermost axis first (xyzd: x varies fastest)")
+  std::string sizes;
+  for (Axis ax : kAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
+  app.add_option("--grid", a.grid, sizes + "; the product must equal the number of ranks")->capture_default_str();
+  app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
+                                         axis_name(kAxes[0]) + " varies fastest)")
       ->capture_default_str();
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");

@@ -19,7 +19,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
 
   // AxoNN names: X = column (innermost), Y = row, Z = depth; it places ranks
   // column, row, depth, data from the inside out, i.e. order xyzd.
-  bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, parse_order("xyzd"));
+  bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, Order());
   std::string placement_note =
       axonn_order ? "" : "AxoNN places ranks in order xyzd; this placement (" + c.order.str() + ") needs a custom rank mapping";
   out.push_back({"axonn",

@@ -60,7 +60,7 @@ void Gpt<T>::size_acts(BlockActs& a, bool full) {
 // Values depend on (seed, tensor, logical row, logical column) only.
 template <typename T>
 void Gpt<T>::init_parameters(uint64_t seed) {
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  const Coords& co = comm_.coords();
   for (const MatrixParam& p : layout_.matrices)
     for (size_t i = 0; i < p.shard_n; ++i) {
       long r, col;
@@ -323,7 +323,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
 
   // Each value counted once: shards by the D = 0 replica, replicated vectors
   // by one rank of their replicas.
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  const Coords& co = comm_.coords();
   double sq = 0;
   if (owns_matrix(co))
     for (T g : shard_g_) sq += double(g) * double(g);
@@ -352,7 +352,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
 
 template <typename T>
 std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_parameters() {
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  const Coords& co = comm_.coords();
   std::vector<std::pair<std::string, std::vector<double>>> out;
   auto reduce = [&](const std::string& name, std::vector<double>& full) {
     int root = 0;

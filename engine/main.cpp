@@ -101,11 +101,11 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
   }
   if (!cli.quiet && !res.steps.empty()) {
-    std::array<double, 4> comm{};
+    PerAxis<double> comm{};
     for (const StepRecord& s : res.steps)
-      for (int a = 0; a < 4; ++a) comm[a] += s.comm_s[a] / double(res.steps.size());
-    std::printf("blocked in communication per step (ms): x %.2f  y %.2f  z %.2f  data %.2f", comm[0] * 1e3,
-                comm[1] * 1e3, comm[2] * 1e3, comm[3] * 1e3);
+      for (int a = 0; a < kAxisCount; ++a) comm[a] += s.comm_s[a] / double(res.steps.size());
+    std::printf("blocked in communication per step (ms):");
+    for (Axis a : kAxes) std::printf("%s%s %.2f", a == kAxes[0] ? " " : "  ", axis_name(a), comm[int(a)] * 1e3);
     if (res.inflight_s > 0)
       std::printf("; non-blocking in flight %.2f, of it exposed %.2f", res.inflight_s * 1e3,
                   res.nonblocking_exposed_s * 1e3);

@@ -32,12 +32,16 @@ double peak_rss_bytes() {
 void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
-  const int k = 7;
+  // Per step: compute, each axis' communication, sync, GEMM.
+  const int k = 3 + kAxisCount;
   std::vector<double> sum(steps.size() * k), mx(steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepRecord& r = steps[s];
-    double v[k] = {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3], r.sync_s, r.gemm_s};
-    for (int j = 0; j < k; ++j) sum[s * k + j] = v[j];
+    double* v = &sum[s * k];
+    v[0] = r.compute_s;
+    for (int a = 0; a < kAxisCount; ++a) v[1 + a] = r.comm_s[a];
+    v[1 + kAxisCount] = r.sync_s;
+    v[2 + kAxisCount] = r.gemm_s;
     mx[s] = r.time_s;
   }
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_DOUBLE, MPI_SUM, world));
@@ -46,9 +50,9 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
     StepRecord& r = steps[s];
     const double* v = &sum[s * k];
     r.compute_s = v[0] / ranks;
-    for (int a = 0; a < 4; ++a) r.comm_s[a] = v[1 + a] / ranks;
-    r.sync_s = v[5] / ranks;
-    r.gemm_s = v[6] / ranks;
+    for (int a = 0; a < kAxisCount; ++a) r.comm_s[a] = v[1 + a] / ranks;
+    r.sync_s = v[1 + kAxisCount] / ranks;
+    r.gemm_s = v[2 + kAxisCount] / ranks;
     r.time_s = mx[s];
   }
 }
@@ -94,7 +98,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.time_s = now_s() - t0;
 
     double blocked = 0;
-    for (int a = 0; a < 4; ++a) {
+    for (int a = 0; a < kAxisCount; ++a) {
       r.comm_s[a] = comm.stats.blocked_s[a] - before.blocked_s[a];
       blocked += r.comm_s[a];
       res.bytes_per_step[a] = comm.stats.bytes[a] - before.bytes[a];

@@ -195,7 +195,7 @@ TEST_CASE("grid: parse_grid and parse_order") {
   CHECK(parse_grid("4,2,16,8") == Grid{4, 2, 16, 8});
   CHECK(parse_grid("1,1,1,1").total() == 1);
   CHECK(Grid{4, 2, 16, 8}.str() == "4,2,16,8");
-  CHECK(parse_order("dzyx").axes == std::array<Axis, 4>{Axis::D, Axis::Z, Axis::Y, Axis::X});
+  CHECK(parse_order("dzyx").axes == PerAxis<Axis>{Axis::D, Axis::Z, Axis::Y, Axis::X});
 
   for (const char* bad : {"", "4,2,16", "4,2,16,8,1", "4,0,1,1", "-1,1,1,1", "a,1,1,1", "4.5,1,1,1", "4,,1,1",
                           "4;2;16;8", "4,2,16,8x"}) {

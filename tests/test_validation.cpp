@@ -138,7 +138,7 @@ TEST_CASE("bytes per step: each collective's buffer times its count, per micro-s
   plan.comm.push_back({"fc1", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 1000, 4, 2, false});
   plan.comm.push_back({"fc1", "weight-grad all-reduce", ff::Axis::D, ff::Coll::AllReduce, 500, 2, 1, true});
   plan.comm.push_back({"fc2", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 10, 4, 1, false});
-  std::array<double, 4> b = ff::bytes_per_step(plan);
+  ff::PerAxis<double> b = ff::bytes_per_step(plan);
   CHECK(b[0] == 0);
   CHECK(b[1] == 0);
   CHECK(b[2] == 32160);

@@ -17,7 +17,7 @@ namespace {
 
 struct PredictOptions {
   JobOptions job;
-  std::string grid, order = "xyzd", overlap = "none";
+  std::string grid, order = Order().str(), overlap = "none";
   int micro_batch = 1;
   bool recompute = false;
   bool json = false;
@@ -169,8 +169,10 @@ void run(const PredictOptions& o) {
   std::cout << mem.str("  ");
 
   std::cout << "\nTime per iteration " << seconds(e.time_s) << " = compute " << seconds(e.compute_s)
-            << " + exposed x " << seconds(e.exposed_comm_s[0]) << ", y " << seconds(e.exposed_comm_s[1]) << ", z "
-            << seconds(e.exposed_comm_s[2]) << ", data " << seconds(e.exposed_comm_s[3]) << "\n"
+            << " + exposed";
+  for (Axis a : kAxes)
+    std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
+  std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
   std::cout << "\nLaunch:\n";
@@ -186,7 +188,7 @@ void setup_predict(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* sub = app.add_subcommand("predict", "Explain one configuration: every collective, compute, memory");
   add_job_options(sub, o->job);
-  sub->add_option("--grid", o->grid, "X,Y,Z,D grid sizes")->required();
+  sub->add_option("--grid", o->grid, axis_letters(",", true) + " grid sizes")->required();
   sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
   sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "Full activation recomputation");

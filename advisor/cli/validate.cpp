@@ -168,13 +168,14 @@ json measured_of(const json& record, const std::string& origin) {
   if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
   std::vector<double> times;
   double compute = 0;
-  std::array<double, 4> comm{};
+  PerAxis<double> comm{};
   for (size_t i = 1; i < steps.size(); ++i) {
     Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
     times.push_back(s.positive("time_s"));
     compute += s.number("compute_s");
     Fields c = s.object("comm_s");
-    comm = {comm[0] + c.number("x"), comm[1] + c.number("y"), comm[2] + c.number("z"), comm[3] + c.number("data")};
+    PerAxis<double> step = per_axis_numbers(c);
+    for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
   }
   double n = double(times.size());
   for (double& c : comm) c /= n;
