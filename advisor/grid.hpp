@@ -11,7 +11,7 @@
 namespace ff {
 
 // A new axis is one enumerator, one row of kAxisSpelling, one field of Grid
-// (and its entry in Grid's field table); everything per axis loops over kAxes.
+// and its entry in kGridFields; everything per axis loops over kAxes.
 enum class Axis : uint8_t { X, Y, Z, D };
 
 struct AxisSpelling {
@@ -38,7 +38,9 @@ constexpr char axis_letter(Axis a) { return kAxisSpelling[static_cast<int>(a)].l
 std::string axis_letters(const std::string& sep, bool upper = false);
 
 // Named fields because records and people name them; generic code reaches
-// them through operator[], which is the only place that lists them.
+// them through operator[] (kGridFields). A new field goes last whatever its
+// axis' place: kGridFields sets the axis order, and the brace-initialised
+// grids written so far (Grid{4, 2, 16, 8}) keep their meaning, the new size 1.
 struct Grid {
   int x = 1, y = 1, z = 1, d = 1;
   int& operator[](Axis a);
@@ -50,10 +52,11 @@ struct Grid {
 };
 inline constexpr PerAxis<int Grid::*> kGridFields = {&Grid::x, &Grid::y, &Grid::z, &Grid::d};
 static_assert([] {
-  for (auto f : kGridFields)
-    if (!f) return false;
-  return true;
-}(), "one Grid field per axis");
+  for (int i = 0; i < kAxisCount; ++i)
+    for (int j = 0; j < i; ++j)
+      if (!kGridFields[i] || kGridFields[i] == kGridFields[j]) return false;
+  return kGridFields[0] != nullptr;
+}(), "a Grid field of its own for every axis");
 inline int& Grid::operator[](Axis a) { return this->*kGridFields[static_cast<int>(a)]; }
 inline int Grid::operator[](Axis a) const { return this->*kGridFields[static_cast<int>(a)]; }
 inline long long Grid::total() const {
