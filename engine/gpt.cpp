@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "adamw.hpp"
 #include "layers.hpp"
 #include "rng.hpp"
 
@@ -273,10 +274,14 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
 }
 
+// A pass over every gradient only when something has accumulated since the
+// last optimizer step, which leaves them zero.
 template <typename T>
 void Gpt<T>::zero_grad() {
+  if (grads_zero_) return;
   std::fill(shard_g_.begin(), shard_g_.end(), T(0));
   std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+  grads_zero_ = true;
 }
 
 template <typename T>
@@ -284,6 +289,7 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
   const long S = m_.seq_len, L = m_.layers;
   for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
   cursor_ = 0;
+  grads_zero_ = false;
 
   embedding_forward(tokens, acts_[0].h_in.data());
   for (long l = 0; l < L; ++l) {
@@ -325,28 +331,22 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // by one rank of their replicas.
   Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
   double sq = 0;
-  if (owns_matrix(co))
-    for (T g : shard_g_) sq += double(g) * double(g);
+  if (owns_matrix(co)) sq += sum_of_squares(shard_g_.data(), shard_g_.size());
   for (const VectorParam& p : layout_.vectors)
-    if (owns_vector(p, co))
-      for (size_t i = 0; i < p.n; ++i) sq += double(rep_g_[p.offset + i]) * double(rep_g_[p.offset + i]);
+    if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
   const double norm = std::sqrt(comm_.sum_all(sq));
-  const T clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
 
   ++adam_steps_;
-  const T b1 = T(opt.beta1), b2 = T(opt.beta2), lr = T(opt.lr), eps = T(opt.eps);
-  const T c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
-  const T c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
-  auto adam = [&](std::vector<T>& w, std::vector<T>& g, std::vector<T>& m, std::vector<T>& v, T decay) {
-    for (size_t i = 0; i < w.size(); ++i) {
-      T gi = g[i] * clip;
-      m[i] = b1 * m[i] + (T(1) - b1) * gi;
-      v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-      w[i] -= lr * ((m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + decay * w[i]);
-    }
-  };
-  adam(shard_w_, shard_g_, shard_m_, shard_v_, T(opt.weight_decay));
-  adam(rep_w_, rep_g_, rep_m_, rep_v_, T(0));
+  AdamWStep<T> s;
+  s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
+  s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
+  s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
+  s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
+  s.decay = T(opt.weight_decay);
+  adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
+  s.decay = T(0);
+  adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
+  grads_zero_ = true;  // adamw_update leaves them zero
   return norm;
 }
 

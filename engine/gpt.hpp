@@ -87,6 +87,7 @@ class Gpt {
   std::vector<T> shard_w_, shard_g_, shard_m_, shard_v_;
   std::vector<T> rep_w_, rep_g_, rep_m_, rep_v_;
   long adam_steps_ = 0;
+  bool grads_zero_ = true;  // every gradient accumulator holds 0 (zero_grad can skip its pass)
 
   std::vector<int> schedule_;
   size_t cursor_ = 0;
