@@ -145,19 +145,18 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
 
 // The cell's full weight gradient → reduce-scatter over Z → added into this
 // rank's shard accumulator. Under ORS it completes later, in posting order.
+// (With G_z = 1 the gradients go straight into the accumulator: no slot.)
 template <typename T>
 void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const MatrixParam& p = layout_.matrices[mi];
   T* acc = &shard_g_[p.offset];
-  auto accumulate = [this, acc, &slot, n = p.shard_n]() {
-    const T* part = c_.grid.z == 1 ? slot.full.data() : slot.part.data();
+  auto accumulate = [acc, &slot, n = p.shard_n]() {
+    const T* part = slot.part.data();
     for (size_t i = 0; i < n; ++i) acc[i] += part[i];
     slot.busy = false;
     slot.ticket = 0;
   };
-  if (c_.grid.z == 1) {
-    accumulate();
-  } else if (c_.overlap.ors) {
+  if (c_.overlap.ors) {
     slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n, accumulate);
   } else {
     comm_.reduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n);
@@ -196,9 +195,16 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
   else
     comm_.all_reduce(in_axis, din, size_t(t_) * k);
-  GradSlot& slot = grad_slot();
-  gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
-  submit_weight_grad(mi, slot);
+  if (c_.grid.z == 1) {
+    // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
+    // reads and writes C once either way) instead of a full product in a
+    // slot and a second pass adding it in.
+    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+  } else {
+    GradSlot& slot = grad_slot();
+    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+    submit_weight_grad(mi, slot);
+  }
   comm_.wait(oar);
 }
 
@@ -221,15 +227,17 @@ template <typename T>
 void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
-  GradSlot& slot = grad_slot();
-  T* dE = slot.full.data();
-  std::fill(dE, dE + p.block_n(), T(0));
+  // Rows of tokens seen, added straight into the accumulator when the block
+  // is the shard; otherwise into a zeroed block for the reduce-scatter.
+  GradSlot* slot = c_.grid.z == 1 ? nullptr : &grad_slot();
+  T* dE = slot ? slot->full.data() : &shard_g_[p.offset];
+  if (slot) std::fill(dE, dE + p.block_n(), T(0));
   for (long i = 0; i < t_; ++i) {
     long r = tokens[(i / S) * (S + 1) + i % S] - v0;
     if (r < 0 || r >= vy_) continue;
     for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
   }
-  submit_weight_grad(layout_.embedding, slot);
+  if (slot) submit_weight_grad(layout_.embedding, *slot);
   T* gpos = vg(layout_.positions);
   for (long i = 0; i < t_; ++i)
     for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
