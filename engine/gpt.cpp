@@ -23,7 +23,9 @@ Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
   heads_y_ = m.heads / g.y;
   head_dim_ = m.hidden / m.heads;
 
-  for (auto* v : {&shard_w_, &shard_g_, &shard_m_, &shard_v_}) v->assign(layout_.shard_total, T(0));
+  // Matrix gradients and moments are allocated on first use, as llm.c does:
+  // start-up touches only the weights and what the forward pass needs.
+  shard_w_.assign(layout_.shard_total, T(0));
   for (auto* v : {&rep_w_, &rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, T(0));
   init_parameters(seed);
 
@@ -297,7 +299,7 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
 template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
-  std::fill(shard_g_.begin(), shard_g_.end(), T(0));
+  std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
   std::fill(rep_g_.begin(), rep_g_.end(), T(0));
   grads_zero_ = true;
 }
@@ -307,6 +309,7 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
   const long S = m_.seq_len, L = m_.layers;
   for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
   cursor_ = 0;
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
   grads_zero_ = false;
 
   embedding_forward(tokens, acts_[0].h_in.data());
@@ -341,6 +344,8 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
+  for (auto* v : {&shard_g_, &shard_m_, &shard_v_})
+    if (v->empty()) v->assign(layout_.shard_total, T(0));
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
   comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());

@@ -47,7 +47,8 @@ class Gpt {
   std::vector<std::pair<std::string, std::vector<double>>> canonical_parameters();
 
   const ParamLayout& layout() const { return layout_; }
-  // This rank's values and gradient accumulators of one parameter (tests).
+  // This rank's values and gradient accumulators of one parameter (tests;
+  // matrix gradients exist from the first micro_step on).
   T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
   T* matrix_grads(int mi) { return &shard_g_[layout_.matrices[mi].offset]; }
   T* vector_values(int vi) { return vw(vi); }
