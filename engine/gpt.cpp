@@ -350,11 +350,12 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
   comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
 
-  // Each value counted once: shards by the D = 0 replica, replicated vectors
-  // by one rank of their replicas.
+  // Each value counted once: the D replicas hold the same reduced shard, so
+  // each sums the squares of its 1/G_d of it (rather than replica 0 all of
+  // it while the others wait); replicated vectors by one rank of their replicas.
   Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
-  double sq = 0;
-  if (owns_matrix(co)) sq += sum_of_squares(shard_g_.data(), shard_g_.size());
+  const size_t n = shard_g_.size(), gd = size_t(comm_.size(Axis::D)), d = size_t(comm_.coord(Axis::D));
+  double sq = sum_of_squares(&shard_g_[n * d / gd], n * (d + 1) / gd - n * d / gd);
   for (const VectorParam& p : layout_.vectors)
     if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
   const double norm = std::sqrt(comm_.sum_all(sq));
