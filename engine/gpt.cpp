@@ -28,6 +28,7 @@ Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
   shard_w_.assign(layout_.shard_total, T(0));
   for (auto* v : {&rep_w_, &rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, T(0));
   init_parameters(seed);
+  set_grads_zero();
 
   if (g.z > 1)
     for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
@@ -157,21 +158,26 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
 
 // The cell's full weight gradient → reduce-scatter over Z → added into this
 // rank's shard accumulator. Under ORS it completes later, in posting order.
+// The first gradient of a step goes straight into the accumulator (it holds
+// zeros: nothing to add to), saving a pass over the shard.
 // (With G_z = 1 the gradients go straight into the accumulator: no slot.)
 template <typename T>
 void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const MatrixParam& p = layout_.matrices[mi];
   T* acc = &shard_g_[p.offset];
-  auto accumulate = [acc, &slot, n = p.shard_n]() {
-    const T* part = slot.part.data();
-    for (size_t i = 0; i < n; ++i) acc[i] += part[i];
+  const bool first = grad_first_[size_t(mi)];
+  grad_first_[size_t(mi)] = false;
+  T* dest = first ? acc : slot.part.data();
+  auto accumulate = [acc, &slot, first, n = p.shard_n]() {
+    if (!first)
+      for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
     slot.busy = false;
     slot.ticket = 0;
   };
   if (c_.overlap.ors) {
-    slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n, accumulate);
+    slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), dest, p.shard_n, accumulate);
   } else {
-    comm_.reduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n);
+    comm_.reduce_scatter(Axis::Z, slot.full.data(), dest, p.shard_n);
     accumulate();
   }
 }
@@ -297,11 +303,17 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
 // A pass over every gradient only when something has accumulated since the
 // last optimizer step, which leaves them zero.
 template <typename T>
+void Gpt<T>::set_grads_zero() {
+  grads_zero_ = true;
+  grad_first_.assign(layout_.matrices.size(), true);
+}
+
+template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
   std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
   std::fill(rep_g_.begin(), rep_g_.end(), T(0));
-  grads_zero_ = true;
+  set_grads_zero();
 }
 
 template <typename T>
@@ -370,7 +382,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
   s.decay = T(0);
   adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
-  grads_zero_ = true;  // adamw_update leaves them zero
+  set_grads_zero();  // adamw_update leaves them zero
   return norm;
 }
 

@@ -93,7 +93,9 @@ class Gpt {
   Buffer<T> shard_w_, shard_g_, shard_m_, shard_v_;
   Buffer<T> rep_w_, rep_g_, rep_m_, rep_v_;
   long adam_steps_ = 0;
-  bool grads_zero_ = true;  // every gradient accumulator holds 0 (zero_grad can skip its pass)
+  bool grads_zero_ = true;          // every gradient accumulator holds 0 (zero_grad can skip its pass)
+  std::vector<bool> grad_first_;    // per matrix: no gradient accumulated into it since they were zero
+  void set_grads_zero();
 
   std::vector<int> schedule_;
   size_t cursor_ = 0;
