@@ -62,6 +62,7 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
 template <typename T>
 RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                 const std::function<void(const StepRecord&)>& on_step) {
+  const double entered = now_s();
   const Config& c = o.config;
   const long micro_steps = micro_steps_of(o);
   const long S = o.model.seq_len, mb = c.micro_batch;
@@ -77,6 +78,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
 
   RunResult res;
   res.micro_steps = micro_steps;
+  res.startup_s = now_s() - entered;
   for (int step = 0; step < o.steps; ++step) {
     MPI_CHECK(MPI_Barrier(world));  // steps start together; the barrier is outside the timing
     const CommStats before = comm.stats;
@@ -116,6 +118,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   reduce_steps(world, res.steps);
   double nb[2] = {comm.stats.inflight_s, comm.stats.nonblocking_exposed_s};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, nb, 2, MPI_DOUBLE, MPI_SUM, world));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &res.startup_s, 1, MPI_DOUBLE, MPI_MAX, world));
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
   const double per = double(ranks) * std::max(1, o.steps);

@@ -46,6 +46,7 @@ struct RunResult {
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;
+  double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked
 };
 
