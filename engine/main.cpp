@@ -90,7 +90,7 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                     {"gemm_fraction_of_peak", peak > 0 ? rate / peak : 0}, {"gemm_share_of_step", gemm / time},
                     {"non_gemm_compute_share_of_step", (compute - gemm) / time},
                     {"communication_share_of_step", 1 - compute / time}, {"tokens_per_s", tokens / time},
-                    {"steps_timed", n}, {"startup_s", res.startup_s}};
+                    {"steps_timed", n}, {"startup_s", res.startup_s}, {"startup_cpu_s", res.startup_cpu_s}};
     std::printf("\n%-34s %12s\n", "bench (steps after the first)", "value");
     std::printf("%-34s %12s\n", "tokens/s", fixed(tokens / time, 0).c_str());
     std::printf("%-34s %12s\n", "BLAS peak per rank (GFLOP/s)", fixed(peak / 1e9, 2).c_str());
@@ -100,6 +100,7 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
     std::printf("%-34s %12s\n", "start-up before step 0 (s)", fixed(res.startup_s, 2).c_str());
+    std::printf("%-34s %12s\n", "  of it CPU time (s)", fixed(res.startup_cpu_s, 2).c_str());
   }
   if (!cli.quiet && !res.steps.empty()) {
     PerAxis<double> comm{};

@@ -1,6 +1,7 @@
 #include "train.hpp"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <cmath>
 
@@ -20,6 +21,13 @@ long micro_steps_of(const RunOptions& o) {
 }
 
 namespace {
+
+// This process's CPU time, user and system, every thread.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 double peak_rss_bytes() {
   rusage u{};
@@ -62,7 +70,7 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
 template <typename T>
 RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                 const std::function<void(const StepRecord&)>& on_step) {
-  const double entered = now_s();
+  const double entered = now_s(), entered_cpu = cpu_s();
   const Config& c = o.config;
   const long micro_steps = micro_steps_of(o);
   const long S = o.model.seq_len, mb = c.micro_batch;
@@ -79,6 +87,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   RunResult res;
   res.micro_steps = micro_steps;
   res.startup_s = now_s() - entered;
+  res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {
     MPI_CHECK(MPI_Barrier(world));  // steps start together; the barrier is outside the timing
     const CommStats before = comm.stats;
@@ -118,7 +127,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   reduce_steps(world, res.steps);
   double nb[2] = {comm.stats.inflight_s, comm.stats.nonblocking_exposed_s};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, nb, 2, MPI_DOUBLE, MPI_SUM, world));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &res.startup_s, 1, MPI_DOUBLE, MPI_MAX, world));
+  double startup[2] = {res.startup_s, res.startup_cpu_s};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, startup, 2, MPI_DOUBLE, MPI_MAX, world));
+  res.startup_s = startup[0], res.startup_cpu_s = startup[1];
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
   const double per = double(ranks) * std::max(1, o.steps);

@@ -47,6 +47,7 @@ struct RunResult {
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;
   double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
+  double startup_cpu_s = 0;                // the CPU time of that interval (slowest rank): what it costs on a busy machine
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked
 };
 
