@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace ff {
@@ -20,6 +21,8 @@ nlohmann::json read_json_file(const std::string& path) {
     size_t at = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
     long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
     input_error(path + ": malformed JSON near line " + std::to_string(line) + ": " + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
+    input_error(path + ": malformed JSON: " + e.what());
   }
 }
 
@@ -80,7 +83,10 @@ long long Fields::integer(const std::string& key, long long min) const {
   std::string expected = "an integer >= " + std::to_string(min);
   if (!v.is_number()) fail(key, expected);
   double d = v.get<double>();
-  if (d != std::floor(d) || d < static_cast<double>(min) || d > 9e15) fail(key, expected);
+  if (d != std::floor(d) || d < static_cast<double>(min)) fail(key, expected);
+  // Every count the files hold is kept in an int: a larger one would wrap.
+  if (d > std::numeric_limits<int>::max())
+    fail(key, expected + " and at most " + std::to_string(std::numeric_limits<int>::max()));
   return static_cast<long long>(d);
 }
 

@@ -22,7 +22,7 @@ class Fields {
   double number(const std::string& key) const;            // finite
   double positive(const std::string& key) const;          // > 0
   double fraction(const std::string& key) const;          // in [0, 1]
-  long long integer(const std::string& key, long long min) const;
+  long long integer(const std::string& key, long long min) const;  // and <= INT_MAX
   std::string string(const std::string& key) const;
   double number_or(const std::string& key, double fallback) const;
   long long integer_or(const std::string& key, long long min, long long fallback) const;

@@ -13,6 +13,31 @@ constexpr double GB = 1e9, GiB = 1073741824.0, us = 1e-6, TFLOPS = 1e12;
 
 const char* const kOpNames[3] = {"all-reduce", "all-gather", "reduce-scatter"};  // Coll order
 
+// Every figure within [1e-9, 1e9] of its file's unit (GB/s, TFLOP/s, GiB,
+// µs), every efficiency above 1e-6: far beyond any machine either way, and
+// what the cost model divides, multiplies (a what-if scales by 100) and sums
+// stays finite and above zero; 1e300 TFLOP/s would price a step at 0 s.
+constexpr double kLowest = 1e-9, kHighest = 1e9, kLeastEfficiency = 1e-6;
+
+double figure(const Fields& f, const std::string& key, double unit) {
+  double v = f.number(key);
+  if (!(v >= kLowest && v <= kHighest)) f.fail(key, "a number from 1e-09 to 1e+09");
+  return v * unit;
+}
+
+double efficiency(const Fields& f, const std::string& key) {
+  double v = f.fraction(key);
+  if (!(v >= kLeastEfficiency)) f.fail(key, "a number from 1e-06 to 1");
+  return v;
+}
+
+// A latency: a negative one would price a collective below nothing.
+double alpha_from(const Fields& f) {
+  double a = f.number("alpha_us");
+  if (a < 0 || a > kHighest) f.fail("alpha_us", "a number from 0 to 1e+09");
+  return a * us;
+}
+
 // {"all-reduce": {"alpha_us", "busbw_GBps"}, ...} under `key`, where present.
 void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std::array<double, 3>& alpha,
               std::array<double, 3>& busbw) {
@@ -22,16 +47,16 @@ void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std:
     if (ops.has(kOpNames[k])) {
       Fields op = ops.object(kOpNames[k]);
       given[k] = true;
-      alpha[k] = op.number("alpha_us") * us;
-      busbw[k] = op.positive("busbw_GBps") * GB;
+      alpha[k] = alpha_from(op);
+      busbw[k] = figure(op, "busbw_GBps", GB);
     }
 }
 
 // `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps".
 LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   LinkParams l;
-  l.alpha_s = f.number("alpha_us") * us;
-  l.busbw = f.positive(busbw_key) * GB;
+  l.alpha_s = alpha_from(f);
+  l.busbw = figure(f, busbw_key, GB);
   ops_from(f, "by_op", l.by_op, l.op_alpha_s, l.op_busbw);
   ops_from(f, "nonblocking_by_op", l.nb_by_op, l.nb_alpha_s, l.nb_busbw);
   return l;
@@ -50,7 +75,7 @@ std::vector<double> ascending(const Fields& f, const std::string& key) {
 
 std::vector<double> eff_table(const Fields& f, const std::string& key, size_t nm, size_t nn, size_t nk) {
   std::string shape = std::to_string(nm) + "x" + std::to_string(nn) + "x" + std::to_string(nk);
-  std::string expected = "a " + shape + " nested array [m][n][k] of efficiencies in (0, 1]";
+  std::string expected = "a " + shape + " nested array [m][n][k] of efficiencies from 1e-06 to 1";
   const auto& a = f.array(key);
   std::vector<double> eff;
   if (a.size() != nm) f.fail(key, expected);
@@ -59,7 +84,7 @@ std::vector<double> eff_table(const Fields& f, const std::string& key, size_t nm
     for (const auto& row : rows) {
       if (!row.is_array() || row.size() != nk) f.fail(key, expected);
       for (const auto& e : row) {
-        if (!e.is_number() || !(e.get<double>() > 0 && e.get<double>() <= 1)) f.fail(key, expected);
+        if (!e.is_number() || !(e.get<double>() >= kLeastEfficiency && e.get<double>() <= 1)) f.fail(key, expected);
         eff.push_back(e.get<double>());
       }
     }
@@ -78,16 +103,14 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
 
   Fields compute = f.object("compute");
   Fields peak = compute.object("peak_tflops");
-  p.peak_flops_bf16 = peak.positive("bf16") * TFLOPS;
-  p.peak_flops_fp32 = peak.positive("fp32") * TFLOPS;
-  p.attention_efficiency = compute.fraction("attention_efficiency");
-  if (p.attention_efficiency <= 0) compute.fail("attention_efficiency", "a number in (0, 1]");
+  p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
+  p.peak_flops_fp32 = figure(peak, "fp32", TFLOPS);
+  p.attention_efficiency = efficiency(compute, "attention_efficiency");
 
   Fields mem = f.object("memory");
-  p.hbm_bandwidth = mem.positive("hbm_GBps") * GB;
-  p.elementwise_efficiency = mem.fraction("elementwise_efficiency");
-  if (p.elementwise_efficiency <= 0) mem.fail("elementwise_efficiency", "a number in (0, 1]");
-  p.hbm_capacity = mem.positive("capacity_GiB") * GiB;
+  p.hbm_bandwidth = figure(mem, "hbm_GBps", GB);
+  p.elementwise_efficiency = efficiency(mem, "elementwise_efficiency");
+  p.hbm_capacity = figure(mem, "capacity_GiB", GiB);
   p.memory_reserve = mem.number("reserve_GiB") * GiB;
   if (p.memory_reserve < 0 || p.memory_reserve >= p.hbm_capacity)
     mem.fail("reserve_GiB", "a number >= 0 and below capacity_GiB");
@@ -95,7 +118,8 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   Fields ov = f.object("overlap");
   p.overlap_efficiency = ov.fraction("efficiency");
   p.nonblocking_slowdown = ov.number_or("nonblocking_slowdown", 1.0);
-  if (!(p.nonblocking_slowdown >= 1)) ov.fail("nonblocking_slowdown", "a number >= 1");
+  if (!(p.nonblocking_slowdown >= 1 && p.nonblocking_slowdown <= kHighest))
+    ov.fail("nonblocking_slowdown", "a number from 1 to 1e+09");
 
   Fields intra = f.object("intra_node");
   p.intra_default = link_from(intra.object("default"));
@@ -118,8 +142,6 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
       p.inter.push_back(x);
     }
   }
-  for (const auto* l : {&p.intra_default, &p.inter_node})
-    if (l->alpha_s < 0) input_error(origin + ": alpha_us must be >= 0");
 
   Fields gemm = f.object("gemm");
   for (GemmTable* t : {&p.gemm_bf16, &p.gemm_fp32}) {

@@ -83,7 +83,7 @@ Measurement measurement_from(const Fields& f) {
   m.backend = f.string("backend");
   m.ranks = int(f.integer("ranks", 1));
   m.gpus_per_node = int(f.integer("gpus_per_node", 1));
-  m.nodes = int(f.integer_or("nodes", 1, (m.ranks + m.gpus_per_node - 1) / m.gpus_per_node));
+  m.nodes = int(f.integer_or("nodes", 1, (static_cast<long long>(m.ranks) + m.gpus_per_node - 1) / m.gpus_per_node));
   m.command = string_or(f, "command");
   m.host = string_or(f, "host");
   m.date = string_or(f, "date");

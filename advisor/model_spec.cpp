@@ -1,6 +1,7 @@
 #include "model_spec.hpp"
 
 #include <filesystem>
+#include <limits>
 
 #include "json_fields.hpp"
 
@@ -13,7 +14,7 @@ ModelSpec gpt(const char* name, int layers, int hidden, int heads) {
   return ModelSpec{name, layers, hidden, heads, 4 * hidden, 50257, 50304, 2048};
 }
 
-int round_up(int v, int multiple) { return (v + multiple - 1) / multiple * multiple; }
+long long round_up(long long v, long long multiple) { return (v + multiple - 1) / multiple * multiple; }
 
 }  // namespace
 
@@ -57,11 +58,17 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   m.layers = static_cast<int>(f.integer("layers", 1));
   m.hidden = static_cast<int>(f.integer("hidden", 1));
   m.heads = static_cast<int>(f.integer("heads", 1));
+  // The defaults derived below are ints too.
+  constexpr long long kMax = std::numeric_limits<int>::max();
+  if (!f.has("ffn") && 4LL * m.hidden > kMax)
+    f.fail("hidden", "at most " + std::to_string(kMax / 4) + " (ffn, not given, is 4 × hidden)");
   m.ffn = static_cast<int>(f.integer_or("ffn", 1, 4LL * m.hidden));
   m.vocab = static_cast<int>(f.integer("vocab", 1));
   m.seq_len = static_cast<int>(f.integer("seq_len", 1));
   // Unless the file pads it, pad to a multiple of 128: every power-of-two G_y
   // up to 128 then divides it, as 50304 does for GPT-2's 50257.
+  if (!f.has("padded_vocab") && round_up(m.vocab, 128) > kMax)
+    f.fail("vocab", "at most " + std::to_string(kMax / 128 * 128) + " (padded_vocab, not given, rounds it up to 128)");
   m.padded_vocab = static_cast<int>(f.integer_or("padded_vocab", 1, round_up(m.vocab, 128)));
   if (m.padded_vocab < m.vocab) f.fail("padded_vocab", "an integer >= vocab (" + std::to_string(m.vocab) + ")");
   if (m.hidden % m.heads != 0)

@@ -64,6 +64,16 @@ std::string strip_launcher_tag(const std::string& line) {
 
 std::string where(const std::string& file, int line) { return file + ":" + std::to_string(line); }
 
+// What the log's text gives the record (host names, the version) is written
+// as JSON, which holds UTF-8 text only: `line` is refused otherwise.
+void require_text(const std::string& line, const std::string& at) {
+  try {
+    (void)nlohmann::json(line).dump();
+  } catch (const nlohmann::json::type_error&) {
+    input_error(at + ": not UTF-8 text (a corrupted log?)");
+  }
+}
+
 std::string base_name(const std::string& path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -287,6 +297,7 @@ std::vector<NcclTestsRun> parse_text(const std::string& text, const std::string&
     std::vector<std::string> t = split_ws(s);
     if (t.empty()) continue;
     if (t[0] == "nccl-tests" && t.size() > 2 && t[1] == "version") {
+      require_text(s, where(file, line));
       version = t[2];
     } else if (t[0] == "Collective" && t.size() > 3 && t[2] == "starting:") {
       program = t[3];
@@ -299,6 +310,7 @@ std::vector<NcclTestsRun> parse_text(const std::string& text, const std::string&
       version.clear(), program.clear();
       read_header(r, t);
     } else if (t[0] == "Rank" && t.size() > 3 && all_digits(t[1])) {
+      require_text(s, where(file, line));
       read_rank_line(current(), t, where(file, line));
     } else if (t[0] == "size" && std::find(t.begin(), t.end(), "busbw") != t.end()) {
       read_columns(current(), t, line, file);
@@ -342,6 +354,8 @@ std::vector<NcclTestsRun> parse_json(const std::string& text, const std::string&
     size_t at = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
     long line = 1 + std::count(text.begin(), text.begin() + long(at), '\n');
     input_error(where(file, int(line)) + ": malformed JSON (a truncated nccl-tests -J file?): " + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e309
+    input_error(file + ": malformed JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("results") || !j.contains("config")) {
     if (j.is_object() && j.contains("format"))

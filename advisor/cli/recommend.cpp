@@ -43,15 +43,16 @@ struct RecommendOptions {
   }
   double state_bytes = (job.dtype == Dtype::BF16 ? 18.0 : 16.0) * parameter_count(job.model);
   double usable = m.hbm_capacity - m.memory_reserve;
-  long long need = (long long)std::ceil(state_bytes / usable);
-  need = (need + m.gpus_per_node - 1) / m.gpus_per_node * m.gpus_per_node;
+  // In doubles: an absurd model needs more GPUs than a long long counts.
+  double need = std::ceil(std::ceil(state_bytes / usable) / m.gpus_per_node) * m.gpus_per_node;
   std::string msg = "no configuration of " + job.model.name + " on " + grouped(job.gpus) + " GPUs fits in " +
                     gib(m.hbm_capacity) + " GiB per GPU: the smallest footprint is " + gib(r.smallest_footprint) +
                     " GiB (grid " + r.smallest_config.grid.str() + ", micro-batch " +
                     std::to_string(r.smallest_config.micro_batch) +
                     (r.smallest_config.recompute ? ", recompute" : "") + ").";
   msg += "\n  weights and optimizer state alone take " + gib(state_bytes) + " GiB; at " + gib(usable) +
-         " GiB usable per GPU that needs at least " + grouped(need) + " GPUs";
+         " GiB usable per GPU that needs at least " +
+         (need < 1e15 ? grouped((long long)need) : si(need, "")) + " GPUs";
   if (r.smallest_config.micro_batch > 1) msg += "\n  or allow micro-batch 1 (--micro-batch 1)";
   if (!r.smallest_config.recompute) msg += "\n  or allow full recompute (drop --no-recompute)";
   if (!o.show_infeasible) msg += "\n  (--show-infeasible lists what was tried)";

@@ -184,6 +184,14 @@ json measured_of(const json& record, const std::string& origin) {
           {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
 }
 
+// The measurement in the record a run of `c` wrote; throws InputError.
+json record_measured(const std::string& rec, const Config& c) {
+  json record = read_json_file(rec);
+  if (config_from_json(Fields(record, rec).object("config").json(), rec) != c)
+    input_error(rec + ": the record's config is not the one launched");
+  return measured_of(record, rec);
+}
+
 json predicted_of(const Prediction& p) {
   const Estimate& e = p.estimate;
   return {{"time_s", e.time_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", per_axis_json(e.exposed_comm_s)},
@@ -230,10 +238,8 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   else if (!fs::exists(rec)) error = "exited 0 but wrote no record";
   if (error.empty()) {
     try {
-      json record = read_json_file(rec);
-      if (config_from_json(record.at("config"), rec) != c) input_error(rec + ": the record's config is not the one launched");
-      r.update(measured_of(record, rec));
-    } catch (const std::exception& e) {  // InputError, or a field nlohmann could not find
+      r.update(record_measured(rec, c));
+    } catch (const std::exception& e) {  // InputError, or whatever else a bad record may raise
       error = e.what();
     }
   }
