@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Counts the results in meson test logs and prints `N passed, N failed, N skipped`.
 
-Usage: summary.py [--expect SUITE,SUITE...] testlog.json [testlog.json ...]
+Usage: summary.py [--expect SUITE,SUITE...] LOG[=STATUS] [LOG[=STATUS] ...]
 
 With --expect, a suite that ran no test counts as a failure and is named:
-a part that was not built must not pass for a green suite.
+a part that was not built must not pass for a green suite. A log given with
+the exit status of the step that wrote it counts one failure more when the
+step failed but none of its tests did (a build error, a sanitizer report
+outside a test).
 """
 import json
 import sys
@@ -17,7 +20,9 @@ def main(argv):
         argv = argv[2:]
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     suites = set()
-    for path in argv:
+    for arg in argv:
+        path, _, status = arg.partition("=")
+        failed_before = counts["failed"]
         try:
             lines = open(path).read().splitlines()
         except OSError as e:
@@ -36,6 +41,9 @@ def main(argv):
                 counts["skipped"] += 1
             else:
                 counts["failed"] += 1
+        if status not in ("", "0") and counts["failed"] == failed_before:
+            print(f"{path}: its step failed (exit {status}) with no failed test in it")
+            counts["failed"] += 1
     missing = [s for s in expect if s not in suites]
     if missing:
         print(f"suites that ran no test: {', '.join(missing)} (not built? see the 'Parts built' summary of meson setup)")
