@@ -38,7 +38,9 @@ Overlap parse_overlap(const std::string& s) {
 }
 
 nlohmann::json to_json(const Config& c) {
-  return {{"grid", {{"x", c.grid.x}, {"y", c.grid.y}, {"z", c.grid.z}, {"data", c.grid.d}}},
+  nlohmann::json grid = nlohmann::json::object();
+  for (Axis a : kAxes) grid[axis_name(a)] = c.grid.size(a);
+  return {{"grid", grid},
           {"order", c.order.str()},
           {"micro_batch", c.micro_batch},
           {"recompute", c.recompute},
@@ -51,21 +53,27 @@ std::string config_label(const Config& c) {
          c.overlap.str();
 }
 
-nlohmann::json per_axis_json(const std::array<double, 4>& v) {
+nlohmann::json per_axis_json(const PerAxis<double>& v) {
   nlohmann::json j = nlohmann::json::object();
   for (Axis a : kAxes) j[axis_name(a)] = v[static_cast<int>(a)];
   return j;
+}
+
+PerAxis<double> per_axis_numbers(const Fields& f) {
+  PerAxis<double> v{};
+  for (Axis a : kAxes) v[static_cast<int>(a)] = f.number(axis_name(a));
+  return v;
 }
 
 Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
   Config c;
   Fields g = f.object("grid");
-  c.grid = Grid{int(g.integer("x", 1)), int(g.integer("y", 1)), int(g.integer("z", 1)), int(g.integer("data", 1))};
+  for (Axis a : kAxes) c.grid[a] = int(g.integer(axis_name(a), 1));
   try {
     c.order = parse_order(f.string("order"));
   } catch (const InputError&) {
-    f.fail("order", "a permutation of xyzd");
+    f.fail("order", "a permutation of " + Order().str());
   }
   c.micro_batch = int(f.integer("micro_batch", 1));
   if (!f.has("recompute") || !f.json().at("recompute").is_boolean()) f.fail("recompute", "true or false");

@@ -38,7 +38,11 @@ nlohmann::json to_json(const Config& c);
 std::string config_label(const Config& c);
 // {"x", "y", "z", "data"}: how records spell a value per axis (exposed
 // communication, bytes per step).
-nlohmann::json per_axis_json(const std::array<double, 4>& v);
+nlohmann::json per_axis_json(const PerAxis<double>& v);
+class Fields;
+// The reverse: every axis' number from such an object; throws InputError
+// naming the field when one is missing or not a number.
+PerAxis<double> per_axis_numbers(const Fields& f);
 Config config_from_json(const nlohmann::json& j, const std::string& origin);
 
 }  // namespace ff

@@ -12,8 +12,8 @@ namespace {
 constexpr int kStatBytes = 4;  // LayerNorm and cross-entropy statistics are reduced in fp32
 constexpr int kGradBytes = 4;  // gradients leave the fp32 accumulator for the per-step all-reduces
 
-int prev_slot(int j) { return (j + 3) % 4; }
-int next_slot(int j) { return (j + 1) % 4; }
+int prev_slot(int j) { return (j + kBlockLayers - 1) % kBlockLayers; }
+int next_slot(int j) { return (j + 1) % kBlockLayers; }
 
 }  // namespace
 
@@ -47,8 +47,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 
   // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
-  std::array<double, 4> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{};
-  for (int j = 0; j < 4; ++j) {
+  std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{};
+  for (int j = 0; j < kBlockLayers; ++j) {
     const LinearLayer& l = layers[j];
     LocalWeight w = local_weight(l, g);
     Axis out_axis = l.transposed ? Axis::Y : Axis::X;  // partial sums of the output
@@ -150,7 +150,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.peak_flops_all = double(g.total()) * p.peak_flops(dt);
 }
 
-void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times) {
+void term_times(const Plan& plan, const PerAxis<AxisLink>& links, double* times) {
   const size_t n = plan.comm.size();
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
@@ -177,7 +177,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     return src[k][i] * mul[k];
   };
   // Per slot: what each hidable collective costs once.
-  std::array<double, 4> ag_f{}, ag_b{}, ar_in{}, rs{};
+  std::array<double, kBlockLayers> ag_f{}, ag_b{}, ar_in{}, rs{};
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     switch (c.hide) {
@@ -192,18 +192,18 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   // j's window first hosts its own input-grad all-reduce (OAR, under its
   // weight-grad GEMM), then the reduce-scatter of the layer before it in
   // backward order (ORS), then the all-gather of the layer after it (OAG).
-  std::array<double, 4> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, room{};
-  for (int j = 0; j < 4; ++j) {
+  std::array<double, kBlockLayers> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, room{};
+  for (int j = 0; j < kBlockLayers; ++j) {
     hid_ar[j] = ov.oar ? std::min(ar_in[j], h * plan.wgrad_window[j]) : 0;
     room[j] = h * plan.bwd_window[j] - hid_ar[j];
   }
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < kBlockLayers; ++j) {
     if (!ov.ors) break;
     int host = prev_slot(j);
     hid_rs[j] = std::min(rs[j], room[host]);
     room[host] -= hid_rs[j];
   }
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < kBlockLayers; ++j) {
     if (!ov.oag) break;
     int host = next_slot(j);
     hid_ag_b[j] = std::min(ag_b[j], room[host]);
@@ -239,8 +239,8 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   return e;
 }
 
-std::array<AxisLink, 4> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache) {
-  std::array<AxisLink, 4> links;
+PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache) {
+  PerAxis<AxisLink> links;
   for (Axis a : kAxes) {
     long long stride = axis_stride(g, o, a);
     links[static_cast<int>(a)] = cache ? cache->get(stride, g.size(a)) : axis_link(p, g.total(), stride, g.size(a));
@@ -270,8 +270,8 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   return pr;
 }
 
-std::array<double, 4> bytes_per_step(const Plan& plan) {
-  std::array<double, 4> b{};
+PerAxis<double> bytes_per_step(const Plan& plan) {
+  PerAxis<double> b{};
   for (const CommTerm& t : plan.comm)
     b[size_t(t.axis)] += per_iteration(plan, t) * t.bytes();
   return b;

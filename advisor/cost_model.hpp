@@ -28,7 +28,7 @@ struct CommTerm {
   double count;       // occurrences per micro-step, or per iteration when per_step
   bool per_step;
   Hide hide = Hide::None;
-  int slot = -1;      // position in the block (0 qkv, 1 attn_out, 2 fc1, 3 fc2) for overlap windows
+  int slot = -1;      // position in the block (block_layers) for overlap windows
   double bytes() const { return elements * elem_bytes; }
 };
 
@@ -52,7 +52,7 @@ struct Plan {
   // Compute windows of the block's four linear layers, one occurrence each:
   // forward (GEMM and the element-wise work after it), backward (both GEMMs and
   // what follows), and the weight-gradient GEMM alone.
-  std::array<double, 4> fwd_window{}, bwd_window{}, wgrad_window{};
+  std::array<double, kBlockLayers> fwd_window{}, bwd_window{}, wgrad_window{};
   double compute_s = 0;        // per iteration
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward
@@ -69,20 +69,20 @@ double per_iteration(const Plan& plan, const Term& t) {
 }
 // Bytes per axis per iteration: each collective's buffer, as nccl-tests counts
 // it, times how often it runs; what the engine's record reports per axis.
-std::array<double, 4> bytes_per_step(const Plan& plan);
+PerAxis<double> bytes_per_step(const Plan& plan);
 
 struct Estimate {
   double time_s = 0;
   double compute_s = 0;
-  std::array<double, 4> comm_s{};          // per axis, before hiding
-  std::array<double, 4> exposed_comm_s{};  // per axis, what compute did not hide
+  PerAxis<double> comm_s{};          // before hiding
+  PerAxis<double> exposed_comm_s{};  // what compute did not hide
   double mfu = 0, hfu = 0, tokens_per_s = 0;
 };
 
 // One occurrence of each term on the links of a placement: times[i] issued
 // blocking, times[n + i] issued non-blocking (n = plan.comm.size(); the same
 // for terms no overlap flag touches). `times` holds 2n.
-void term_times(const Plan& plan, const std::array<AxisLink, 4>& links, double* times);
+void term_times(const Plan& plan, const PerAxis<AxisLink>& links, double* times);
 // Whether the overlap flags issue a term of this kind non-blocking, and what
 // one occurrence of term i then costs before hiding.
 inline bool issued_nonblocking(Hide h, const Overlap& ov) {
@@ -105,13 +105,13 @@ inline double issued_seconds(const Plan& plan, const double* times, const Overla
 // the seconds hidden per occurrence of each term.
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden = nullptr);
 
-std::array<AxisLink, 4> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache = nullptr);
+PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache = nullptr);
 
 // Everything for one configuration (what `advisor predict` shows).
 struct Prediction {
   Config config;
   Plan plan;
-  std::array<AxisLink, 4> links;
+  PerAxis<AxisLink> links;
   std::vector<double> term_seconds;  // per occurrence, blocking then non-blocking (term_times)
   std::vector<double> term_hidden;   // per occurrence
   Estimate estimate;

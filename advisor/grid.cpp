@@ -7,15 +7,29 @@
 
 namespace ff {
 
-const char* axis_name(Axis a) {
-  static const char* names[] = {"x", "y", "z", "data"};
-  return names[static_cast<int>(a)];
+namespace {
+
+// "xyzd": the letters in axis order, which is also the default order's spelling.
+std::string letters() { return axis_letters(""); }
+
+}  // namespace
+
+std::string axis_letters(const std::string& sep, bool upper) {
+  std::string s;
+  for (Axis a : kAxes) {
+    if (!s.empty()) s += sep;
+    s += upper ? char(axis_letter(a) - 'a' + 'A') : axis_letter(a);
+  }
+  return s;
 }
 
-char axis_letter(Axis a) { return "xyzd"[static_cast<int>(a)]; }
-
 std::string Grid::str() const {
-  return std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + "," + std::to_string(d);
+  std::string s;
+  for (Axis a : kAxes) {
+    if (!s.empty()) s += ',';  // appended, not "," + ...: GCC 12 misreads that (-Wrestrict)
+    s += std::to_string(size(a));
+  }
+  return s;
 }
 
 std::string Order::str() const {
@@ -25,6 +39,11 @@ std::string Order::str() const {
 }
 
 Grid parse_grid(const std::string& text) {
+  static constexpr const char* kCounts[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+  static_assert(kAxisCount < int(std::size(kCounts)));
+  const char* count = kCounts[kAxisCount];
+  static constexpr const char* kExample = "4,2,16,8";  // a size per axis, innermost first
+  const std::string sizes = axis_letters(",", true);
   std::vector<long long> v;
   std::stringstream ss(text);
   std::string part;
@@ -37,20 +56,27 @@ Grid parse_grid(const std::string& text) {
       used = 0;
     }
     if (used == 0 || used != part.size() || n < 1 || n > (1LL << 30))
-      input_error("--grid '" + text + "': '" + part + "' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
+      input_error("--grid '" + text + "': '" + part + "' is not a positive integer (expected " + sizes + ", e.g. " +
+                  kExample + ")");
     v.push_back(n);
   }
-  if (v.size() != 4 || text.empty() || text.back() == ',') input_error("--grid '" + text + "': expected four sizes X,Y,Z,D, e.g. 4,2,16,8");
-  return Grid{int(v[0]), int(v[1]), int(v[2]), int(v[3])};
+  if (v.size() != size_t(kAxisCount) || text.empty() || text.back() == ',')
+    input_error("--grid '" + text + "': expected " + count + " sizes " + sizes + ", e.g. " + kExample);
+  Grid g;
+  for (Axis a : kAxes) g[a] = int(v[static_cast<int>(a)]);
+  return g;
 }
 
 Order parse_order(const std::string& text) {
   Order o;
-  std::string sorted = text;
+  const std::string all = letters();
+  std::string sorted = text, want = all;
   std::sort(sorted.begin(), sorted.end());
-  if (sorted != "dxyz")
-    input_error("--order '" + text + "': expected a permutation of the letters x, y, z, d (innermost first, e.g. xyzd)");
-  for (int i = 0; i < 4; ++i) o.axes[i] = static_cast<Axis>(std::string("xyzd").find(text[i]));
+  std::sort(want.begin(), want.end());
+  if (sorted != want)
+    input_error("--order '" + text + "': expected a permutation of the letters " + axis_letters(", ") +
+                " (innermost first, e.g. " + all + ")");
+  for (int i = 0; i < kAxisCount; ++i) o.axes[i] = static_cast<Axis>(all.find(text[i]));
   return o;
 }
 
@@ -65,7 +91,7 @@ long long axis_stride(const Grid& g, const Order& o, Axis a) {
 
 long long rank_of(const Grid& g, const Order& o, const Coords& c) {
   long long r = 0;
-  for (int i = 3; i >= 0; --i) {
+  for (int i = kAxisCount - 1; i >= 0; --i) {
     Axis a = o.axes[i];
     r = r * g.size(a) + c[static_cast<int>(a)];
   }
@@ -110,7 +136,7 @@ std::string placement_key(const Grid& g, const Order& o) {
 std::vector<Order> distinct_orders(const Grid& g) {
   std::vector<Order> out;
   std::vector<std::string> seen;
-  std::array<Axis, 4> perm = {Axis::X, Axis::Y, Axis::Z, Axis::D};  // sorted: xyzd first
+  PerAxis<Axis> perm = kAxes;  // sorted: xyzd first
   do {
     Order o{perm};
     std::string key = placement_key(g, o);
@@ -139,15 +165,22 @@ std::vector<Grid> factorizations(long long n) {
       if (i != n / i) divs.push_back(n / i);
     }
   std::sort(divs.begin(), divs.end());
-  for (long long x : divs)
-    for (long long y : divs) {
-      if ((n / x) % y != 0) continue;
-      long long rest = n / x / y;
-      for (long long z : divs) {
-        if (z > rest) break;
-        if (rest % z == 0) out.push_back(Grid{int(x), int(y), int(z), int(rest / z)});
-      }
+  // Axis by axis in order, each size ascending; the last axis takes the rest.
+  Grid g;
+  auto place = [&](auto& self, int i, long long rest) -> void {
+    if (i == kAxisCount - 1) {
+      g[kAxes[i]] = int(rest);
+      out.push_back(g);
+      return;
     }
+    for (long long v : divs) {
+      if (v > rest) break;
+      if (rest % v != 0) continue;
+      g[kAxes[i]] = int(v);
+      self(self, i + 1, rest / v);
+    }
+  };
+  place(place, 0, n);
   return out;
 }
 

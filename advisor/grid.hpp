@@ -1,31 +1,74 @@
 #pragma once
-// The 4D grid and rank placement: which ranks form a group on each axis, and
-// which node holds them. The same arithmetic serves the advisor, measure/ and
-// engine/, so a geometry means one thing everywhere.
+// The grid (axes x, y, z, data) and rank placement: which ranks form a group
+// on each axis, and which node holds them. The same arithmetic serves the
+// advisor, measure/ and engine/, so a geometry means one thing everywhere.
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
 namespace ff {
 
-enum class Axis : uint8_t { X = 0, Y = 1, Z = 2, D = 3 };
-inline constexpr std::array<Axis, 4> kAxes = {Axis::X, Axis::Y, Axis::Z, Axis::D};
-const char* axis_name(Axis a);  // "x", "y", "z", "data"
-char axis_letter(Axis a);       // 'x', 'y', 'z', 'd'
+// A new axis is one enumerator, one row of kAxisSpelling, one field of Grid
+// and its entry in kGridFields; everything per axis loops over kAxes.
+enum class Axis : uint8_t { X, Y, Z, D };
 
+struct AxisSpelling {
+  const char* name;  // records' JSON keys, tables, messages
+  char letter;       // --order
+};
+inline constexpr AxisSpelling kAxisSpelling[] = {{"x", 'x'}, {"y", 'y'}, {"z", 'z'}, {"data", 'd'}};
+inline constexpr int kAxisCount = int(std::size(kAxisSpelling));
+static_assert(int(Axis::D) == kAxisCount - 1, "one spelling per Axis enumerator");
+
+// A value per axis, indexed by the axis' enumerator.
+template <class T>
+using PerAxis = std::array<T, kAxisCount>;
+
+inline constexpr PerAxis<Axis> kAxes = [] {
+  PerAxis<Axis> a{};
+  for (int i = 0; i < kAxisCount; ++i) a[i] = static_cast<Axis>(i);
+  return a;
+}();
+
+constexpr const char* axis_name(Axis a) { return kAxisSpelling[static_cast<int>(a)].name; }
+constexpr char axis_letter(Axis a) { return kAxisSpelling[static_cast<int>(a)].letter; }
+// The letters in axis order joined by `sep`: "x,y,z,d"; upper: "X,Y,Z,D".
+std::string axis_letters(const std::string& sep, bool upper = false);
+
+// Named fields because records and people name them; generic code reaches
+// them through operator[] (kGridFields). A new field goes last whatever its
+// axis' place: kGridFields sets the axis order, and the brace-initialised
+// grids written so far (Grid{4, 2, 16, 8}) keep their meaning, the new size 1.
 struct Grid {
   int x = 1, y = 1, z = 1, d = 1;
-  int size(Axis a) const { return std::array<int, 4>{x, y, z, d}[static_cast<int>(a)]; }
-  long long total() const { return 1LL * x * y * z * d; }
+  int& operator[](Axis a);
+  int operator[](Axis a) const;
+  int size(Axis a) const { return (*this)[a]; }
+  long long total() const;
   std::string str() const;  // "4,2,16,8"
   bool operator==(const Grid&) const = default;
 };
+inline constexpr PerAxis<int Grid::*> kGridFields = {&Grid::x, &Grid::y, &Grid::z, &Grid::d};
+static_assert([] {
+  for (int i = 0; i < kAxisCount; ++i)
+    for (int j = 0; j < i; ++j)
+      if (!kGridFields[i] || kGridFields[i] == kGridFields[j]) return false;
+  return kGridFields[0] != nullptr;
+}(), "a Grid field of its own for every axis");
+inline int& Grid::operator[](Axis a) { return this->*kGridFields[static_cast<int>(a)]; }
+inline int Grid::operator[](Axis a) const { return this->*kGridFields[static_cast<int>(a)]; }
+inline long long Grid::total() const {
+  long long t = 1;
+  for (Axis a : kAxes) t *= size(a);
+  return t;
+}
 
-// Four axes, innermost (fastest-varying rank) first: "xyzd" is
+// Every axis, innermost (fastest-varying rank) first: "xyzd" is
 // rank = ((d·G_z + z)·G_y + y)·G_x + x.
 struct Order {
-  std::array<Axis, 4> axes = {Axis::X, Axis::Y, Axis::Z, Axis::D};
+  PerAxis<Axis> axes = kAxes;
   std::string str() const;
   bool operator==(const Order&) const = default;
 };
@@ -37,7 +80,7 @@ Order parse_order(const std::string& text);  // a permutation of "xyzd"; throws 
 // axes placed inside it.
 long long axis_stride(const Grid& g, const Order& o, Axis a);
 
-using Coords = std::array<int, 4>;  // indexed by Axis
+using Coords = PerAxis<int>;
 long long rank_of(const Grid& g, const Order& o, const Coords& c);
 Coords coords_of(const Grid& g, const Order& o, long long rank);
 
@@ -52,7 +95,7 @@ std::vector<Order> distinct_orders(const Grid& g);
 // Canonical representative of o's placement (the first of distinct_orders).
 Order canonical_order(const Grid& g, const Order& o);
 
-// Every ordered factorization of n into four positive factors (x, y, z, d).
+// Every ordered factorization of n into one positive factor per axis.
 std::vector<Grid> factorizations(long long n);
 
 }  // namespace ff

@@ -40,7 +40,7 @@ std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   return "";
 }
 
-std::array<LinearLayer, 4> block_layers(const ModelSpec& m) {
+std::array<LinearLayer, kBlockLayers> block_layers(const ModelSpec& m) {
   double H = m.hidden, F = m.ffn;
   return {LinearLayer{"qkv", H, 3 * H, false}, LinearLayer{"attn_out", H, H, true}, LinearLayer{"fc1", H, F, false},
           LinearLayer{"fc2", F, H, true}};

@@ -33,7 +33,8 @@ struct LinearLayer {
   bool transposed;
 };
 // QKV, attention-out, FC1, FC2: the block's linear layers in forward order.
-std::array<LinearLayer, 4> block_layers(const ModelSpec& m);
+inline constexpr int kBlockLayers = 4;
+std::array<LinearLayer, kBlockLayers> block_layers(const ModelSpec& m);
 LinearLayer lm_head(const ModelSpec& m);
 
 // A layer's weight on one rank: the (k_local × n_local) block of its grid

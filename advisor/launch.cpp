@@ -1,21 +1,25 @@
 #include "launch.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "engine_args.hpp"
+
 namespace ff {
 
 std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, int per_node, const Config& c) {
   auto s = [](long long v) { return std::to_string(v); };
   const long long G = c.grid.total();
   const long long nodes = (G + per_node - 1) / per_node;
-  std::string engine = "engine --model " + model_arg + " --grid " + c.grid.str() + " --order " + c.order.str() +
-                       " --micro-batch " + s(c.micro_batch) + (c.recompute ? " --recompute" : "") + " --overlap " +
-                       c.overlap.str() + " --dtype " + dtype_name(c.dtype) + " --batch " + s(job.batch);
+  std::string device_note;
+  std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
   std::vector<LaunchLine> out;
-  out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, ""});
-  out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine, ""});
+  out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
+  out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,
+                 device_note});
 
   // AxoNN names: X = column (innermost), Y = row, Z = depth; it places ranks
   // column, row, depth, data from the inside out, i.e. order xyzd.
-  bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, parse_order("xyzd"));
+  bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, Order());
   std::string placement_note =
       axonn_order ? "" : "AxoNN places ranks in order xyzd; this placement (" + c.order.str() + ") needs a custom rank mapping";
   out.push_back({"axonn",
@@ -34,6 +38,24 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
   out.push_back({"megatron-axonn", mega, placement_note});
   return out;
+}
+
+std::string launch_text(const std::vector<LaunchLine>& lines) {
+  std::string s;
+  for (const LaunchLine& l : lines) {
+    s += "  " + l.name + ":\n    " + l.line + "\n";
+    if (!l.note.empty()) s += "    (" + l.note + ")\n";
+  }
+  return s;
+}
+
+nlohmann::json launch_json(const std::vector<LaunchLine>& lines) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const LaunchLine& l : lines) {
+    j[l.name] = {{"line", l.line}};
+    if (!l.note.empty()) j[l.name]["note"] = l.note;
+  }
+  return j;
 }
 
 }  // namespace ff

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "job.hpp"
 
 namespace ff {
@@ -18,5 +20,10 @@ struct LaunchLine {
 // `model_arg` is what the user passed to --model (a preset name or a file).
 std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, int gpus_per_node,
                                      const Config& c);
+
+// For people: "  name:\n    line\n    (note)\n" each. For programs:
+// {name: {"line", "note"?}}.
+std::string launch_text(const std::vector<LaunchLine>& lines);
+nlohmann::json launch_json(const std::vector<LaunchLine>& lines);
 
 }  // namespace ff

@@ -18,12 +18,12 @@ bool is_log(Knob k) { return k != Knob::Overlap; }
 std::vector<double> residuals(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
   constexpr double kComponentWeight = 0.7071067811865476;  // sqrt(1/2)
   std::vector<double> r;
-  r.reserve(runs.size() * 6);
+  r.reserve(runs.size() * (2 + kAxisCount));
   for (const MeasuredRun& m : runs) {
     Estimate e = predict(job, p, m.config).estimate;
     r.push_back(std::log(e.time_s / m.time_s));
     r.push_back(kComponentWeight * (e.compute_s - m.compute_s) / m.time_s);
-    for (int a = 0; a < 4; ++a) r.push_back(kComponentWeight * (e.exposed_comm_s[a] - m.comm_s[a]) / m.time_s);
+    for (int a = 0; a < kAxisCount; ++a) r.push_back(kComponentWeight * (e.exposed_comm_s[a] - m.comm_s[a]) / m.time_s);
   }
   return r;
 }

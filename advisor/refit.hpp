@@ -20,7 +20,7 @@ struct MeasuredRun {
   Config config;
   double time_s = 0;                 // per step
   double compute_s = 0;              // per step
-  std::array<double, 4> comm_s{};    // blocked per axis per step (x, y, z, data)
+  PerAxis<double> comm_s{};          // blocked per axis per step
 };
 
 enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap, Nonblocking };

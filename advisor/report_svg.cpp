@@ -9,9 +9,11 @@ namespace ff {
 namespace {
 
 // Okabe–Ito: distinguishable under the common colour-vision deficiencies.
-// Compute is neutral grey so the coloured communication stands out.
-constexpr const char* kNames[5] = {"compute", "x", "y", "z", "data"};
-constexpr const char* kColours[5] = {"#bbbbbb", "#e69f00", "#56b4e9", "#009e73", "#cc79a7"};
+// Compute is neutral grey so the coloured communication stands out; spare
+// colours stand ready for more axes.
+constexpr const char* kComputeColour = "#bbbbbb";
+constexpr const char* kAxisColours[] = {"#e69f00", "#56b4e9", "#009e73", "#cc79a7", "#0072b2", "#d55e00", "#f0e442"};
+static_assert(std::size(kAxisColours) >= size_t(kAxisCount), "a colour per axis");
 
 constexpr double kPad = 16, kLabelFont = 12, kMonoAdvance = 0.62 * kLabelFont;
 constexpr double kPlotW = 560, kBarH = 22, kRowH = 32, kTop = 68;
@@ -58,6 +60,15 @@ double nice_step(double span) {
 
 }  // namespace
 
+BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s) {
+  BreakdownParts p{compute_s};
+  for (int a = 0; a < kAxisCount; ++a) p[1 + a] = comm_s[a];
+  return p;
+}
+
+const char* part_name(int k) { return k == 0 ? "compute" : axis_name(kAxes[k - 1]); }
+const char* part_colour(int k) { return k == 0 ? kComputeColour : kAxisColours[k - 1]; }
+
 std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::string& title) {
   std::ostringstream o;
   o.imbue(std::locale::classic());
@@ -74,14 +85,14 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
     return o.str();
   }
 
-  std::vector<std::array<double, 5>> seg;
+  std::vector<BreakdownParts> seg;
   std::vector<std::string> ends;
   size_t longest = 0, longest_end = 0;
   double tmax = 0;
   for (const auto& b : bars) {
-    std::array<double, 5> s{clean(b.compute_s), clean(b.exposed_s[0]), clean(b.exposed_s[1]),
-                            clean(b.exposed_s[2]), clean(b.exposed_s[3])};
-    double total = s[0] + s[1] + s[2] + s[3] + s[4];
+    BreakdownParts s = breakdown_parts(b.compute_s, b.exposed_s);
+    double total = 0;
+    for (double& v : s) total += v = clean(v);
     seg.push_back(s);
     ends.push_back(fmt(total, 2) + " s \u00b7 " + fmt(clean(b.memory_gib), 1) + " GiB");
     longest = std::max(longest, glyphs(b.label));
@@ -99,10 +110,10 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
 
   // Legend sits above the plot, aligned with the bars it explains.
   double lx = left;
-  for (int k = 0; k < 5; ++k) {
-    o << "<rect x=\"" << fmt(lx, 1) << "\" y=\"40\" width=\"12\" height=\"12\" fill=\"" << kColours[k] << "\"/>"
-      << "<text x=\"" << fmt(lx + 17, 1) << "\" y=\"50\">" << kNames[k] << "</text>\n";
-    lx += 17 + 7.0 * std::char_traits<char>::length(kNames[k]) + 22;
+  for (int k = 0; k < kBreakdownParts; ++k) {
+    o << "<rect x=\"" << fmt(lx, 1) << "\" y=\"40\" width=\"12\" height=\"12\" fill=\"" << part_colour(k) << "\"/>"
+      << "<text x=\"" << fmt(lx + 17, 1) << "\" y=\"50\">" << part_name(k) << "</text>\n";
+    lx += 17 + 7.0 * std::char_traits<char>::length(part_name(k)) + 22;
   }
   o << "<text x=\"" << fmt(lx, 1) << "\" y=\"50\" fill=\"#555555\">(exposed communication per axis)</text>\n";
 
@@ -125,12 +136,12 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
     o << "<g><title>" << esc(bars[r].label) << "</title>\n<text x=\"" << kPad << "\" y=\""
       << fmt(y + kBarH / 2 + 4, 1) << "\" xml:space=\"preserve\" font-family=\"DejaVu Sans Mono, "
       << "Menlo, Consolas, monospace\">" << esc(bars[r].label) << "</text>\n";
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < kBreakdownParts; ++k) {
       double w = seg[r][k] * scale;
       if (w <= 0) continue;
       // A thin white edge separates neighbours that share a hue family.
       o << "<rect x=\"" << fmt(x, 2) << "\" y=\"" << fmt(y, 1) << "\" width=\"" << fmt(w, 2) << "\" height=\"" << kBarH
-        << "\" fill=\"" << kColours[k] << "\" stroke=\"white\" stroke-width=\"0.75\"><title>" << kNames[k] << ": "
+        << "\" fill=\"" << part_colour(k) << "\" stroke=\"white\" stroke-width=\"0.75\"><title>" << part_name(k) << ": "
         << fmt(seg[r][k], 2) << " s</title></rect>\n";
       x += w;
     }

@@ -4,12 +4,22 @@
 #include <string>
 #include <vector>
 
+#include "grid.hpp"
+
 namespace ff {
+
+// What the pictures stack: compute, then each axis' exposed communication,
+// in one palette so every picture reads alike.
+inline constexpr int kBreakdownParts = 1 + kAxisCount;
+using BreakdownParts = std::array<double, kBreakdownParts>;
+BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s);
+const char* part_name(int k);    // "compute", then axis_name
+const char* part_colour(int k);  // fill colour, "#rrggbb"
 
 struct BreakdownBar {
   std::string label;                 // e.g. "#1  4,2,16,8 xyzd mb2 rc oar,ors,oag"
   double compute_s = 0;              // seconds per iteration
-  std::array<double, 4> exposed_s{}; // exposed communication per axis: x, y, z, data
+  PerAxis<double> exposed_s{};       // exposed communication per axis
   double memory_gib = 0;             // shown as text at the bar's end
 };
 

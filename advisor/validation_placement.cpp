@@ -16,9 +16,9 @@ PlacementCheck placement_check(const Job& job, const MachineProfile& p, const st
   }
   pc.top_pick = top.config;
   pc.top_pick_s = top.estimate.time_s;
-  std::array<double, 4> bytes = bytes_per_step(top.plan);
+  PerAxis<double> bytes = bytes_per_step(top.plan);
   size_t heavy = size_t(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
-  pc.heavy_axis = Axis(heavy);
+  pc.heavy_axis = kAxes[heavy];
   pc.heavy_bytes = bytes[heavy];
   const AxisLink& link = top.links[heavy];
   pc.heavy_inside = link.inside && !link.across;

@@ -112,18 +112,18 @@ std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& 
 RepeatSummary summarize_repeats(const std::vector<StepTimes>& repeats) {
   if (repeats.empty()) input_error("no successful repeats to summarize");
   std::vector<double> time, compute;
-  std::array<std::vector<double>, 4> comm;
+  PerAxis<std::vector<double>> comm;
   for (const StepTimes& r : repeats) {
     if (!(r.time_s > 0)) input_error("a repeat's time per step is not positive");
     time.push_back(r.time_s);
     compute.push_back(r.compute_s);
-    for (size_t a = 0; a < 4; ++a) comm[a].push_back(r.comm_s[a]);
+    for (int a = 0; a < kAxisCount; ++a) comm[a].push_back(r.comm_s[a]);
   }
   RepeatSummary s;
   s.n = repeats.size();
   s.median.time_s = median(time);
   s.median.compute_s = median(compute);
-  for (size_t a = 0; a < 4; ++a) s.median.comm_s[a] = median(comm[a]);
+  for (int a = 0; a < kAxisCount; ++a) s.median.comm_s[a] = median(comm[a]);
   s.min_s = *std::min_element(time.begin(), time.end());
   s.max_s = *std::max_element(time.begin(), time.end());
   s.relative_spread = (s.max_s - s.min_s) / s.median.time_s;

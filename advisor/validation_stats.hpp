@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "grid.hpp"
+
 namespace ff {
 
 // Mean of |predicted − measured| / measured.
@@ -45,7 +47,7 @@ std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& 
 // What one run of a configuration measured, per step.
 struct StepTimes {
   double time_s = 0, compute_s = 0;
-  std::array<double, 4> comm_s{};  // x, y, z, data
+  PerAxis<double> comm_s{};
 };
 // The repeats of one configuration as one: each quantity the median over the
 // repeats on its own (so the parts need not add up to the time), and how far

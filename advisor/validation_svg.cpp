@@ -8,10 +8,6 @@
 namespace ff {
 namespace {
 
-// The palette of report_svg.cpp (Okabe–Ito, compute grey), so the two
-// pictures read alike.
-constexpr const char* kNames[5] = {"compute", "x", "y", "z", "data"};
-constexpr const char* kColours[5] = {"#bbbbbb", "#e69f00", "#56b4e9", "#009e73", "#cc79a7"};
 constexpr double kPad = 16, kPlot = 400, kScatterTop = 64, kLeft = 70;
 
 std::string text_of(const std::string& s) {
@@ -119,7 +115,7 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
     << ") rotate(-90)\" text-anchor=\"middle\">measured ms per step</text>\n";
   for (const auto& p : points) {
     if (!(p.predicted_s > 0 && p.measured_s > 0)) continue;
-    const char* c = kColours[1 + std::clamp(p.heaviest_axis, 0, 3)];
+    const char* c = part_colour(1 + static_cast<int>(p.heaviest_axis));
     s << "<circle cx=\"" << x0 + ax.at(p.predicted_s) << "\" cy=\"" << y0 - ax.at(p.measured_s) << "\" r=\"4.5\" "
       << "fill=\"" << (p.crosses_nodes ? "white" : c) << "\" stroke=\"" << c << "\" stroke-width=\""
       << (p.crosses_nodes ? 2 : 1) << "\"><title>" << text_of(p.label) << ": predicted " << ms(p.predicted_s)
@@ -138,10 +134,10 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   // Legend: what the colour and the hollow mean.
   double lx = x0 + kPlot + 24, ly = kScatterTop + 12;
   s << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">most predicted comm time on</text>\n";
-  for (int k = 1; k < 5; ++k) {
+  for (int k = 1; k < kBreakdownParts; ++k) {
     ly += 20;
-    s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"" << kColours[k] << "\"/><text x=\""
-      << lx + 18 << "\" y=\"" << ly << "\">" << kNames[k] << "</text>\n";
+    s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"" << part_colour(k)
+      << "\"/><text x=\"" << lx + 18 << "\" y=\"" << ly << "\">" << part_name(k) << "</text>\n";
   }
   ly += 26;
   s << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" r=\"4.5\" fill=\"white\" stroke=\"#333333\" "
@@ -163,10 +159,10 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   s << "<text x=\"" << kPad << "\" y=\"" << bars_top - 24 << "\" font-size=\"14\" font-weight=\"bold\">"
     << "Fastest measured: compute and exposed communication, predicted (P) and measured (M)</text>\n";
   double lgx = kPad;
-  for (int k = 0; k < 5; ++k) {
-    s << "<rect x=\"" << lgx << "\" y=\"" << bars_top - 12 << "\" width=\"12\" height=\"12\" fill=\"" << kColours[k]
-      << "\"/><text x=\"" << lgx + 17 << "\" y=\"" << bars_top - 2 << "\">" << kNames[k] << "</text>\n";
-    lgx += 17 + 8.0 * std::char_traits<char>::length(kNames[k]) + 18;
+  for (int k = 0; k < kBreakdownParts; ++k) {
+    s << "<rect x=\"" << lgx << "\" y=\"" << bars_top - 12 << "\" width=\"12\" height=\"12\" fill=\"" << part_colour(k)
+      << "\"/><text x=\"" << lgx + 17 << "\" y=\"" << bars_top - 2 << "\">" << part_name(k) << "</text>\n";
+    lgx += 17 + 8.0 * std::char_traits<char>::length(part_name(k)) + 18;
   }
   const double scale = tmax > 0 ? bar_w / tmax : 0, bx = kPad + label_w;
   double y = bars_top + 14;
@@ -177,13 +173,13 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
       const auto& v = which ? b.measured : b.predicted;
       double x = bx, total = 0;
       s << "<text x=\"" << bx - 14 << "\" y=\"" << y + bar_row - 5 << "\">" << (which ? 'M' : 'P') << "</text>\n";
-      for (int k = 0; k < 5; ++k) {
+      for (int k = 0; k < kBreakdownParts; ++k) {
         double w = std::max(0.0, v[k]) * scale;
         total += std::max(0.0, v[k]);
         if (w <= 0) continue;
         s << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << bar_row - 3
-          << "\" fill=\"" << kColours[k] << "\" stroke=\"white\" stroke-width=\"0.5\"><title>" << kNames[k] << ": "
-          << ms(v[k]) << " ms</title></rect>\n";
+          << "\" fill=\"" << part_colour(k) << "\" stroke=\"white\" stroke-width=\"0.5\"><title>" << part_name(k)
+          << ": " << ms(v[k]) << " ms</title></rect>\n";
         x += w;
       }
       s << "<text x=\"" << x + 6 << "\" y=\"" << y + bar_row - 5 << "\">" << ms(total) << " ms</text>\n";

@@ -6,20 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "report_svg.hpp"
+
 namespace ff {
 
 struct ScatterPoint {
   std::string label;
   double predicted_s = 0, measured_s = 0;
-  int heaviest_axis = 0;     // 0 x, 1 y, 2 z, 3 data: the most predicted communication
+  Axis heaviest_axis = Axis::X;  // the most predicted communication
   bool crosses_nodes = false;  // that axis' groups span nodes (drawn hollow)
   std::string mark;            // non-empty: ringed and labelled with it (the placement check's pair)
 };
 
 struct PairedBreakdown {
   std::string label;
-  // compute, then exposed communication x, y, z, data; seconds per step.
-  std::array<double, 5> predicted{}, measured{};
+  // Seconds per step (breakdown_parts).
+  BreakdownParts predicted{}, measured{};
 };
 
 // A self-contained SVG document.

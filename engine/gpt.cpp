@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "adamw.hpp"
+#include "init_normal.hpp"
 #include "layers.hpp"
 #include "rng.hpp"
 
@@ -21,9 +23,12 @@ Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
   heads_y_ = m.heads / g.y;
   head_dim_ = m.hidden / m.heads;
 
-  for (auto* v : {&shard_w_, &shard_g_, &shard_m_, &shard_v_}) v->assign(layout_.shard_total, T(0));
+  // Matrix gradients and moments are allocated on first use, as llm.c does:
+  // start-up touches only the weights and what the forward pass needs.
+  shard_w_.assign(layout_.shard_total, T(0));
   for (auto* v : {&rep_w_, &rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, T(0));
   init_parameters(seed);
+  set_grads_zero();
 
   if (g.z > 1)
     for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
@@ -57,16 +62,25 @@ void Gpt<T>::size_acts(BlockActs& a, bool full) {
   a.g.assign(t_ * fy_, T(0));
 }
 
-// Values depend on (seed, tensor, logical row, logical column) only.
+// Values depend on (seed, tensor, logical row, logical column) only. Matrices
+// a row segment at a time: the tensor and row hashed once, the values by
+// normal_row (fast in fp32, same values as normal_at).
 template <typename T>
 void Gpt<T>::init_parameters(uint64_t seed) {
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
-  for (const MatrixParam& p : layout_.matrices)
-    for (size_t i = 0; i < p.shard_n; ++i) {
-      long r, col;
-      matrix_element(p, co, i, r, col);
-      shard_w_[p.offset + i] = T(p.init_std * normal_at(seed, uint64_t(p.id), uint64_t(r), uint64_t(col)));
+  const Coords& co = comm_.coords();
+  std::vector<long> cols;
+  for (const MatrixParam& p : layout_.matrices) {
+    long row0;
+    block_origin(p, co, row0, cols);
+    const uint64_t tensor = tensor_key(seed, uint64_t(p.id));
+    const size_t bc = size_t(p.block_cols), f0 = size_t(co[int(Axis::Z)]) * p.shard_n;
+    for (size_t i = 0; i < p.shard_n;) {  // the shard may start and end inside a row
+      const size_t f = f0 + i, lc = f % bc, len = std::min(bc - lc, p.shard_n - i);
+      const uint64_t row = row_key(tensor, uint64_t(row0 + long(f / bc)));
+      normal_row(row, &cols[lc], len, p.init_std, &shard_w_[p.offset + i]);
+      i += len;
     }
+  }
   for (const VectorParam& p : layout_.vectors)
     for (size_t i = 0; i < p.n; ++i) {
       long r, col;
@@ -144,22 +158,26 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
 
 // The cell's full weight gradient → reduce-scatter over Z → added into this
 // rank's shard accumulator. Under ORS it completes later, in posting order.
+// The first gradient of a step goes straight into the accumulator (it holds
+// zeros: nothing to add to), saving a pass over the shard.
+// (With G_z = 1 the gradients go straight into the accumulator: no slot.)
 template <typename T>
 void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const MatrixParam& p = layout_.matrices[mi];
   T* acc = &shard_g_[p.offset];
-  auto accumulate = [this, acc, &slot, n = p.shard_n]() {
-    const T* part = c_.grid.z == 1 ? slot.full.data() : slot.part.data();
-    for (size_t i = 0; i < n; ++i) acc[i] += part[i];
+  const bool first = grad_first_[size_t(mi)];
+  grad_first_[size_t(mi)] = false;
+  T* dest = first ? acc : slot.part.data();
+  auto accumulate = [acc, &slot, first, n = p.shard_n]() {
+    if (!first)
+      for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
     slot.busy = false;
     slot.ticket = 0;
   };
-  if (c_.grid.z == 1) {
-    accumulate();
-  } else if (c_.overlap.ors) {
-    slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n, accumulate);
+  if (c_.overlap.ors) {
+    slot.ticket = comm_.ireduce_scatter(Axis::Z, slot.full.data(), dest, p.shard_n, accumulate);
   } else {
-    comm_.reduce_scatter(Axis::Z, slot.full.data(), slot.part.data(), p.shard_n);
+    comm_.reduce_scatter(Axis::Z, slot.full.data(), dest, p.shard_n);
     accumulate();
   }
 }
@@ -195,9 +213,16 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
   else
     comm_.all_reduce(in_axis, din, size_t(t_) * k);
-  GradSlot& slot = grad_slot();
-  gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
-  submit_weight_grad(mi, slot);
+  if (c_.grid.z == 1) {
+    // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
+    // reads and writes C once either way) instead of a full product in a
+    // slot and a second pass adding it in.
+    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+  } else {
+    GradSlot& slot = grad_slot();
+    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+    submit_weight_grad(mi, slot);
+  }
   comm_.wait(oar);
 }
 
@@ -220,15 +245,17 @@ template <typename T>
 void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
-  GradSlot& slot = grad_slot();
-  T* dE = slot.full.data();
-  std::fill(dE, dE + p.block_n(), T(0));
+  // Rows of tokens seen, added straight into the accumulator when the block
+  // is the shard; otherwise into a zeroed block for the reduce-scatter.
+  GradSlot* slot = c_.grid.z == 1 ? nullptr : &grad_slot();
+  T* dE = slot ? slot->full.data() : &shard_g_[p.offset];
+  if (slot) std::fill(dE, dE + p.block_n(), T(0));
   for (long i = 0; i < t_; ++i) {
     long r = tokens[(i / S) * (S + 1) + i % S] - v0;
     if (r < 0 || r >= vy_) continue;
     for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
   }
-  submit_weight_grad(layout_.embedding, slot);
+  if (slot) submit_weight_grad(layout_.embedding, *slot);
   T* gpos = vg(layout_.positions);
   for (long i = 0; i < t_; ++i)
     for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
@@ -273,10 +300,20 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
 }
 
+// A pass over every gradient only when something has accumulated since the
+// last optimizer step, which leaves them zero.
+template <typename T>
+void Gpt<T>::set_grads_zero() {
+  grads_zero_ = true;
+  grad_first_.assign(layout_.matrices.size(), true);
+}
+
 template <typename T>
 void Gpt<T>::zero_grad() {
-  std::fill(shard_g_.begin(), shard_g_.end(), T(0));
+  if (grads_zero_) return;
+  std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
   std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+  set_grads_zero();
 }
 
 template <typename T>
@@ -284,6 +321,8 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
   const long S = m_.seq_len, L = m_.layers;
   for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
   cursor_ = 0;
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
+  grads_zero_ = false;
 
   embedding_forward(tokens, acts_[0].h_in.data());
   for (long l = 0; l < L; ++l) {
@@ -317,42 +356,39 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
+  for (auto* v : {&shard_g_, &shard_m_, &shard_v_})
+    if (v->empty()) v->assign(layout_.shard_total, T(0));
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
   comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
 
-  // Each value counted once: shards by the D = 0 replica, replicated vectors
-  // by one rank of their replicas.
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
-  double sq = 0;
-  if (owns_matrix(co))
-    for (T g : shard_g_) sq += double(g) * double(g);
+  // Each value counted once: the D replicas hold the same reduced shard, so
+  // each sums the squares of its 1/G_d of it (rather than replica 0 all of
+  // it while the others wait); replicated vectors by one rank of their replicas.
+  const Coords& co = comm_.coords();
+  const size_t n = shard_g_.size(), gd = size_t(comm_.size(Axis::D)), d = size_t(comm_.coord(Axis::D));
+  double sq = sum_of_squares(&shard_g_[n * d / gd], n * (d + 1) / gd - n * d / gd);
   for (const VectorParam& p : layout_.vectors)
-    if (owns_vector(p, co))
-      for (size_t i = 0; i < p.n; ++i) sq += double(rep_g_[p.offset + i]) * double(rep_g_[p.offset + i]);
+    if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
   const double norm = std::sqrt(comm_.sum_all(sq));
-  const T clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
 
   ++adam_steps_;
-  const T b1 = T(opt.beta1), b2 = T(opt.beta2), lr = T(opt.lr), eps = T(opt.eps);
-  const T c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
-  const T c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
-  auto adam = [&](std::vector<T>& w, std::vector<T>& g, std::vector<T>& m, std::vector<T>& v, T decay) {
-    for (size_t i = 0; i < w.size(); ++i) {
-      T gi = g[i] * clip;
-      m[i] = b1 * m[i] + (T(1) - b1) * gi;
-      v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-      w[i] -= lr * ((m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + decay * w[i]);
-    }
-  };
-  adam(shard_w_, shard_g_, shard_m_, shard_v_, T(opt.weight_decay));
-  adam(rep_w_, rep_g_, rep_m_, rep_v_, T(0));
+  AdamWStep<T> s;
+  s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
+  s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
+  s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
+  s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
+  s.decay = T(opt.weight_decay);
+  adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
+  s.decay = T(0);
+  adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
+  set_grads_zero();  // adamw_update leaves them zero
   return norm;
 }
 
 template <typename T>
 std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_parameters() {
-  Coords co{comm_.coord(Axis::X), comm_.coord(Axis::Y), comm_.coord(Axis::Z), comm_.coord(Axis::D)};
+  const Coords& co = comm_.coords();
   std::vector<std::pair<std::string, std::vector<double>>> out;
   auto reduce = [&](const std::string& name, std::vector<double>& full) {
     int root = 0;

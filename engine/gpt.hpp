@@ -9,6 +9,7 @@
 
 #include "config.hpp"
 #include "grid_comm.hpp"
+#include "huge_pages.hpp"
 #include "matmul.hpp"
 #include "model_spec.hpp"
 #include "params.hpp"
@@ -21,6 +22,10 @@ struct AdamW {
   double weight_decay = 0.1;  // matrices only; biases, LayerNorm and positions are not decayed
   double clip = 1.0;          // global gradient norm
 };
+
+// The model's arrays: large ones on huge pages (huge_pages.hpp).
+template <typename T>
+using Buffer = std::vector<T, HugePageAllocator<T>>;
 
 template <typename T>
 class Gpt {
@@ -42,7 +47,8 @@ class Gpt {
   std::vector<std::pair<std::string, std::vector<double>>> canonical_parameters();
 
   const ParamLayout& layout() const { return layout_; }
-  // This rank's values and gradient accumulators of one parameter (tests).
+  // This rank's values and gradient accumulators of one parameter (tests;
+  // matrix gradients exist from the first micro_step on).
   T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
   T* matrix_grads(int mi) { return &shard_g_[layout_.matrices[mi].offset]; }
   T* vector_values(int vi) { return vw(vi); }
@@ -51,11 +57,11 @@ class Gpt {
 
  private:
   struct BlockActs {
-    std::vector<T> h_in, xhat1, rstd1, a1, qkv, probs, att, h_mid, xhat2, rstd2, a2, f, g;
+    Buffer<T> h_in, xhat1, rstd1, a1, qkv, probs, att, h_mid, xhat2, rstd2, a2, f, g;
   };
   static constexpr size_t kMaxInflight = 3;  // weight-gradient reduce-scatters in flight under ORS
   struct GradSlot {
-    std::vector<T> full, part;
+    Buffer<T> full, part;
     bool busy = false;
     GridComm::Ticket ticket = 0;
   };
@@ -84,21 +90,24 @@ class Gpt {
   Config c_;
   ParamLayout layout_;
   long t_, hx_, hy_, fy_, vy_, heads_y_, head_dim_;
-  std::vector<T> shard_w_, shard_g_, shard_m_, shard_v_;
-  std::vector<T> rep_w_, rep_g_, rep_m_, rep_v_;
+  Buffer<T> shard_w_, shard_g_, shard_m_, shard_v_;
+  Buffer<T> rep_w_, rep_g_, rep_m_, rep_v_;
   long adam_steps_ = 0;
+  bool grads_zero_ = true;          // every gradient accumulator holds 0 (zero_grad can skip its pass)
+  std::vector<bool> grad_first_;    // per matrix: no gradient accumulated into it since they were zero
+  void set_grads_zero();
 
   std::vector<int> schedule_;
   size_t cursor_ = 0;
   long prefetch_pos_ = -1;
   GridComm::Ticket prefetch_ticket_ = 0;
-  std::vector<T> gather_buf_[2];
+  Buffer<T> gather_buf_[2];
   std::vector<GradSlot> slots_;
 
   std::vector<BlockActs> acts_;  // one per layer; under recompute only h_in is kept
   BlockActs scratch_;            // recompute's working set
-  std::vector<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
-  std::vector<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
+  Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
+  Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   std::vector<int> targets_;
 };
 

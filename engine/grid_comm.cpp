@@ -7,15 +7,6 @@
 
 namespace ff::engine {
 
-void mpi_fail(int err, const char* call, const char* file, int line) {
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(err, msg, &len);
-  std::fprintf(stderr, "engine: %s failed at %s:%d: %s\n", call, file, line, msg);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
-}
-
 double now_s() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();

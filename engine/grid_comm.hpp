@@ -1,5 +1,5 @@
 #pragma once
-// The four axis communicators of one rank, and every collective the engine
+// The axis communicators of one rank, and every collective the engine
 // issues, each accounted to its axis: bytes as nccl-tests counts the buffer,
 // and the time the caller spent blocked in MPI for it (calls, tests, waits).
 // Open MPI 4.1 moves a non-blocking collective only inside MPI calls, so
@@ -12,17 +12,10 @@
 #include <functional>
 #include <string>
 
+#include "check.hpp"
 #include "grid.hpp"
 
 namespace ff::engine {
-
-[[noreturn]] void mpi_fail(int err, const char* call, const char* file, int line);
-#define MPI_CHECK(call)                                              \
-  do {                                                               \
-    int mpi_check_err_ = (call);                                     \
-    if (mpi_check_err_ != MPI_SUCCESS)                               \
-      ::ff::engine::mpi_fail(mpi_check_err_, #call, __FILE__, __LINE__); \
-  } while (0)
 
 template <typename T> MPI_Datatype mpi_type();
 template <> inline MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
@@ -31,8 +24,8 @@ template <> inline MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 double now_s();
 
 struct CommStats {
-  std::array<double, 4> bytes{};      // per axis, this rank
-  std::array<double, 4> blocked_s{};  // per axis: inside MPI for that axis
+  PerAxis<double> bytes{};            // this rank
+  PerAxis<double> blocked_s{};        // inside MPI for that axis
   double sync_s = 0;                  // loss and gradient-norm scalars (no axis)
   double inflight_s = 0;              // non-blocking ops: post to completion, summed
   double nonblocking_exposed_s = 0;   // of which spent inside MPI (tests and waits)
@@ -52,6 +45,7 @@ class GridComm {
   const Grid& grid() const { return grid_; }
   int size(Axis a) const { return grid_.size(a); }
   int coord(Axis a) const { return coords_[int(a)]; }
+  const Coords& coords() const { return coords_; }
 
   // Blocking collectives over one axis; a size-1 axis is a no-op and costs nothing.
   template <typename T> void all_reduce(Axis a, T* buf, size_t n, MPI_Op op = MPI_SUM);
@@ -93,7 +87,7 @@ class GridComm {
   int world_rank_ = 0;
   Grid grid_;
   Coords coords_{};
-  std::array<MPI_Comm, 4> axis_comm_{};
+  PerAxis<MPI_Comm> axis_comm_{};
   std::deque<Inflight> inflight_;
   Ticket next_ticket_ = 1;
 };

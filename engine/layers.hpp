@@ -2,7 +2,9 @@
 // The non-GEMM layers of the block on one rank's slice, with the reductions
 // MODEL.md §1 prescribes for them: LayerNorm over a hidden dimension split over
 // X, GELU, causal attention on whole heads, vocabulary-parallel cross-entropy
-// over Y. Plain loops; activations are row-major [tokens, columns].
+// over Y. Plain loops; activations are row-major [tokens, columns]. Each loop
+// is written to vectorize: exp_poly instead of libm's exp, sums over rows in
+// lanes (vecmath.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +12,7 @@
 
 #include "grid_comm.hpp"
 #include "matmul.hpp"
+#include "vecmath.hpp"
 
 namespace ff::engine {
 
@@ -21,30 +24,27 @@ constexpr double kLayerNormEps = 1e-5;
 template <typename T>
 void layernorm_forward(GridComm& comm, const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd, long t,
                        long hx, long H) {
-  std::vector<T> stat(t);
+  std::vector<T> stat(t), mean(t);
   for (long i = 0; i < t; ++i) {
-    T s = 0;
-    for (long j = 0; j < hx; ++j) s += x[i * hx + j];
-    stat[i] = s;
-  }
-  comm.all_reduce(Axis::X, stat.data(), t);
-  std::vector<T> mean(t);
-  for (long i = 0; i < t; ++i) {
-    mean[i] = stat[i] / T(H);
-    T s = 0;
-    for (long j = 0; j < hx; ++j) {
-      T d = x[i * hx + j] - mean[i];
-      s += d * d;
-    }
-    stat[i] = s;
+    const T* xr = x + i * hx;
+    stat[i] = sum_lanes<T>(size_t(hx), [xr](size_t j) { return xr[j]; });
   }
   comm.all_reduce(Axis::X, stat.data(), t);
   for (long i = 0; i < t; ++i) {
-    rstd[i] = T(1) / std::sqrt(stat[i] / T(H) + T(kLayerNormEps));
+    const T* xr = x + i * hx;
+    const T m = mean[i] = stat[i] / T(H);
+    stat[i] = sum_lanes<T>(size_t(hx), [xr, m](size_t j) { return (xr[j] - m) * (xr[j] - m); });
+  }
+  comm.all_reduce(Axis::X, stat.data(), t);
+  for (long i = 0; i < t; ++i) {
+    const T r = rstd[i] = T(1) / std::sqrt(stat[i] / T(H) + T(kLayerNormEps)), m = mean[i];
+    const T* xr = x + i * hx;
+    T* xh = xhat + i * hx;
+    T* yr = y + i * hx;
     for (long j = 0; j < hx; ++j) {
-      T xh = (x[i * hx + j] - mean[i]) * rstd[i];
-      xhat[i * hx + j] = xh;
-      y[i * hx + j] = xh * gamma[j] + beta[j];
+      const T v = (xr[j] - m) * r;
+      xh[j] = v;
+      yr[j] = v * gamma[j] + beta[j];
     }
   }
 }
@@ -56,31 +56,33 @@ void layernorm_backward(GridComm& comm, const T* dy, const T* xhat, const T* rst
                         T* dgamma, T* dbeta, long t, long hx, long H) {
   std::vector<T> stat(2 * t);
   for (long i = 0; i < t; ++i) {
-    T a = 0, b = 0;
-    for (long j = 0; j < hx; ++j) {
-      T g = dy[i * hx + j] * gamma[j];
-      a += g;
-      b += g * xhat[i * hx + j];
-    }
-    stat[2 * i] = a, stat[2 * i + 1] = b;
+    const T* d = dy + i * hx;
+    const T* xh = xhat + i * hx;
+    stat[2 * i] = sum_lanes<T>(size_t(hx), [d, gamma](size_t j) { return d[j] * gamma[j]; });
+    stat[2 * i + 1] = sum_lanes<T>(size_t(hx), [d, gamma, xh](size_t j) { return d[j] * gamma[j] * xh[j]; });
   }
   comm.all_reduce(Axis::X, stat.data(), 2 * t);
   for (long i = 0; i < t; ++i) {
-    T ma = stat[2 * i] / T(H), mb = stat[2 * i + 1] / T(H);
+    const T ma = stat[2 * i] / T(H), mb = stat[2 * i + 1] / T(H), r = rstd[i];
+    const T* d = dy + i * hx;
+    const T* xh = xhat + i * hx;
+    T* dxr = dx + i * hx;
+    // Two loops: one with all three outputs needs more runtime alias checks
+    // than GCC versions a loop for, and stays scalar.
+    for (long j = 0; j < hx; ++j) dxr[j] = r * (d[j] * gamma[j] - ma - xh[j] * mb);
     for (long j = 0; j < hx; ++j) {
-      T xh = xhat[i * hx + j], d = dy[i * hx + j];
-      dx[i * hx + j] = rstd[i] * (d * gamma[j] - ma - xh * mb);
-      dgamma[j] += d * xh;
-      dbeta[j] += d;
+      dgamma[j] += d[j] * xh[j];
+      dbeta[j] += d[j];
     }
   }
 }
 
-// tanh through one exponential: libm's tanh is several times slower, and
-// GELU is the largest element-wise cost of the block.
+// tanh through one exponential: libm's tanh is several times slower (and a
+// call, which keeps the loop scalar); GELU is the largest element-wise cost
+// of the block.
 template <typename T>
 inline T fast_tanh(T u) {
-  T e = std::exp(T(-2) * std::abs(u));
+  T e = exp_poly(T(-2) * std::abs(u));
   T r = (T(1) - e) / (T(1) + e);
   return u < 0 ? -r : r;
 }
@@ -122,14 +124,14 @@ void attention_forward(GemmStats& st, GridComm* comm, const T* qkv, T* out, T* p
       const T* v = q + 2 * hy;
       T* P = probs + (s * heads + h) * S * S;
       gemm<T>(st, comm, false, true, int(S), int(S), int(dh), scale, q, int(ld), k, int(ld), T(0), P, int(S));
-      for (long i = 0; i < S; ++i) {
+      for (long i = 0; i < S; ++i) {  // causal softmax of row i over keys 0..i
         T* row = P + i * S;
-        T mx = row[0];
-        for (long j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
-        T sum = 0;
-        for (long j = 0; j <= i; ++j) sum += (row[j] = std::exp(row[j] - mx));
-        for (long j = 0; j <= i; ++j) row[j] /= sum;
-        for (long j = i + 1; j < S; ++j) row[j] = 0;
+        const size_t n = size_t(i) + 1;
+        const T mx = max_lanes(row, n);
+        for (size_t j = 0; j < n; ++j) row[j] = exp_poly(row[j] - mx);
+        const T sum = sum_lanes<T>(n, [row](size_t j) { return row[j]; });
+        for (size_t j = 0; j < n; ++j) row[j] /= sum;
+        std::fill(row + n, row + S, T(0));
       }
       gemm<T>(st, comm, false, false, int(S), int(dh), int(S), T(1), P, int(S), v, int(ld), T(0),
               out + s * S * hy + h * dh, int(hy));
@@ -155,9 +157,12 @@ void attention_backward(GemmStats& st, GridComm* comm, const T* qkv, const T* pr
       gemm<T>(st, comm, false, true, int(S), int(S), int(dh), T(1), dO, int(hy), v, int(ld), T(0), dP.data(), int(S));
       gemm<T>(st, comm, true, false, int(S), int(dh), int(S), T(1), P, int(S), dO, int(hy), T(0), dv, int(ld));
       for (long i = 0; i < S; ++i) {  // softmax backward, scaled: dScores = P∘(dP − Σ dP∘P)·scale
-        T dot = 0;
-        for (long j = 0; j <= i; ++j) dot += dP[i * S + j] * P[i * S + j];
-        for (long j = 0; j < S; ++j) dP[i * S + j] = j <= i ? P[i * S + j] * (dP[i * S + j] - dot) * scale : T(0);
+        T* d = dP.data() + i * S;
+        const T* p = P + i * S;
+        const size_t n = size_t(i) + 1;
+        const T dot = sum_lanes<T>(n, [d, p](size_t j) { return d[j] * p[j]; });
+        for (size_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+        std::fill(d + n, d + S, T(0));
       }
       gemm<T>(st, comm, false, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), k, int(ld), T(0), dq, int(ld));
       gemm<T>(st, comm, true, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), q, int(ld), T(0), dk, int(ld));
@@ -174,27 +179,32 @@ double cross_entropy(GridComm& comm, const T* logits, const int* targets, T* dlo
                      long vocab, T grad_scale) {
   const long valid = std::clamp(vocab - v0, 0L, vy);
   std::vector<T> mx(t, -std::numeric_limits<T>::infinity());
-  for (long i = 0; i < t; ++i)
-    for (long j = 0; j < valid; ++j) mx[i] = std::max(mx[i], logits[i * vy + j]);
+  if (valid > 0)
+    for (long i = 0; i < t; ++i) mx[i] = max_lanes(logits + i * vy, size_t(valid));
   comm.all_reduce(Axis::Y, mx.data(), t, MPI_MAX);
+  // e = exp(logit − max) once, kept in dlogits until the sums arrive.
   std::vector<T> st(2 * t);
   for (long i = 0; i < t; ++i) {
-    T s = 0;
-    for (long j = 0; j < valid; ++j) s += std::exp(logits[i * vy + j] - mx[i]);
+    const T* l = logits + i * vy;
+    T* e = dlogits + i * vy;
+    const T m = mx[i];
+    for (long j = 0; j < valid; ++j) e[j] = exp_poly(l[j] - m);
+    st[2 * i] = sum_lanes<T>(size_t(valid), [e](size_t j) { return e[j]; });
     long tj = targets[i] - v0;
-    st[2 * i] = s;
-    st[2 * i + 1] = (tj >= 0 && tj < vy) ? logits[i * vy + tj] : T(0);
+    st[2 * i + 1] = (tj >= 0 && tj < vy) ? l[tj] : T(0);
   }
   comm.all_reduce(Axis::Y, st.data(), 2 * t);
   double loss = 0;
   for (long i = 0; i < t; ++i) {
-    T sum = st[2 * i];
+    const T sum = st[2 * i];
     loss += double(std::log(sum) + mx[i] - st[2 * i + 1]);
-    long tj = targets[i] - v0;
-    for (long j = 0; j < vy; ++j) {
-      T p = j < valid ? std::exp(logits[i * vy + j] - mx[i]) / sum : T(0);
-      dlogits[i * vy + j] = (p - (j == tj ? T(1) : T(0))) * grad_scale;
-    }
+    T* d = dlogits + i * vy;
+    const long tj = targets[i] - v0;
+    const bool here = tj >= 0 && tj < valid;
+    const T e_target = here ? d[tj] : T(0);
+    for (long j = 0; j < valid; ++j) d[j] = d[j] / sum * grad_scale;
+    std::fill(d + valid, d + vy, T(0));
+    if (here) d[tj] = (e_target / sum - T(1)) * grad_scale;
   }
   return loss;
 }

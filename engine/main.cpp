@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "atomic_file.hpp"
 #include "data.hpp"
+#include "engine_args.hpp"
 #include "error.hpp"
 #include "record.hpp"
 #include "train.hpp"
@@ -23,25 +25,9 @@
 using namespace ff;
 using namespace ff::engine;
 
-namespace {
+using Cli = EngineArgs;
 
-struct Cli {
-  std::string model = "examples/models/gpt-tiny.json";
-  std::string grid = "1,1,1,1";
-  std::string order = "xyzd";
-  int micro_batch = 1;
-  bool recompute = false;
-  std::string overlap = "none";
-  std::string dtype = "fp32";
-  long batch = 0;
-  int steps = 10;
-  std::string data = "synthetic";
-  std::string record;
-  double lr = 1e-3;
-  uint64_t seed = 1234;
-  bool bench = false;
-  bool quiet = false;
-};
+namespace {
 
 // The best rate of a large GEMM with every rank running it at once: the
 // ceiling the run's own GEMMs are held against.
@@ -104,7 +90,7 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                     {"gemm_fraction_of_peak", peak > 0 ? rate / peak : 0}, {"gemm_share_of_step", gemm / time},
                     {"non_gemm_compute_share_of_step", (compute - gemm) / time},
                     {"communication_share_of_step", 1 - compute / time}, {"tokens_per_s", tokens / time},
-                    {"steps_timed", n}};
+                    {"steps_timed", n}, {"startup_s", res.startup_s}, {"startup_cpu_s", res.startup_cpu_s}};
     std::printf("\n%-34s %12s\n", "bench (steps after the first)", "value");
     std::printf("%-34s %12s\n", "tokens/s", fixed(tokens / time, 0).c_str());
     std::printf("%-34s %12s\n", "BLAS peak per rank (GFLOP/s)", fixed(peak / 1e9, 2).c_str());
@@ -113,13 +99,15 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("%-34s %11s%%\n", "step in GEMM", fixed(100 * gemm / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
+    std::printf("%-34s %12s\n", "start-up before step 0 (s)", fixed(res.startup_s, 2).c_str());
+    std::printf("%-34s %12s\n", "  of it CPU time (s)", fixed(res.startup_cpu_s, 2).c_str());
   }
   if (!cli.quiet && !res.steps.empty()) {
-    std::array<double, 4> comm{};
+    PerAxis<double> comm{};
     for (const StepRecord& s : res.steps)
-      for (int a = 0; a < 4; ++a) comm[a] += s.comm_s[a] / double(res.steps.size());
-    std::printf("blocked in communication per step (ms): x %.2f  y %.2f  z %.2f  data %.2f", comm[0] * 1e3,
-                comm[1] * 1e3, comm[2] * 1e3, comm[3] * 1e3);
+      for (int a = 0; a < kAxisCount; ++a) comm[a] += s.comm_s[a] / double(res.steps.size());
+    std::printf("blocked in communication per step (ms):");
+    for (Axis a : kAxes) std::printf("%s%s %.2f", a == kAxes[0] ? " " : "  ", axis_name(a), comm[int(a)] * 1e3);
     if (res.inflight_s > 0)
       std::printf("; non-blocking in flight %.2f, of it exposed %.2f", res.inflight_s * 1e3,
                   res.nonblocking_exposed_s * 1e3);
@@ -139,29 +127,14 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
+  // Errors come back to MPI_CHECK, which names the call site before aborting
+  // (communicators split from the world inherit this).
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
   Cli cli;
   CLI::App app{"engine: train a GPT on a 4D grid (G_x, G_y, G_z, G_data) of MPI ranks and record what happened.\n"
                "Launch with one rank per grid cell, e.g. mpirun -np 8 --map-by ppr:8:node engine --grid 2,2,1,2 ..."};
-  app.add_option("--model", cli.model, "Model: a preset name or a model JSON file")->capture_default_str();
-  app.add_option("--grid", cli.grid, "G_x,G_y,G_z,G_data; the product must equal the number of ranks")
-      ->capture_default_str();
-  app.add_option("--order", cli.order, "Placement, innermost axis first (xyzd: x varies fastest)")
-      ->capture_default_str();
-  app.add_option("--micro-batch", cli.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
-  app.add_flag("--recompute", cli.recompute, "Full activation recomputation");
-  app.add_option("--overlap", cli.overlap, "Communication overlap: any of oar,ors,oag; none; all")
-      ->capture_default_str();
-  app.add_option("--dtype", cli.dtype, "Scalar: fp32, or fp64 (exactness checks); the CPU engine has no bf16")
-      ->capture_default_str();
-  app.add_option("--batch", cli.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");
-  app.add_option("--steps", cli.steps, "Optimizer steps")->capture_default_str();
-  app.add_option("--data", cli.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();
-  app.add_option("--record", cli.record, "Write the run record (JSON) here, atomically, at the end");
-  app.add_option("--lr", cli.lr, "AdamW learning rate")->capture_default_str();
-  app.add_option("--seed", cli.seed, "Seed of parameters and data order")->capture_default_str();
-  app.add_flag("--bench", cli.bench, "Measure the BLAS peak in this run and report GEMM share and efficiency");
-  app.add_flag("--quiet", cli.quiet, "No per-step output");
+  add_engine_options(app, cli);
 
   int code = 0;
   try {
@@ -187,9 +160,11 @@ int main(int argc, char** argv) {
     c.recompute = cli.recompute;
     c.overlap = parse_overlap(cli.overlap);
     c.dtype = Dtype::FP32;
-    if (cli.dtype == "bf16")
-      input_error("--dtype bf16: the CPU engine computes in fp32 (or fp64); bf16 needs the GPU backend");
-    if (cli.dtype != "fp32" && cli.dtype != "fp64") input_error("--dtype " + cli.dtype + ": expected fp32 or fp64");
+    if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())
+      input_error("--device " + cli.device + ": this engine has the cpu device only");
+    if (!engine_device_computes(cli.device, cli.dtype))
+      input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32 or fp64" +
+                  (cli.dtype == "bf16" ? " (bf16 needs a GPU device)" : ""));
     if (c.grid.total() != ranks)
       input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
                   std::to_string(ranks) + " ranks were launched");

@@ -90,6 +90,14 @@ void matrix_element(const MatrixParam& p, const Coords& c, size_t i, long& row, 
   col = logical_col(p.qkv, p.cols, p.block_cols, cb, long(f % p.block_cols));
 }
 
+void block_origin(const MatrixParam& p, const Coords& c, long& row0, std::vector<long>& cols) {
+  int rb = p.transposed ? c[int(Axis::Y)] : c[int(Axis::X)];
+  int cb = p.transposed ? c[int(Axis::X)] : c[int(Axis::Y)];
+  row0 = rb * p.block_rows;
+  cols.resize(size_t(p.block_cols));
+  for (long lc = 0; lc < p.block_cols; ++lc) cols[size_t(lc)] = logical_col(p.qkv, p.cols, p.block_cols, cb, lc);
+}
+
 void vector_element(const VectorParam& p, const Coords& c, size_t i, long& row, long& col) {
   row = long(i / p.local_cols);
   col = logical_col(p.qkv, p.cols, p.local_cols, c[int(p.split)], long(i % p.local_cols));

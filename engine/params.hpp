@@ -69,6 +69,10 @@ long logical_col(bool qkv, long cols, long block_cols, int b, long lc);
 // Logical (row, col) of element i of the rank's shard of `p`.
 void matrix_element(const MatrixParam& p, const Coords& c, size_t i, long& row, long& col);
 void vector_element(const VectorParam& p, const Coords& c, size_t i, long& row, long& col);
+// matrix_element by rows: element f of the cell's block (f = G_z-coordinate ·
+// shard_n + i) is at logical row row0 + f / block_cols, logical column
+// cols[f % block_cols].
+void block_origin(const MatrixParam& p, const Coords& c, long& row0, std::vector<long>& cols);
 
 // Whether this rank is the one that reports a value (gradient norm,
 // canonical gather): shards by the D = 0 replica; a replicated vector by

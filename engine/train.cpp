@@ -1,6 +1,7 @@
 #include "train.hpp"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <cmath>
 
@@ -21,6 +22,13 @@ long micro_steps_of(const RunOptions& o) {
 
 namespace {
 
+// This process's CPU time, user and system, every thread.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 double peak_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -32,12 +40,16 @@ double peak_rss_bytes() {
 void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
-  const int k = 7;
+  // Per step: compute, each axis' communication, sync, GEMM.
+  const int k = 3 + kAxisCount;
   std::vector<double> sum(steps.size() * k), mx(steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepRecord& r = steps[s];
-    double v[k] = {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3], r.sync_s, r.gemm_s};
-    for (int j = 0; j < k; ++j) sum[s * k + j] = v[j];
+    double* v = &sum[s * k];
+    v[0] = r.compute_s;
+    for (int a = 0; a < kAxisCount; ++a) v[1 + a] = r.comm_s[a];
+    v[1 + kAxisCount] = r.sync_s;
+    v[2 + kAxisCount] = r.gemm_s;
     mx[s] = r.time_s;
   }
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_DOUBLE, MPI_SUM, world));
@@ -46,9 +58,9 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
     StepRecord& r = steps[s];
     const double* v = &sum[s * k];
     r.compute_s = v[0] / ranks;
-    for (int a = 0; a < 4; ++a) r.comm_s[a] = v[1 + a] / ranks;
-    r.sync_s = v[5] / ranks;
-    r.gemm_s = v[6] / ranks;
+    for (int a = 0; a < kAxisCount; ++a) r.comm_s[a] = v[1 + a] / ranks;
+    r.sync_s = v[1 + kAxisCount] / ranks;
+    r.gemm_s = v[2 + kAxisCount] / ranks;
     r.time_s = mx[s];
   }
 }
@@ -58,6 +70,7 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
 template <typename T>
 RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                 const std::function<void(const StepRecord&)>& on_step) {
+  const double entered = now_s(), entered_cpu = cpu_s();
   const Config& c = o.config;
   const long micro_steps = micro_steps_of(o);
   const long S = o.model.seq_len, mb = c.micro_batch;
@@ -73,6 +86,8 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
 
   RunResult res;
   res.micro_steps = micro_steps;
+  res.startup_s = now_s() - entered;
+  res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {
     MPI_CHECK(MPI_Barrier(world));  // steps start together; the barrier is outside the timing
     const CommStats before = comm.stats;
@@ -94,7 +109,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.time_s = now_s() - t0;
 
     double blocked = 0;
-    for (int a = 0; a < 4; ++a) {
+    for (int a = 0; a < kAxisCount; ++a) {
       r.comm_s[a] = comm.stats.blocked_s[a] - before.blocked_s[a];
       blocked += r.comm_s[a];
       res.bytes_per_step[a] = comm.stats.bytes[a] - before.bytes[a];
@@ -112,6 +127,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   reduce_steps(world, res.steps);
   double nb[2] = {comm.stats.inflight_s, comm.stats.nonblocking_exposed_s};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, nb, 2, MPI_DOUBLE, MPI_SUM, world));
+  double startup[2] = {res.startup_s, res.startup_cpu_s};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, startup, 2, MPI_DOUBLE, MPI_MAX, world));
+  res.startup_s = startup[0], res.startup_cpu_s = startup[1];
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
   const double per = double(ranks) * std::max(1, o.steps);

@@ -33,7 +33,7 @@ struct StepRecord {
   double grad_norm = 0;
   double time_s = 0;                 // slowest rank
   double compute_s = 0;              // mean over ranks: time not blocked in communication
-  std::array<double, 4> comm_s{};    // mean over ranks: blocked in that axis' calls and waits
+  PerAxis<double> comm_s{};          // mean over ranks: blocked in that axis' calls and waits
   double sync_s = 0;                 // mean over ranks: loss and gradient-norm scalars
   double gemm_s = 0;                 // mean over ranks
   double gemm_flops = 0;             // per rank
@@ -41,11 +41,13 @@ struct StepRecord {
 
 struct RunResult {
   std::vector<StepRecord> steps;
-  std::array<double, 4> bytes_per_step{};  // per rank
+  PerAxis<double> bytes_per_step{};        // per axis, per rank
   std::vector<double> peak_memory_bytes;   // per rank (resident set), on world rank 0
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;
+  double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
+  double startup_cpu_s = 0;                // the CPU time of that interval (slowest rank): what it costs on a busy machine
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked
 };
 

@@ -13,7 +13,7 @@
 
 #include "comm_model.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 using ff::Coll;
 
@@ -64,4 +64,4 @@ bool nccl_built();
 nlohmann::json cuda_versions();
 double gpu_memory_bytes();  // this rank's GPU; 0 when none
 
-}  // namespace meas
+}  // namespace ff::measure

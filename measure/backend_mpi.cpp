@@ -6,7 +6,7 @@
 #include "backend.hpp"
 #include "check.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 void Group::attach(MPI_Comm c) {
   comm = c;
@@ -33,7 +33,7 @@ class MpiBackend : public Backend {
   float* alloc(size_t count) override {
     // Page-aligned and touched, so first-touch page faults stay out of the timings.
     void* p = nullptr;
-    if (posix_memalign(&p, 4096, count * sizeof(float) + 4096) != 0) MEAS_FATAL("out of host memory");
+    if (posix_memalign(&p, 4096, count * sizeof(float) + 4096) != 0) FF_FATAL("out of host memory");
     std::memset(p, 0, count * sizeof(float));
     return static_cast<float*>(p);
   }
@@ -85,4 +85,4 @@ class MpiBackend : public Backend {
 
 std::unique_ptr<Backend> make_mpi_backend() { return std::make_unique<MpiBackend>(); }
 
-}  // namespace meas
+}  // namespace ff::measure

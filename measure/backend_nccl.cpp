@@ -6,7 +6,7 @@
 #include "backend.hpp"
 #include "cuda_check.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 namespace {
 
@@ -133,4 +133,4 @@ double gpu_memory_bytes() {
   return double(total);
 }
 
-}  // namespace meas
+}  // namespace ff::measure

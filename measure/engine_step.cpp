@@ -5,7 +5,7 @@
 #include "memory_model.hpp"
 #include "train.hpp"  // and engine's MPI_CHECK
 
-namespace meas {
+namespace ff::measure {
 
 std::string engine_step_problem(const ff::ModelSpec& model, int micro_batch, int steps, double memory_per_rank,
                                 double gemm_flops_per_s) {
@@ -50,4 +50,4 @@ ff::EngineStepSample measure_engine_step(const ff::ModelSpec& model, int micro_b
   return out;
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -9,7 +9,7 @@
 #include "measurement.hpp"
 #include "model_spec.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 // Why the step cannot be timed here ("" when it can): the model must fit in
 // `memory_per_rank` bytes, and `steps` steps must take under about a minute
@@ -22,4 +22,4 @@ std::string engine_step_problem(const ff::ModelSpec& model, int micro_batch, int
 // MPI_COMM_WORLD.
 ff::EngineStepSample measure_engine_step(const ff::ModelSpec& model, int micro_batch, int steps);
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -11,7 +11,7 @@
 #include "harness.hpp"
 #include "job.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 std::vector<GemmShape> grid_gemm_shapes(const std::vector<long long>& dims) {
   std::vector<GemmShape> shapes;
@@ -91,4 +91,4 @@ std::vector<ff::GemmSample> measure_gemm_cpu(const std::vector<GemmShape>& shape
   });
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -9,7 +9,7 @@
 #include "measurement.hpp"
 #include "model_spec.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 struct GemmShape {
   long long m, n, k;
@@ -50,4 +50,4 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
 int gemm_calls(const GemmShape& s, double target_flops);
 double best_gemm_rate(const std::vector<ff::GemmSample>& samples);  // FLOP/s per rank
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -9,7 +9,7 @@
 #include "harness.hpp"
 #include "stream.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shapes, int repeats,
                                               const GemmProgress& progress) {
@@ -66,4 +66,4 @@ double measure_device_copy(size_t bytes, int repeats) {
   return 2.0 * double(bytes) / times[times.size() / 2];
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -5,9 +5,10 @@
 #include <sstream>
 
 #include "check.hpp"
+#include "error.hpp"
 #include "grid.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 std::string geometry_name(const ff::Geometry& g) {
   if (g.inter)
@@ -100,10 +101,10 @@ std::vector<std::array<int, 3>> parse_items(const std::string& flag, const std::
     char x = 0, y = 0, extra = 0;
     int n = std::sscanf(item.c_str(), "%d%c%d%c%d%c", &a, &x, &b, &y, &c, &extra);
     bool ok = (n == 3 || (triples && n == 5 && y == 'x')) && x == 'x' && a >= 1 && b >= 1 && c >= 1;
-    if (!ok) throw UsageError(flag + " '" + text + "': '" + item + "' is not " + form);
+    if (!ok) throw InputError(flag + " '" + text + "': '" + item + "' is not " + form);
     items.push_back({a, b, c});
   }
-  if (items.empty() || text.back() == ',') throw UsageError(flag + " '" + text + "': expected " + form);
+  if (items.empty() || text.back() == ',') throw InputError(flag + " '" + text + "': expected " + form);
   return items;
 }
 
@@ -127,4 +128,4 @@ std::vector<ff::Geometry> parse_geometries(const std::string& text, bool inter) 
   return out;
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -8,9 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "error.hpp"
 #include "measurement.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 // "intra stride 1 size 4", "inter 2 groups/node size 2", or with several
 // members a node "inter 1 groups/node size 8, 2 members/node".
@@ -37,13 +38,13 @@ std::vector<std::vector<int>> geometry_groups(const ff::Geometry& g, int ranks, 
 std::vector<ff::Geometry> default_geometries(int ranks, int per_node);
 
 // "AxB,CxD" → {(A, B), (C, D)}, positive integers; `flag` and `form` name
-// the option and its format in the error. Throws UsageError.
+// the option and its format in the error. Throws InputError.
 std::vector<std::pair<int, int>> parse_pairs(const std::string& flag, const std::string& text, const std::string& form);
 
 // "1x4,2x2": for --intra, stride x size; for --inter, groups-per-node x size
 // or groups-per-node x size x members-per-node (its stride, the rank distance
 // of members, is left for the caller to set); "none" is the empty list.
-// Throws UsageError.
+// Throws InputError.
 std::vector<ff::Geometry> parse_geometries(const std::string& text, bool inter);
 
-}  // namespace meas
+}  // namespace ff::measure

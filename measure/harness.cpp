@@ -4,7 +4,7 @@
 
 #include "check.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 size_t op_count(Coll op, size_t bytes, int g) {
   size_t floats = bytes / sizeof(float);
@@ -88,4 +88,4 @@ long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, cons
   return wrong;
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -10,7 +10,7 @@
 #include "backend.hpp"
 #include "check.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 // Floats each rank passes to Backend::run for a nominal buffer of `bytes`
 // (all-gather: output, reduce-scatter: input) in a group of g, rounded down
@@ -61,4 +61,4 @@ float pattern_value(int world_rank, size_t index);
 long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, const std::vector<int>& members,
                            float* send, float* recv, size_t count);
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -29,7 +29,7 @@
 #include "stream.hpp"
 #include "topology.hpp"
 
-namespace meas {
+namespace ff::measure {
 namespace {
 
 struct Options {
@@ -74,7 +74,7 @@ size_t parse_bytes(const std::string& flag, const std::string& text) {
   try {
     v = std::stod(text, &used);
   } catch (...) {
-    throw UsageError(what + ": expected a size such as 4096, 1K, 16M or 1G");
+    throw InputError(what + ": expected a size such as 4096, 1K, 16M or 1G");
   }
   std::string unit = text.substr(used);
   double scale = 1;
@@ -83,16 +83,16 @@ size_t parse_bytes(const std::string& flag, const std::string& text) {
     std::string rest = unit.substr(1);
     if ((u != 'K' && u != 'M' && u != 'G' && u != 'B') || (u != 'B' && !rest.empty() && rest != "B" && rest != "iB") ||
         (u == 'B' && !rest.empty()))
-      throw UsageError(what + ": unknown unit '" + unit + "' (use K, M or G, powers of 1024)");
+      throw InputError(what + ": unknown unit '" + unit + "' (use K, M or G, powers of 1024)");
     scale = u == 'K' ? 1024.0 : u == 'M' ? 1024.0 * 1024 : u == 'G' ? 1024.0 * 1024 * 1024 : 1;
   }
   double bytes = v * scale;
   if (!(bytes >= 1) || bytes != std::floor(bytes))
-    throw UsageError(what + ": a message size must be a positive whole number of bytes");
+    throw InputError(what + ": a message size must be a positive whole number of bytes");
   size_t b = size_t(bytes);
-  if ((b & (b - 1)) != 0) throw UsageError(what + ": message sizes are swept in powers of two; " + human_bytes(bytes) +
+  if ((b & (b - 1)) != 0) throw InputError(what + ": message sizes are swept in powers of two; " + human_bytes(bytes) +
                                            " is not one (try " + human_bytes(double(std::bit_floor(b))) + ")");
-  if (b < sizeof(float)) throw UsageError(what + ": the smallest message is one float, 4 bytes");
+  if (b < sizeof(float)) throw InputError(what + ": the smallest message is one float, 4 bytes");
   return b;
 }
 
@@ -107,9 +107,9 @@ std::vector<Coll> parse_ops(const std::string& text) {
     if (k == "allreduce") ops.push_back(Coll::AllReduce);
     else if (k == "allgather") ops.push_back(Coll::AllGather);
     else if (k == "reducescatter") ops.push_back(Coll::ReduceScatter);
-    else throw UsageError("--ops '" + text + "': unknown collective '" + op + "' (all-reduce, all-gather, reduce-scatter)");
+    else throw InputError("--ops '" + text + "': unknown collective '" + op + "' (all-reduce, all-gather, reduce-scatter)");
   }
-  if (ops.empty()) throw UsageError("--ops '" + text + "': name at least one collective");
+  if (ops.empty()) throw InputError("--ops '" + text + "': name at least one collective");
   return ops;
 }
 
@@ -128,7 +128,7 @@ std::string form_name(Coll op, bool nonblocking) {
 void agree(bool ok, const std::string& why) {
   int all = ok ? 1 : 0, mine = all;
   MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
-  if (!all) throw UsageError(ok ? "on another rank: " + why : why);
+  if (!all) throw InputError(ok ? "on another rank: " + why : why);
 }
 
 // Where rank 0 will write: checked before the run, not after an hour of it.
@@ -160,7 +160,7 @@ Node detect_node(const Options& o, int rank, int ranks) {
     n.per_node = o.gpus_per_node;
     n.source = "--gpus-per-node";
     if (ranks % n.per_node != 0)
-      throw UsageError("--gpus-per-node " + std::to_string(n.per_node) + ": " + std::to_string(ranks) +
+      throw InputError("--gpus-per-node " + std::to_string(n.per_node) + ": " + std::to_string(ranks) +
                        " ranks do not fill whole nodes of " + std::to_string(n.per_node));
     return n;
   }
@@ -168,7 +168,7 @@ Node detect_node(const Options& o, int rank, int ranks) {
   MPI_CHECK(MPI_Allreduce(&n.host_ranks, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   MPI_CHECK(MPI_Allreduce(&n.host_ranks, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (lo != hi)
-    throw UsageError("nodes hold different numbers of ranks (" + std::to_string(lo) + " to " + std::to_string(hi) +
+    throw InputError("nodes hold different numbers of ranks (" + std::to_string(lo) + " to " + std::to_string(hi) +
                      "); launch the same count on every node, or set --gpus-per-node");
   MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT, 0, n.comm));  // world rank of the node's local rank 0
   first_seen = first;
@@ -286,7 +286,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   // Arguments: every rank checks the same things the same way, so all agree
   // without talking.
   if (o.backend != "mpi" && o.backend != "nccl")
-    throw UsageError("--backend '" + o.backend + "': expected mpi (CPU buffers) or nccl (GPU buffers)");
+    throw InputError("--backend '" + o.backend + "': expected mpi (CPU buffers) or nccl (GPU buffers)");
   bool gpu = o.backend == "nccl";
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   if (o.quick) {
@@ -300,20 +300,20 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (o.max_bytes.empty()) o.max_bytes = gpu ? "256M" : "16M";
   size_t min_bytes = parse_bytes("--min-bytes", o.min_bytes), max_bytes = parse_bytes("--max-bytes", o.max_bytes);
   if (min_bytes > max_bytes)
-    throw UsageError("--min-bytes " + o.min_bytes + " is larger than --max-bytes " + o.max_bytes);
+    throw InputError("--min-bytes " + o.min_bytes + " is larger than --max-bytes " + o.max_bytes);
   if (max_bytes > (size_t(1) << 32))
-    throw UsageError("--max-bytes " + o.max_bytes + ": at most 4G (an MPI count is a 32-bit int of floats)");
-  if (o.iters < 1) throw UsageError("--iters must be at least 1");
-  if (o.warmup < 0) throw UsageError("--warmup must be at least 0");
-  if (o.repeats < 1) throw UsageError("--repeats must be at least 1");
+    throw InputError("--max-bytes " + o.max_bytes + ": at most 4G (an MPI count is a 32-bit int of floats)");
+  if (o.iters < 1) throw InputError("--iters must be at least 1");
+  if (o.warmup < 0) throw InputError("--warmup must be at least 0");
+  if (o.repeats < 1) throw InputError("--repeats must be at least 1");
   std::vector<Coll> ops = parse_ops(o.ops);
-  if (!o.out.empty() && o.out == o.raw) throw UsageError("--out and --raw name the same file '" + o.out + "'");
+  if (!o.out.empty() && o.out == o.raw) throw InputError("--out and --raw name the same file '" + o.out + "'");
   if (o.name.empty()) {
     std::string file = o.out.substr(o.out.find_last_of('/') + 1);
     o.name = file.size() > 5 && file.ends_with(".json") ? file.substr(0, file.size() - 5) : file;
     if (o.name.empty()) o.name = "measured";
   }
-  if (!o.gemm_grids.empty() && o.model.empty()) throw UsageError("--gemm-grids needs --model");
+  if (!o.gemm_grids.empty() && o.model.empty()) throw InputError("--gemm-grids needs --model");
   std::vector<std::pair<int, int>> gemm_xy;
   if (!o.gemm_grids.empty()) gemm_xy = parse_pairs("--gemm-grids", o.gemm_grids, "G_XxG_Y, e.g. 1x1,2x2");
   ff::ModelSpec model;
@@ -321,7 +321,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   nlohmann::json base;
   if (!o.base.empty()) base = ff::profile_json(o.base);
   if (ranks < 2)
-    throw UsageError("measure needs at least 2 ranks, this is 1; launch it with mpirun -np N or srun (a binary "
+    throw InputError("measure needs at least 2 ranks, this is 1; launch it with mpirun -np N or srun (a binary "
                      "started by another MPI's launcher runs as N separate 1-rank jobs)");
   std::string out_problem = output_problem("--out", o.out);
   if (out_problem.empty()) out_problem = output_problem("--raw", o.raw);
@@ -341,17 +341,17 @@ int run(int argc, char** argv, int rank, int ranks) {
     geometries.insert(geometries.end(), inter.begin(), inter.end());
   }
   for (const auto& g : geometries)
-    if (std::string why = geometry_problem(g, ranks, per_node); !why.empty()) throw UsageError(why);
+    if (std::string why = geometry_problem(g, ranks, per_node); !why.empty()) throw InputError(why);
   if (geometries.empty())
-    throw UsageError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
+    throw InputError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
                      std::to_string(per_node) + " per node");
   // What calibrate_profile cannot do without a base profile, said now rather
   // than after the run.
   bool any_intra = std::any_of(geometries.begin(), geometries.end(), [](const ff::Geometry& g) { return !g.inter; });
   if (!o.out.empty() && o.base.empty()) {
-    if (o.skip_gemm) throw UsageError("--skip-gemm with --out needs --base NAME|FILE to take the GEMM table from");
+    if (o.skip_gemm) throw InputError("--skip-gemm with --out needs --base NAME|FILE to take the GEMM table from");
     if (!any_intra)
-      throw UsageError("no intra-node geometry is measured (" + std::to_string(per_node) +
+      throw InputError("no intra-node geometry is measured (" + std::to_string(per_node) +
                        " rank per node), so --out needs --base NAME|FILE to take intra-node bandwidths from");
   }
   if (gpu && !o.out.empty() && o.base.empty())
@@ -369,7 +369,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   double node_memory = node_memory_bytes();
   double memory_per_rank = gpu ? gpu_memory_bytes() : node_memory / node.host_ranks;
   if (memory_per_rank > 0 && 2.0 * double(max_bytes) > 0.5 * memory_per_rank)
-    throw UsageError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
+    throw InputError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
                      human_bytes(memory_per_rank) + " each rank has");
 
   std::vector<Form> forms;
@@ -552,28 +552,25 @@ int run(int argc, char** argv, int rank, int ranks) {
 }
 
 }  // namespace
-}  // namespace meas
+}  // namespace ff::measure
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  meas::g_rank = rank;
+  ff::measure::g_rank = rank;
   // Errors come back to MPI_CHECK, which names the call site before aborting
   // (communicators split from the world inherit this).
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int code = 0;
   try {
-    code = meas::run(argc, argv, rank, ranks);
-  } catch (const meas::UsageError& e) {
-    meas::say(std::string("measure: error: ") + e.what());
-    code = 2;
+    code = ff::measure::run(argc, argv, rank, ranks);
   } catch (const ff::InputError& e) {
-    meas::say(std::string("measure: error: ") + e.what());
+    ff::measure::say(std::string("measure: error: ") + e.what());
     code = 2;
   } catch (const std::exception& e) {
-    meas::say(std::string("measure: failed: ") + e.what());
+    ff::measure::say(std::string("measure: failed: ") + e.what());
     code = 1;
   }
   MPI_Finalize();

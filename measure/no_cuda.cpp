@@ -3,7 +3,7 @@
 #include "gemm.hpp"
 #include "stream.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 bool nccl_built() { return false; }
 
@@ -19,4 +19,4 @@ double gpu_memory_bytes() { return 0; }
 
 std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>&, int, const GemmProgress&) { return {}; }
 
-}  // namespace meas
+}  // namespace ff::measure

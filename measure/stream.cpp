@@ -8,7 +8,7 @@
 #include "check.hpp"
 #include "harness.hpp"
 
-namespace meas {
+namespace ff::measure {
 
 double measure_stream(size_t doubles, int repeats) {
   std::vector<double> a(doubles, 0.0), b(doubles, 1.0), c(doubles, 2.0);
@@ -28,4 +28,4 @@ double measure_stream(size_t doubles, int repeats) {
   return 3.0 * sizeof(double) * double(doubles) / times[times.size() / 2];
 }
 
-}  // namespace meas
+}  // namespace ff::measure

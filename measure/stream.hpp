@@ -1,7 +1,7 @@
 #pragma once
 #include <cstddef>
 
-namespace meas {
+namespace ff::measure {
 
 // Memory bandwidth per rank with every rank running at once: STREAM's triad
 // a[i] = b[i] + s·c[i] over `doubles` elements an array, counted as 3 arrays
@@ -14,4 +14,4 @@ double measure_stream(size_t doubles, int repeats);
 // without CUDA.
 double measure_device_copy(size_t bytes, int repeats);
 
-}  // namespace meas
+}  // namespace ff::measure

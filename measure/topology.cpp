@@ -13,7 +13,7 @@
 #define FF_VERSION "unknown"
 #endif
 
-namespace meas {
+namespace ff::measure {
 
 namespace {
 
@@ -123,4 +123,4 @@ std::string launch_command(int argc, char** argv) {
   return env + join(std::vector<std::string>(argv, argv + argc));
 }
 
-}  // namespace meas
+}  // namespace ff::measure

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace meas {
+namespace ff::measure {
 
 // Cores, hardware threads, NUMA nodes, memory, CPU model and GPUs, from hwloc.
 nlohmann::json node_topology();
@@ -22,4 +22,4 @@ std::string utc_now();       // ISO 8601
 // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS when set.
 std::string launch_command(int argc, char** argv);
 
-}  // namespace meas
+}  // namespace ff::measure

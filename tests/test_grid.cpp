@@ -189,13 +189,39 @@ TEST_CASE("grid: factorizations count ordered 4-factorizations") {
     CHECK(distinct.size() == factorizations(n).size());
   }
   CHECK(factorizations(1).front() == Grid{1, 1, 1, 1});
+  // x slowest, then y, then z, each ascending; data takes the rest. The
+  // search's tie-breaks follow this order.
+  std::vector<Grid> f12 = factorizations(12);
+  REQUIRE(f12.size() >= 7);
+  CHECK(f12[0] == Grid{1, 1, 1, 12});
+  CHECK(f12[1] == Grid{1, 1, 2, 6});
+  CHECK(f12[2] == Grid{1, 1, 3, 4});
+  CHECK(f12[5] == Grid{1, 1, 12, 1});
+  CHECK(f12[6] == Grid{1, 2, 1, 6});
+  CHECK(f12.back() == Grid{12, 1, 1, 1});
+}
+
+TEST_CASE("grid: the per-axis accessor reaches the named fields") {
+  Grid g{4, 2, 16, 8};
+  CHECK(g[Axis::X] == 4);
+  CHECK(g[Axis::Y] == 2);
+  CHECK(g[Axis::Z] == 16);
+  CHECK(g[Axis::D] == 8);
+  g[Axis::Z] = 3;
+  CHECK(g.z == 3);
+  CHECK(g.total() == 4 * 2 * 3 * 8);
+  CHECK(std::string(axis_name(Axis::D)) == "data");
+  CHECK(axis_letter(Axis::D) == 'd');
+  CHECK(axis_letters(",") == "x,y,z,d");
+  CHECK(axis_letters(",", true) == "X,Y,Z,D");
+  CHECK(Order().str() == "xyzd");
 }
 
 TEST_CASE("grid: parse_grid and parse_order") {
   CHECK(parse_grid("4,2,16,8") == Grid{4, 2, 16, 8});
   CHECK(parse_grid("1,1,1,1").total() == 1);
   CHECK(Grid{4, 2, 16, 8}.str() == "4,2,16,8");
-  CHECK(parse_order("dzyx").axes == std::array<Axis, 4>{Axis::D, Axis::Z, Axis::Y, Axis::X});
+  CHECK(parse_order("dzyx").axes == PerAxis<Axis>{Axis::D, Axis::Z, Axis::Y, Axis::X});
 
   for (const char* bad : {"", "4,2,16", "4,2,16,8,1", "4,0,1,1", "-1,1,1,1", "a,1,1,1", "4.5,1,1,1", "4,,1,1",
                           "4;2;16;8", "4,2,16,8x"}) {
@@ -203,6 +229,11 @@ TEST_CASE("grid: parse_grid and parse_order") {
     CHECK_THROWS_AS(parse_grid(bad), InputError);
   }
   CHECK(fftest::contains(input_error_of([] { parse_grid("4,2,16"); }), "4,2,16"));
+  CHECK(input_error_of([] { parse_grid("4,2,16"); }) == "--grid '4,2,16': expected four sizes X,Y,Z,D, e.g. 4,2,16,8");
+  CHECK(input_error_of([] { parse_grid("4,a,1,1"); }) ==
+        "--grid '4,a,1,1': 'a' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
+  CHECK(input_error_of([] { parse_order("xyz"); }) ==
+        "--order 'xyz': expected a permutation of the letters x, y, z, d (innermost first, e.g. xyzd)");
   for (const char* bad : {"", "xyz", "xyzz", "xyzdd", "abcd", "XYZD", "x y z d"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_order(bad), InputError);

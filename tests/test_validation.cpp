@@ -138,7 +138,7 @@ TEST_CASE("bytes per step: each collective's buffer times its count, per micro-s
   plan.comm.push_back({"fc1", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 1000, 4, 2, false});
   plan.comm.push_back({"fc1", "weight-grad all-reduce", ff::Axis::D, ff::Coll::AllReduce, 500, 2, 1, true});
   plan.comm.push_back({"fc2", "fwd weight all-gather", ff::Axis::Z, ff::Coll::AllGather, 10, 4, 1, false});
-  std::array<double, 4> b = ff::bytes_per_step(plan);
+  ff::PerAxis<double> b = ff::bytes_per_step(plan);
   CHECK(b[0] == 0);
   CHECK(b[1] == 0);
   CHECK(b[2] == 32160);
@@ -359,7 +359,7 @@ TEST_CASE("out of sample: each half is scored by the fit of the other, never its
   std::vector<ff::Config> cs = configs(job, true);
   std::vector<ff::MeasuredRun> runs = measured_with(job, ff::apply_factors(base, known_truth()), cs);
   std::vector<std::string> keys;
-  for (size_t i = 0; i < cs.size(); ++i) keys.push_back("k" + std::to_string(1000 + i));  // halves: even, odd i
+  for (size_t i = 0; i < cs.size(); ++i) keys.push_back(std::string(1, 'k').append(std::to_string(1000 + i)));  // halves: even, odd i
 
   ff::OutOfSample clean = ff::out_of_sample(job, base, runs, keys);
   for (int h = 0; h < 2; ++h) {

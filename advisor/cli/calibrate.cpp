@@ -16,7 +16,7 @@
 #include "subcommands.hpp"
 #include "validation_report.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -216,4 +216,4 @@ void setup_calibrate(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -19,7 +19,7 @@
 
 extern char** environ;
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -158,4 +158,4 @@ std::string file_tail(const std::string& path, int lines) {
   return s;
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

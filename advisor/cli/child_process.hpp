@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace ff::cli {
+namespace ff::advisor {
 
 // Words of `text`: blanks separate, '…' and "…" quote, backslash escapes.
 // Throws InputError on an unclosed quote.
@@ -36,4 +36,4 @@ ChildOutcome run_logged(const std::vector<std::string>& argv, const std::string&
 // The last `lines` lines of a file ("" if unreadable).
 std::string file_tail(const std::string& path, int lines);
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -8,7 +8,7 @@
 
 #include "error.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 Table::Table(std::vector<std::string> headers) {
   for (auto& h : headers) {
@@ -89,4 +89,4 @@ std::string bytes_h(double b) {
   return fixed(b, i == 0 ? 0 : 1) + " " + units[i];
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace ff::cli {
+namespace ff::advisor {
 
 // Columns are right-aligned unless their header starts with '<'
 // (the '<' is not printed).
@@ -27,4 +27,4 @@ std::string grouped(long long n);    // "1,234,567"
 std::string si(double v, const char* unit);  // "1.23 M" + unit
 std::string bytes_h(double b);       // "12.0 MiB"
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -4,7 +4,7 @@
 
 #include "error.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   app->add_option("--model", o.model, "A preset (see `advisor models`) or a model JSON file")->capture_default_str();
@@ -62,4 +62,4 @@ LoadedJob load_job(const JobOptions& o) {
   return l;
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -4,7 +4,7 @@
 
 #include "cost_model.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 struct JobOptions {
   std::string model = "gpt-80b";
@@ -31,4 +31,4 @@ LoadedJob load_job(const JobOptions& o);
 long long parse_gpus(const std::string& text);
 long long default_batch(const ModelSpec& m, long long gpus);
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -7,13 +7,13 @@
 int main(int argc, char** argv) {
   CLI::App app{"advisor: which 4D grid, placement, micro-batch and overlap train a GPT model fastest"};
   app.require_subcommand(1);
-  ff::cli::setup_recommend(app);
-  ff::cli::setup_predict(app);
-  ff::cli::setup_models(app);
-  ff::cli::setup_machines(app);
-  ff::cli::setup_bench(app);
-  ff::cli::setup_calibrate(app);
-  ff::cli::setup_validate(app);
+  ff::advisor::setup_recommend(app);
+  ff::advisor::setup_predict(app);
+  ff::advisor::setup_models(app);
+  ff::advisor::setup_machines(app);
+  ff::advisor::setup_bench(app);
+  ff::advisor::setup_calibrate(app);
+  ff::advisor::setup_validate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

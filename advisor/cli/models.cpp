@@ -9,7 +9,7 @@
 #include "model_spec.hpp"
 #include "subcommands.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 void setup_models(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
@@ -59,4 +59,4 @@ void setup_machines(CLI::App& app) {
   });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

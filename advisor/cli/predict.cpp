@@ -11,13 +11,13 @@
 #include "launch.hpp"
 #include "subcommands.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
 struct PredictOptions {
   JobOptions job;
-  std::string grid, order = "xyzd", overlap = "none";
+  std::string grid, order = Order().str(), overlap = "none";
   int micro_batch = 1;
   bool recompute = false;
   bool json = false;
@@ -87,6 +87,7 @@ void run(const PredictOptions& o) {
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
+    out["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, c));
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
@@ -168,15 +169,14 @@ void run(const PredictOptions& o) {
   std::cout << mem.str("  ");
 
   std::cout << "\nTime per iteration " << seconds(e.time_s) << " = compute " << seconds(e.compute_s)
-            << " + exposed x " << seconds(e.exposed_comm_s[0]) << ", y " << seconds(e.exposed_comm_s[1]) << ", z "
-            << seconds(e.exposed_comm_s[2]) << ", data " << seconds(e.exposed_comm_s[3]) << "\n"
+            << " + exposed";
+  for (Axis a : kAxes)
+    std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
+  std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
   std::cout << "\nLaunch:\n";
-  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, c)) {
-    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
-    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
-  }
+  std::cout << launch_text(launch_lines(job, o.job.model, m.gpus_per_node, c));
   if (!fits)
     throw NoConfigError("does not fit: needs " + gib(u.total()) + " GiB of " + gib(m.hbm_capacity) +
                         " GiB per GPU (try --recompute, a smaller --micro-batch, or a larger G_z)");
@@ -188,7 +188,7 @@ void setup_predict(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* sub = app.add_subcommand("predict", "Explain one configuration: every collective, compute, memory");
   add_job_options(sub, o->job);
-  sub->add_option("--grid", o->grid, "X,Y,Z,D grid sizes")->required();
+  sub->add_option("--grid", o->grid, axis_letters(",", true) + " grid sizes")->required();
   sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
   sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "Full activation recomputation");
@@ -197,4 +197,4 @@ void setup_predict(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

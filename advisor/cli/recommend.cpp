@@ -15,7 +15,7 @@
 #include "sensitivity.hpp"
 #include "subcommands.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -145,9 +145,7 @@ void run(const RecommendOptions& o) {
       nlohmann::json under = nlohmann::json::object();
       for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
       c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
-      nlohmann::json launch = nlohmann::json::object();
-      for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, x.config)) launch[ll.name] = ll.line;
-      c["launch"] = launch;
+      c["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, x.config));
       out["configs"].push_back(c);
     }
     if (o.show_infeasible) {
@@ -165,20 +163,26 @@ void run(const RecommendOptions& o) {
             << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
-  Table t({"#", "<grid x,y,z,d", "<order", "mb", "<rc", "<overlap", "time/it", "compute", "exp x", "exp y", "exp z",
-           "exp data", "GiB", "MFU", "tokens/s", "days", "margin", "<±20%"});
+  std::vector<std::string> head = {"#",   "<grid " + axis_letters(","), "<order", "mb", "<rc", "<overlap",
+                                   "time/it", "compute"};
+  for (Axis a : kAxes) head.push_back(std::string("exp ") + axis_name(a));
+  for (const char* h : {"GiB", "MFU", "tokens/s", "days", "margin", "<±20%"}) head.push_back(h);
+  Table t(head);
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Ranked& x = r.top[i];
     const auto& e = x.estimate;
     std::string order = x.config.order.str();
     if (x.equivalent_orders) order += " +" + std::to_string(x.equivalent_orders);
-    t.row({std::to_string(i + 1), x.config.grid.str(), order, std::to_string(x.config.micro_batch),
-           x.config.recompute ? "y" : "n", x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s),
-           exposed(x.config, Axis::X, e), exposed(x.config, Axis::Y, e), exposed(x.config, Axis::Z, e),
-           exposed(x.config, Axis::D, e), gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%",
-           si(e.tokens_per_s, ""), fixed(tokens / e.tokens_per_s / 86400, 1),
-           i + 1 < r.candidates.size() ? fixed(100 * conf[i].margin, 2) + "%" : "-",
-           rank_range(conf[i], int(i) + 1)});
+    std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str(), order,
+                                    std::to_string(x.config.micro_batch), x.config.recompute ? "y" : "n",
+                                    x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s)};
+    for (Axis a : kAxes) row.push_back(exposed(x.config, a, e));
+    for (std::string cell : {gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%", si(e.tokens_per_s, ""),
+                             fixed(tokens / e.tokens_per_s / 86400, 1),
+                             i + 1 < r.candidates.size() ? fixed(100 * conf[i].margin, 2) + "%" : "-",
+                             rank_range(conf[i], int(i) + 1)})
+      row.push_back(std::move(cell));
+    t.row(std::move(row));
   }
   std::cout << t.str();
   std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide); days to train "
@@ -187,10 +191,7 @@ void run(const RecommendOptions& o) {
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
             << "(--json names each case).\n";
   std::cout << "\nLaunch #1:\n";
-  for (const auto& ll : launch_lines(job, o.job.model, m.gpus_per_node, r.top[0].config)) {
-    std::cout << "  " << ll.name << ":\n    " << ll.line << "\n";
-    if (!ll.note.empty()) std::cout << "    (" << ll.note << ")\n";
-  }
+  std::cout << launch_text(launch_lines(job, o.job.model, m.gpus_per_node, r.top[0].config));
   if (!o.plot.empty()) std::cout << "\nWrote " << o.plot << "\n";
 }
 
@@ -215,4 +216,4 @@ void setup_recommend(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -3,7 +3,7 @@
 // from a callback.
 #include <CLI/CLI.hpp>
 
-namespace ff::cli {
+namespace ff::advisor {
 
 void setup_recommend(CLI::App& app);
 void setup_predict(CLI::App& app);
@@ -13,4 +13,4 @@ void setup_bench(CLI::App& app);
 void setup_calibrate(CLI::App& app);
 void setup_validate(CLI::App& app);
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -14,6 +14,7 @@
 
 #include "atomic_file.hpp"
 #include "child_process.hpp"
+#include "engine_args.hpp"
 #include "error.hpp"
 #include "format.hpp"
 #include "json_fields.hpp"
@@ -24,7 +25,7 @@
 #include "validation_placement.hpp"
 #include "validation_stats.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 namespace {
 
@@ -167,13 +168,14 @@ json measured_of(const json& record, const std::string& origin) {
   if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
   std::vector<double> times;
   double compute = 0;
-  std::array<double, 4> comm{};
+  PerAxis<double> comm{};
   for (size_t i = 1; i < steps.size(); ++i) {
     Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
     times.push_back(s.positive("time_s"));
     compute += s.number("compute_s");
     Fields c = s.object("comm_s");
-    comm = {comm[0] + c.number("x"), comm[1] + c.number("y"), comm[2] + c.number("z"), comm[3] + c.number("data")};
+    PerAxis<double> step = per_axis_numbers(c);
+    for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
   }
   double n = double(times.size());
   for (double& c : comm) c /= n;
@@ -216,19 +218,14 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   const std::string log = stem + ".log", rec = stem + ".json";
   fs::remove(rec);
   fs::remove(log);
+  EngineArgs args = engine_args(s.model_path, c, s.job.batch);
+  args.steps = o.steps;
+  args.record = rec;
+  args.quiet = true;
   std::vector<std::string> argv = s.launcher;
-  for (std::string a : {s.engine, std::string("--model"), s.model_path, std::string("--grid"), c.grid.str(),
-                        std::string("--order"), c.order.str(), std::string("--micro-batch"),
-                        std::to_string(c.micro_batch)})
-    argv.push_back(a);
-  if (c.recompute) argv.push_back("--recompute");
-  for (std::string a : {std::string("--overlap"), c.overlap.str(), std::string("--dtype"), std::string("fp32"),
-                        std::string("--batch"), std::to_string(s.job.batch), std::string("--steps"),
-                        std::to_string(o.steps), std::string("--data"), std::string("synthetic"),
-                        std::string("--record"), rec, std::string("--quiet")})
-    argv.push_back(a);
-  std::string command;
-  for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
+  argv.push_back(s.engine);
+  for (std::string& a : engine_argv(args)) argv.push_back(std::move(a));
+  const std::string command = join_args(argv);
 
   json r = {{"repeat", repeat}, {"log", log}, {"record", rec}, {"command", command}};
   ChildOutcome out = run_logged(argv, log, o.run_timeout);
@@ -485,4 +482,4 @@ void setup_validate(CLI::App& app) {
   sub->callback([o] { run(*o); });
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -8,7 +8,7 @@
 #include "measurement.hpp"  // median
 #include "validation_stats.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 using nlohmann::json;
 
@@ -38,7 +38,7 @@ ReportRuns read_report_runs(const json& report, const std::string& origin) {
     m.time_s = meas.positive("time_s");
     m.compute_s = meas.number("compute_s");
     Fields comm = meas.object("comm_s");
-    m.comm_s = {comm.number("x"), comm.number("y"), comm.number("z"), comm.number("data")};
+    m.comm_s = per_axis_numbers(comm);
     r.runs.push_back(m);
     r.keys.push_back(config_label(m.config));
     r.repeats_ok.push_back(int(meas.integer_or("repeats_ok", 1, 1)));
@@ -90,8 +90,7 @@ void summarize_run(json& run) {
     }
     Fields f(reps[i], origin, "repeats[" + std::to_string(i) + "]");
     Fields c = f.object("comm_s");
-    ok.push_back({f.positive("time_s"), f.number("compute_s"),
-                  {c.number("x"), c.number("y"), c.number("z"), c.number("data")}});
+    ok.push_back({f.positive("time_s"), f.number("compute_s"), per_axis_numbers(c)});
     if (!first_ok) first_ok = &reps[i];
   }
   for (const char* k : {"measured", "error", "log_tail"}) run.erase(k);
@@ -248,4 +247,4 @@ void print_validation_text(const json& report) {
   }
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -9,7 +9,7 @@
 #include "refit.hpp"
 #include "validation_placement.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 // The "job" object; two reports describe the same job when these are equal.
 nlohmann::json job_json(const Job& job, const std::string& model_arg, int steps);
@@ -50,4 +50,4 @@ nlohmann::json placement_json(const PlacementCheck& pc, const nlohmann::json& ru
 // The table of runs and the scores, for people.
 void print_validation_text(const nlohmann::json& report);
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

@@ -9,7 +9,7 @@
 #include "validation_stats.hpp"
 #include "validation_svg.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 using nlohmann::json;
 
@@ -78,10 +78,11 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
   for (size_t i = 0; i < ok.runs.size(); ++i) {
     Prediction pr = predict(job, machine, ok.runs[i].config);
     int heavy = int(std::max_element(pr.estimate.comm_s.begin(), pr.estimate.comm_s.end()) - pr.estimate.comm_s.begin());
+    const Axis heavy_axis = kAxes[heavy];
     std::string mark = ok.keys[i] == top_pick      ? "top pick"
                        : ok.keys[i] == counterpart ? "across nodes"
                                                    : "";
-    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy, pr.links[heavy].across, mark});
+    pts.push_back({ok.keys[i], ok.predicted[i], ok.measured[i], heavy_axis, pr.links[heavy].across, mark});
     idx.push_back(i);
   }
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ok.measured[a] < ok.measured[b]; });
@@ -91,9 +92,7 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
     Estimate e = predict(job, machine, r.config).estimate;
     std::string rank = "#";  // built by appends: GCC 12 misreads "#" + std::string (-Wrestrict)
     rank += std::to_string(k + 1) + " " + ok.keys[idx[k]];
-    top.push_back({rank,
-                   {e.compute_s, e.exposed_comm_s[0], e.exposed_comm_s[1], e.exposed_comm_s[2], e.exposed_comm_s[3]},
-                   {r.compute_s, r.comm_s[0], r.comm_s[1], r.comm_s[2], r.comm_s[3]}});
+    top.push_back({rank, breakdown_parts(e.compute_s, e.exposed_comm_s), breakdown_parts(r.compute_s, r.comm_s)});
   }
   // Short enough for the picture's width: the report holds the rest.
   std::string sub = std::to_string(ok.runs.size()) + " configurations";
@@ -115,4 +114,4 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
                                            sub));
 }
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

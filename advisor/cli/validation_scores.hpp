@@ -9,7 +9,7 @@
 #include "cost_model.hpp"
 #include "refit.hpp"
 
-namespace ff::cli {
+namespace ff::advisor {
 
 // The report's successful runs, each with its prediction under one profile.
 struct OkRuns {
@@ -30,4 +30,4 @@ nlohmann::json out_of_sample_json(const Job& job, const MachineProfile& m, const
 void write_validation_plot(const std::string& path, const Job& job, const MachineProfile& machine, const OkRuns& ok,
                            const nlohmann::json& placement);
 
-}  // namespace ff::cli
+}  // namespace ff::advisor

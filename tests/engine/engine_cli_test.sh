@@ -60,6 +60,18 @@ assert r["bytes_per_step"]["z"] > 0
 assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
 ' "$tmp/run2.json" "$tmp/predict2.json"
 
+# --- the launch line the advisor prints runs as printed -----------------------
+# A bf16 plan (the machine's default dtype): the line names the device and
+# dtype the engine has, and pasting it (with this build's engine) trains.
+"$advisor" predict --model "$tiny" --gpus 4 --machine cpu-8x2core --grid 2,1,1,2 --micro-batch 2 --batch 8 --recompute \
+  --overlap all --dtype bf16 --json >"$tmp/launch.json"
+line=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["launch"]["mpirun"]["line"])' "$tmp/launch.json")
+case $line in
+  "mpirun -np 4 --map-by ppr:4:node engine --model $tiny --grid 2,1,1,2 "*"--device cpu --dtype fp32 --batch 8") echo "ok: launch line: $line" ;;
+  *) echo "FAIL: launch line: $line"; failures=$((failures + 1)) ;;
+esac
+expect 0 'final loss' -- ${line/ engine / "$engine" } --steps 2
+
 # --- it learns: byte-level text on 2 ranks --------------------------------
 expect 0 'final loss' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --micro-batch 4 --batch 8 --steps 40 --lr 3e-3 \
   --data "$text" --record "$tmp/learn.json"
@@ -77,7 +89,8 @@ expect 2 'has 4 cells but 2 ranks' -- $run 2 "$engine" --model "$tiny" --grid 2,
 expect 2 'heads 4 % G_y 8' -- $run 8 "$engine" --model "$tiny" --grid 1,8,1,1 --record "$tmp/bad.json"
 expect 2 'cannot read data file' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --data "$tmp/missing.txt" --record "$tmp/bad.json"
 expect 2 'not a multiple of micro_batch' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --batch 3 --record "$tmp/bad.json"
-expect 2 'bf16 needs the GPU backend' -- $run 1 "$engine" --model "$tiny" --dtype bf16
+expect 2 'bf16 needs a GPU device' -- $run 1 "$engine" --model "$tiny" --dtype bf16
+expect 2 'device gpu: this engine has the cpu device only' -- $run 1 "$engine" --model "$tiny" --device gpu
 expect 2 'unknown model|gpt-5b' -- $run 2 "$engine" --model gpt-nonexistent --grid 2,1,1,1
 expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --lr 1e30 --steps 20 --record "$tmp/bad.json"
 no_leftovers "$tmp/bad.json"

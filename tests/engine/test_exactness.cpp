@@ -57,13 +57,13 @@ RunOptions options(const Grid& g, const Variant& v, const ModelSpec& m) {
 
 // MODEL.md §1, elements per rank per step on each axis (X, Y, Z, D), written
 // out from the table rather than taken from the engine's accounting.
-std::array<double, 4> expected_elements(const ModelSpec& m, const RunOptions& o) {
+PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const Grid& g = o.config.grid;
   const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double t = double(o.config.micro_batch) * S, r = o.config.recompute ? 1 : 0;
   const double micro = double(o.batch) / (double(o.config.micro_batch) * g.z * g.d);
-  std::array<double, 4> per_micro{}, per_step{};
-  const int X = 0, Y = 1, Z = 2, D = 3;
+  PerAxis<double> per_micro{}, per_step{};
+  const int X = int(Axis::X), Y = int(Axis::Y), Z = int(Axis::Z), D = int(Axis::D);
   struct Lin { double k, n; bool transposed; };
   for (Lin l : {Lin{H, 3 * H, false}, Lin{H, H, true}, Lin{H, F, false}, Lin{F, H, true}}) {
     double cell = l.k * l.n / (g.x * g.y);
@@ -90,9 +90,11 @@ std::array<double, 4> expected_elements(const ModelSpec& m, const RunOptions& o)
   const double replicated = L * (4 * hx + 3 * H / g.y + hx + F / g.y + hx) + 2 * hx + S * hx;
   per_step[Z] += replicated;
   per_step[D] += replicated;
-  std::array<double, 4> total{};
-  for (int a = 0; a < 4; ++a)
-    total[a] = g.size(Axis(a)) > 1 ? micro * per_micro[a] + per_step[a] : 0.0;
+  PerAxis<double> total{};
+  for (Axis a : kAxes) {
+    const int i = int(a);
+    total[i] = g.size(a) > 1 ? micro * per_micro[i] + per_step[i] : 0.0;
+  }
   return total;
 }
 
@@ -107,7 +109,7 @@ struct Outcome {
 
 double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-300); }
 
-Outcome compare(const RunResult& ref, const RunResult& run, const std::array<double, 4>& bytes) {
+Outcome compare(const RunResult& ref, const RunResult& run, const PerAxis<double>& bytes) {
   Outcome o;
   o.valid = 1;
   for (size_t s = 0; s < ref.steps.size(); ++s) o.loss_err = std::max(o.loss_err, rel(run.steps[s].loss, ref.steps[s].loss));
@@ -122,7 +124,7 @@ Outcome compare(const RunResult& ref, const RunResult& run, const std::array<dou
     double e = diff / std::max(scale, 1e-300);
     if (e > o.param_err) o.param_err = e, o.worst_tensor = double(i);
   }
-  for (int a = 0; a < 4; ++a) {
+  for (int a = 0; a < kAxisCount; ++a) {
     double got = run.bytes_per_step[a], want = bytes[a];
     o.bytes_err = std::max(o.bytes_err, want == 0 ? got : rel(got, want));
   }

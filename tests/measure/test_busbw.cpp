@@ -27,10 +27,10 @@ TEST_CASE("busbw: measure's harness vs a plain MPI_Allreduce loop, 2 ranks, 16 M
   const size_t bytes = size_t(16) << 20, floats = bytes / sizeof(float);
   const int warmup = 2, iters = 10, repeats = 5;
 
-  auto backend = meas::make_mpi_backend();
+  auto backend = ff::measure::make_mpi_backend();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  meas::Membership m = meas::join_group(*backend, {{0, 1}}, rank);
+  ff::measure::Membership m = ff::measure::join_group(*backend, {{0, 1}}, rank);
   REQUIRE(m.group);
   float* send = backend->alloc(floats);
   float* recv = backend->alloc(floats);
@@ -39,10 +39,10 @@ TEST_CASE("busbw: measure's harness vs a plain MPI_Allreduce loop, 2 ranks, 16 M
   std::vector<double> measured, plain;
   for (int rep = 0; rep < repeats; ++rep) {
     // measure's way: its harness, its byte count and busbw factor.
-    size_t count = meas::op_count(ff::Coll::AllReduce, bytes, 2);
-    meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, warmup,
+    size_t count = ff::measure::op_count(ff::Coll::AllReduce, bytes, 2);
+    ff::measure::Timing t = ff::measure::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, warmup,
                                            iters);
-    measured.push_back(meas::op_bytes(ff::Coll::AllReduce, count, 2) / t.per_op_s *
+    measured.push_back(ff::measure::op_bytes(ff::Coll::AllReduce, count, 2) / t.per_op_s *
                        ff::busbw_factor(ff::Coll::AllReduce, 2));
 
     // The plain way: barrier, a loop, the slowest rank; for 2 ranks the

@@ -36,22 +36,22 @@ void for_each_geometry(F&& f) {
   int size = world_size();
   for (int per_node = 1; per_node <= size; ++per_node) {
     if (size % per_node) continue;
-    for (const auto& g : meas::default_geometries(size, per_node)) f(g, per_node);
+    for (const auto& g : ff::measure::default_geometries(size, per_node)) f(g, per_node);
   }
 }
 
 }  // namespace
 
 TEST_CASE("each collective on each geometry delivers exactly the expected data") {
-  auto backend = meas::make_mpi_backend();
+  auto backend = ff::measure::make_mpi_backend();
   int me = world_rank(), checked_groups = 0;
   for_each_geometry([&](const ff::Geometry& g, int per_node) {
-    auto groups = meas::geometry_groups(g, world_size(), per_node);
-    meas::Membership m = meas::join_group(*backend, groups, me);
+    auto groups = ff::measure::geometry_groups(g, world_size(), per_node);
+    ff::measure::Membership m = ff::measure::join_group(*backend, groups, me);
     if (!m.group) return;  // this rank sits this geometry out
     ++checked_groups;
     CAPTURE(per_node);
-    CAPTURE(meas::geometry_name(g));
+    CAPTURE(ff::measure::geometry_name(g));
     // The communicator holds the group's members, in ring order.
     std::vector<int> ranks(size_t(m.group->size));
     MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, m.group->comm);
@@ -99,31 +99,31 @@ TEST_CASE("each collective on each geometry delivers exactly the expected data")
 // measure's own check (run before timing) must pass on a working backend
 // and catch one that corrupts a single element.
 namespace {
-struct OffByOne : meas::Backend {
-  std::unique_ptr<meas::Backend> inner = meas::make_mpi_backend();
+struct OffByOne : ff::measure::Backend {
+  std::unique_ptr<ff::measure::Backend> inner = ff::measure::make_mpi_backend();
   std::string name() const override { return "broken"; }
-  std::unique_ptr<meas::Group> make_group(MPI_Comm c) override { return inner->make_group(c); }
+  std::unique_ptr<ff::measure::Group> make_group(MPI_Comm c) override { return inner->make_group(c); }
   float* alloc(size_t n) override { return inner->alloc(n); }
   void release(float* b) override { inner->release(b); }
   void upload(float* d, const float* s, size_t n) override { inner->upload(d, s, n); }
   void download(float* d, const float* s, size_t n) override { inner->download(d, s, n); }
   bool has_nonblocking() const override { return true; }
-  void run(ff::Coll op, meas::Group& g, const float* s, float* r, size_t n, bool nb) override {
+  void run(ff::Coll op, ff::measure::Group& g, const float* s, float* r, size_t n, bool nb) override {
     inner->run(op, g, s, r, n, nb);
     r[n / 2] += 1;  // a wrong element in the middle
   }
-  void sync(meas::Group& g) override { inner->sync(g); }
-  void stamp(meas::Group& g, int i) override { inner->stamp(g, i); }
-  std::vector<double> elapsed(meas::Group& g, int n) override { return inner->elapsed(g, n); }
+  void sync(ff::measure::Group& g) override { inner->sync(g); }
+  void stamp(ff::measure::Group& g, int i) override { inner->stamp(g, i); }
+  std::vector<double> elapsed(ff::measure::Group& g, int n) override { return inner->elapsed(g, n); }
 };
 }  // namespace
 
 TEST_CASE("measure's contents check passes a correct backend and catches a corrupted element") {
-  auto good = meas::make_mpi_backend();
+  auto good = ff::measure::make_mpi_backend();
   OffByOne bad;
   std::vector<int> everyone;
   for (int r = 0; r < world_size(); ++r) everyone.push_back(r);
-  meas::Membership m = meas::join_group(*good, {everyone}, world_rank());
+  ff::measure::Membership m = ff::measure::join_group(*good, {everyone}, world_rank());
   REQUIRE(m.group);
   size_t count = 1000;
   float* send = good->alloc(count * size_t(world_size()));
@@ -132,24 +132,24 @@ TEST_CASE("measure's contents check passes a correct backend and catches a corru
     for (bool nonblocking : {false, true}) {
       CAPTURE(ff::coll_name(op));
       CAPTURE(nonblocking);
-      CHECK(meas::check_collective(*good, *m.group, op, nonblocking, m.members, send, recv, count) == 0);
-      CHECK(meas::check_collective(bad, *m.group, op, nonblocking, m.members, send, recv, count) == 1);
+      CHECK(ff::measure::check_collective(*good, *m.group, op, nonblocking, m.members, send, recv, count) == 0);
+      CHECK(ff::measure::check_collective(bad, *m.group, op, nonblocking, m.members, send, recv, count) == 1);
     }
   good->release(send);
   good->release(recv);
 }
 
 TEST_CASE("timings: positive, identical on every rank (the maximum), idle ranks included") {
-  auto backend = meas::make_mpi_backend();
+  auto backend = ff::measure::make_mpi_backend();
   int size = world_size();
   // One node of all ranks, groups of size−1: the last rank sits out (from 3
   // ranks on) and must still take part in the barrier and the maximum.
-  auto groups = meas::geometry_groups(ff::Geometry{false, 1, std::max(2, size - 1), 1}, size, size);
-  meas::Membership m = meas::join_group(*backend, groups, world_rank());
+  auto groups = ff::measure::geometry_groups(ff::Geometry{false, 1, std::max(2, size - 1), 1}, size, size);
+  ff::measure::Membership m = ff::measure::join_group(*backend, groups, world_rank());
   size_t count = 4096;
   float* send = backend->alloc(count);
   float* recv = backend->alloc(count);
-  meas::Timing t = meas::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, 1, 4);
+  ff::measure::Timing t = ff::measure::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, 1, 4);
   CHECK(t.per_op_s > 0);
   REQUIRE(t.iter_s.size() == 4);
   for (double s : t.iter_s) CHECK(s > 0);
@@ -165,12 +165,12 @@ TEST_CASE("nccl-tests' byte conventions") {
   // all-reduce: the buffer; all-gather: the output, g blocks; reduce-scatter:
   // the input, g blocks. 1 MiB = 262144 floats; over 3 ranks 87381 floats a
   // block, so 3·87381·4 = 1048572 bytes actually move.
-  CHECK(meas::op_count(ff::Coll::AllReduce, 1 << 20, 3) == 262144);
-  CHECK(meas::op_count(ff::Coll::AllGather, 1 << 20, 3) == 87381);
-  CHECK(meas::op_count(ff::Coll::ReduceScatter, 1 << 20, 4) == 65536);
-  CHECK(meas::op_bytes(ff::Coll::AllGather, 87381, 3) == 1048572.0);
-  CHECK(meas::op_bytes(ff::Coll::AllReduce, 262144, 3) == 1048576.0);
-  CHECK(meas::op_count(ff::Coll::AllGather, 8, 4) == 0);  // less than a float per rank
+  CHECK(ff::measure::op_count(ff::Coll::AllReduce, 1 << 20, 3) == 262144);
+  CHECK(ff::measure::op_count(ff::Coll::AllGather, 1 << 20, 3) == 87381);
+  CHECK(ff::measure::op_count(ff::Coll::ReduceScatter, 1 << 20, 4) == 65536);
+  CHECK(ff::measure::op_bytes(ff::Coll::AllGather, 87381, 3) == 1048572.0);
+  CHECK(ff::measure::op_bytes(ff::Coll::AllReduce, 262144, 3) == 1048576.0);
+  CHECK(ff::measure::op_count(ff::Coll::AllGather, 8, 4) == 0);  // less than a float per rank
   CHECK(ff::busbw_factor(ff::Coll::AllReduce, 4) == doctest::Approx(1.5));
   CHECK(ff::busbw_factor(ff::Coll::AllGather, 4) == doctest::Approx(0.75));
 }

@@ -11,8 +11,8 @@
 
 TEST_CASE("model GEMM shapes: toy GPT (H 64, F 256, Vp 128, S 16) on G_x = 2, G_y = 1") {
   ff::ModelSpec toy{"toy", 2, 64, 4, 256, 100, 128, 16};
-  auto shapes = meas::model_gemm_shapes(toy, {{2, 1}}, 1);  // t = 1 · 16 tokens
-  auto str = [](const meas::GemmShape& s) {
+  auto shapes = ff::measure::model_gemm_shapes(toy, {{2, 1}}, 1);  // t = 1 · 16 tokens
+  auto str = [](const ff::measure::GemmShape& s) {
     return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " + s.layout;
   };
   std::vector<std::string> got;
@@ -33,19 +33,19 @@ TEST_CASE("model GEMM shapes: toy GPT (H 64, F 256, Vp 128, S 16) on G_x = 2, G_
 TEST_CASE("model GEMM shapes: a shape two grids share is timed once; micro-batch scales t") {
   ff::ModelSpec toy{"toy", 2, 64, 4, 256, 100, 128, 16};
   // G 1x1 and 1x1 again: the second adds nothing. 5 layers × 3 layouts = 15.
-  CHECK(meas::model_gemm_shapes(toy, {{1, 1}, {1, 1}}, 1).size() == 15);
-  auto two = meas::model_gemm_shapes(toy, {{1, 1}}, 2);  // t = 32
+  CHECK(ff::measure::model_gemm_shapes(toy, {{1, 1}, {1, 1}}, 1).size() == 15);
+  auto two = ff::measure::model_gemm_shapes(toy, {{1, 1}}, 2);  // t = 32
   CHECK(two.front().m == 32);
   CHECK(two.front().n == 192);
   CHECK(two.front().k == 64);
 }
 
 TEST_CASE("the default GEMM grid: every (m, n, k) of the dimensions") {
-  auto shapes = meas::grid_gemm_shapes({64, 256, 1024});
+  auto shapes = ff::measure::grid_gemm_shapes({64, 256, 1024});
   CHECK(shapes.size() == 27);
   CHECK(shapes.front().m == 64);
   CHECK(shapes.back().k == 1024);
   // Enough calls for 2·10⁸ FLOP: 64³ is 524288 FLOP → 382 calls; 1024³ → 1.
-  CHECK(meas::gemm_calls(shapes.front(), 2e8) == 382);
-  CHECK(meas::gemm_calls(shapes.back(), 2e8) == 1);
+  CHECK(ff::measure::gemm_calls(shapes.front(), 2e8) == 382);
+  CHECK(ff::measure::gemm_calls(shapes.back(), 2e8) == 1);
 }

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   std::string why;
-  auto backend = meas::make_nccl_backend(node, &why);
+  auto backend = ff::measure::make_nccl_backend(node, &why);
   if (!backend) {
     std::printf("%s: skipped\n", why.c_str());
     MPI_Finalize();
@@ -39,13 +39,13 @@ int main(int argc, char** argv) {
   }
   std::vector<int> everyone;
   for (int r = 0; r < size; ++r) everyone.push_back(r);
-  meas::Membership m = meas::join_group(*backend, {everyone}, rank);
+  ff::measure::Membership m = ff::measure::join_group(*backend, {everyone}, rank);
   size_t count = 1 << 16;
   float* send = backend->alloc(count * size_t(size));
   float* recv = backend->alloc(count * size_t(size));
   long long wrong = 0, total = 0;
   for (ff::Coll op : {ff::Coll::AllReduce, ff::Coll::AllGather, ff::Coll::ReduceScatter})
-    wrong += meas::check_collective(*backend, *m.group, op, false, m.members, send, recv, count);
+    wrong += ff::measure::check_collective(*backend, *m.group, op, false, m.members, send, recv, count);
   MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) std::printf("nccl: %lld wrong elements\n", total);
   backend->release(send);

@@ -9,7 +9,7 @@
 #include "groups.hpp"
 
 using Groups = std::vector<std::vector<int>>;
-using meas::geometry_groups;
+using ff::measure::geometry_groups;
 
 namespace {
 ff::Geometry intra(long long stride, int size) { return ff::Geometry{false, stride, size, 1}; }
@@ -71,7 +71,7 @@ TEST_CASE("a node of 3 ranks (not a power of two)") {
 TEST_CASE("default geometries") {
   auto names = [](int ranks, int per_node) {
     std::vector<std::string> out;
-    for (const auto& g : meas::default_geometries(ranks, per_node)) out.push_back(meas::geometry_name(g));
+    for (const auto& g : ff::measure::default_geometries(ranks, per_node)) out.push_back(ff::measure::geometry_name(g));
     return out;
   };
   CHECK(names(2, 2) == std::vector<std::string>{"intra stride 1 size 2"});
@@ -101,10 +101,10 @@ TEST_CASE("default geometries") {
 
 TEST_CASE("every default geometry's groups: disjoint, the right size, inside or across nodes as named") {
   for (auto [ranks, per_node] : {std::pair{8, 4}, {6, 3}, {12, 3}, {16, 8}, {24, 6}, {8, 1}, {8, 2}, {16, 4}})
-    for (const auto& g : meas::default_geometries(ranks, per_node)) {
+    for (const auto& g : ff::measure::default_geometries(ranks, per_node)) {
       CAPTURE(ranks);
       CAPTURE(per_node);
-      CAPTURE(meas::geometry_name(g));
+      CAPTURE(ff::measure::geometry_name(g));
       auto groups = geometry_groups(g, ranks, per_node);
       REQUIRE(!groups.empty());
       std::vector<int> seen(size_t(ranks), 0), groups_on_node(size_t(ranks / per_node), 0);
@@ -134,51 +134,51 @@ TEST_CASE("every default geometry's groups: disjoint, the right size, inside or 
 }
 
 TEST_CASE("a geometry the run is too small for is named with what it needs") {
-  CHECK(meas::geometry_problem(intra(1, 4), 8, 4) == "");
-  CHECK(meas::geometry_problem(intra(1, 4), 2, 2) ==
+  CHECK(ff::measure::geometry_problem(intra(1, 4), 8, 4) == "");
+  CHECK(ff::measure::geometry_problem(intra(1, 4), 2, 2) ==
         "intra stride 1 size 4: needs 4 ranks on one node; this run has 2 ranks, 2 per node (see --gpus-per-node)");
-  CHECK(meas::geometry_problem(intra(2, 3), 12, 3).find("needs 6 ranks on one node") != std::string::npos);
-  CHECK(meas::geometry_problem(inter(1, 4), 8, 4).find("needs 4 nodes") != std::string::npos);
-  CHECK(meas::geometry_problem(inter(5, 2), 8, 4).find("groups per node must be between 1 and") != std::string::npos);
+  CHECK(ff::measure::geometry_problem(intra(2, 3), 12, 3).find("needs 6 ranks on one node") != std::string::npos);
+  CHECK(ff::measure::geometry_problem(inter(1, 4), 8, 4).find("needs 4 nodes") != std::string::npos);
+  CHECK(ff::measure::geometry_problem(inter(5, 2), 8, 4).find("groups per node must be between 1 and") != std::string::npos);
   // Several members a node: 8 ranks, 2 a node (4 nodes).
-  CHECK(meas::geometry_problem(inter(1, 8, 2), 8, 2) == "");
-  CHECK(meas::geometry_problem(inter(1, 4, 2), 8, 2) == "");
-  CHECK(meas::geometry_problem(inter(1, 5, 2), 8, 2) ==
+  CHECK(ff::measure::geometry_problem(inter(1, 8, 2), 8, 2) == "");
+  CHECK(ff::measure::geometry_problem(inter(1, 4, 2), 8, 2) == "");
+  CHECK(ff::measure::geometry_problem(inter(1, 5, 2), 8, 2) ==
         "inter 1 groups/node size 5, 2 members/node: size must be a multiple of the members per node (2), the same "
         "on every node");
-  CHECK(meas::geometry_problem(inter(2, 4, 2), 8, 2) ==
+  CHECK(ff::measure::geometry_problem(inter(2, 4, 2), 8, 2) ==
         "inter 2 groups/node size 4, 2 members/node: groups per node times members per node must be between 1 and "
         "the ranks per node; this run has 8 ranks, 2 per node (see --gpus-per-node)");
-  CHECK(meas::geometry_problem(inter(1, 4, 3), 8, 2).find("size must be a multiple") != std::string::npos);
-  CHECK(meas::geometry_problem(inter(1, 2, 2), 8, 2) ==
+  CHECK(ff::measure::geometry_problem(inter(1, 4, 3), 8, 2).find("size must be a multiple") != std::string::npos);
+  CHECK(ff::measure::geometry_problem(inter(1, 2, 2), 8, 2) ==
         "inter 1 groups/node size 2, 2 members/node: all members on one node: that is an intra-node group (--intra)");
-  CHECK(meas::geometry_problem(inter(1, 16, 2), 8, 2) ==
+  CHECK(ff::measure::geometry_problem(inter(1, 16, 2), 8, 2) ==
         "inter 1 groups/node size 16, 2 members/node: needs 8 nodes; this run has 8 ranks, 2 per node (see "
         "--gpus-per-node), so 4 nodes");
-  CHECK(meas::geometry_problem(inter(1, 4, 0), 8, 2).find("members per node must be at least 1") != std::string::npos);
+  CHECK(ff::measure::geometry_problem(inter(1, 4, 0), 8, 2).find("members per node must be at least 1") != std::string::npos);
 }
 
 TEST_CASE("--intra / --inter lists") {
-  auto g = meas::parse_geometries("1x4,2x2", false);
+  auto g = ff::measure::parse_geometries("1x4,2x2", false);
   REQUIRE(g.size() == 2);
   CHECK((!g[0].inter && g[0].stride == 1 && g[0].size == 4));
   CHECK((!g[1].inter && g[1].stride == 2 && g[1].size == 2));
-  auto h = meas::parse_geometries("3x2", true);
+  auto h = ff::measure::parse_geometries("3x2", true);
   REQUIRE(h.size() == 1);
   CHECK((h[0].inter && h[0].groups_per_node == 3 && h[0].size == 2));
-  CHECK(meas::parse_geometries("none", true).empty());
+  CHECK(ff::measure::parse_geometries("none", true).empty());
   for (const char* bad : {"", "1x", "x2", "0x2", "1x2,", "1y2", "1x2x3", "a,b"}) {
     CAPTURE(bad);
-    CHECK_THROWS_AS(meas::parse_geometries(bad, false), meas::UsageError);
+    CHECK_THROWS_AS(ff::measure::parse_geometries(bad, false), ff::InputError);
   }
   // --inter takes an optional third number, the members per node.
-  auto m = meas::parse_geometries("1x8x2,2x2", true);
+  auto m = ff::measure::parse_geometries("1x8x2,2x2", true);
   REQUIRE(m.size() == 2);
   CHECK((m[0].inter && m[0].groups_per_node == 1 && m[0].size == 8 && m[0].members_per_node == 2));
   CHECK((m[1].inter && m[1].groups_per_node == 2 && m[1].size == 2 && m[1].members_per_node == 1));
   CHECK(h[0].members_per_node == 1);
   for (const char* bad : {"1x2x", "1x2x0", "1x2y2", "1x2x2x2", "1x2x2,", "0x4x2"}) {
     CAPTURE(bad);
-    CHECK_THROWS_AS(meas::parse_geometries(bad, true), meas::UsageError);
+    CHECK_THROWS_AS(ff::measure::parse_geometries(bad, true), ff::InputError);
   }
 }

@@ -6,23 +6,23 @@
 
 #include <string>
 
-#include "check.hpp"
+#include "check.hpp"  // FF_FATAL
 
 #define CUDA_CHECK(call)                                                              \
   do {                                                                                \
     cudaError_t cuda_err_ = (call);                                                   \
-    if (cuda_err_ != cudaSuccess) MEAS_FATAL(std::string(#call) + ": " + cudaGetErrorString(cuda_err_)); \
+    if (cuda_err_ != cudaSuccess) FF_FATAL(std::string(#call) + ": " + cudaGetErrorString(cuda_err_)); \
   } while (0)
 
 #define NCCL_CHECK(call)                                                              \
   do {                                                                                \
     ncclResult_t nccl_err_ = (call);                                                  \
-    if (nccl_err_ != ncclSuccess) MEAS_FATAL(std::string(#call) + ": " + ncclGetErrorString(nccl_err_)); \
+    if (nccl_err_ != ncclSuccess) FF_FATAL(std::string(#call) + ": " + ncclGetErrorString(nccl_err_)); \
   } while (0)
 
 #define CUBLAS_CHECK(call)                                                            \
   do {                                                                                \
     cublasStatus_t cublas_err_ = (call);                                              \
     if (cublas_err_ != CUBLAS_STATUS_SUCCESS)                                         \
-      MEAS_FATAL(std::string(#call) + ": cuBLAS status " + std::to_string(int(cublas_err_))); \
+      FF_FATAL(std::string(#call) + ": cuBLAS status " + std::to_string(int(cublas_err_))); \
   } while (0)

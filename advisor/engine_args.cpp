@@ -1,0 +1,91 @@
+#include "engine_args.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace ff {
+
+const std::vector<std::string>& engine_devices() {
+  static const std::vector<std::string> devices{"cpu"};
+  return devices;
+}
+
+bool engine_device_computes(const std::string& device, const std::string& dtype) {
+  return device == "cpu" && (dtype == "fp32" || dtype == "fp64");
+}
+
+EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {
+  EngineArgs a;
+  a.model = model_arg;
+  a.grid = c.grid.str();
+  a.order = c.order.str();
+  a.micro_batch = c.micro_batch;
+  a.recompute = c.recompute;
+  a.overlap = c.overlap.str();
+  a.dtype = dtype_name(c.dtype);
+  a.batch = batch;
+  if (note) note->clear();
+  if (!engine_device_computes(a.device, a.dtype)) {
+    if (note)
+      *note = "the engine has no " + a.dtype + " device yet: this line runs the same grid, placement and collectives "
+              "on its cpu device, in fp32";
+    a.dtype = "fp32";
+  }
+  return a;
+}
+
+std::vector<std::string> engine_argv(const EngineArgs& a) {
+  const EngineArgs d;
+  auto num = [](auto v) { return std::to_string(v); };
+  std::vector<std::string> v{"--model", a.model, "--grid", a.grid, "--order", a.order, "--micro-batch",
+                             num(a.micro_batch)};
+  if (a.recompute) v.push_back("--recompute");
+  for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
+                               std::string("--dtype"), a.dtype})
+    v.push_back(s);
+  if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
+  if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
+  if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
+  if (a.record != d.record) v.insert(v.end(), {"--record", a.record});
+  if (a.lr != d.lr) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", a.lr);
+    v.insert(v.end(), {"--lr", buf});
+  }
+  if (a.seed != d.seed) v.insert(v.end(), {"--seed", num(a.seed)});
+  if (a.bench) v.push_back("--bench");
+  if (a.quiet) v.push_back("--quiet");
+  return v;
+}
+
+std::string join_args(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+void add_engine_options(CLI::App& app, EngineArgs& a) {
+  app.add_option("--model", a.model, "Model: a preset name or a model JSON file")->capture_default_str();
+  std::string sizes;
+  for (Axis ax : kAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
+  app.add_option("--grid", a.grid, sizes + "; the product must equal the number of ranks")->capture_default_str();
+  app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
+                                         axis_name(kAxes[0]) + " varies fastest)")
+      ->capture_default_str();
+  app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
+  app.add_flag("--recompute", a.recompute, "Full activation recomputation");
+  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
+      ->capture_default_str();
+  app.add_option("--device", a.device, "Where the math runs: cpu (OpenBLAS and plain loops)")->capture_default_str();
+  app.add_option("--dtype", a.dtype, "Scalar: fp32, or fp64 (exactness checks); the cpu device has no bf16")
+      ->capture_default_str();
+  app.add_option("--batch", a.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");
+  app.add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--data", a.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();
+  app.add_option("--record", a.record, "Write the run record (JSON) here, atomically, at the end");
+  app.add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--seed", a.seed, "Seed of parameters and data order")->capture_default_str();
+  app.add_flag("--bench", a.bench, "Measure the BLAS peak in this run and report GEMM share and efficiency");
+  app.add_flag("--quiet", a.quiet, "No per-step output");
+}
+
+}  // namespace ff

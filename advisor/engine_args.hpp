@@ -1,0 +1,56 @@
+#pragma once
+// The engine's command line, defined once. The engine parses it with
+// add_engine_options; the advisor's launch lines and `validate` spell it with
+// engine_argv. A flag therefore cannot drift between the three, and a
+// round-trip test (argv → parse → the same struct) holds them together.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace ff {
+
+struct EngineArgs {
+  std::string model = "examples/models/gpt-tiny.json";
+  std::string grid = "1,1,1,1";
+  std::string order = Order().str();
+  int micro_batch = 1;
+  bool recompute = false;
+  std::string overlap = "none";
+  std::string device = "cpu";  // the backend the engine computes on
+  std::string dtype = "fp32";
+  long batch = 0;  // 0: one micro-step, micro_batch·G_z·G_data sequences
+  int steps = 10;
+  std::string data = "synthetic";
+  std::string record;
+  double lr = 1e-3;
+  uint64_t seed = 1234;
+  bool bench = false;
+  bool quiet = false;
+  bool operator==(const EngineArgs&) const = default;
+};
+
+// The engine's devices and the scalar types each computes in. The cpu device
+// (OpenBLAS and plain loops) has fp32 and fp64; bf16 needs a GPU device.
+const std::vector<std::string>& engine_devices();
+bool engine_device_computes(const std::string& device, const std::string& dtype);
+
+// Configuration `c` of a job, as the engine runs it on a device it has. A
+// bf16 configuration runs in fp32 on the cpu device (same grid, placement and
+// collectives, 4-byte values); `note` says so, else it is empty.
+EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note = nullptr);
+
+// The flags of `a`, without the program name: every configuration flag, and
+// the others only where they differ from the defaults.
+std::vector<std::string> engine_argv(const EngineArgs& a);
+std::string join_args(const std::vector<std::string>& argv);
+
+// Binds every flag to `a` (the engine's parser).
+void add_engine_options(CLI::App& app, EngineArgs& a);
+
+}  // namespace ff

@@ -1,0 +1,56 @@
+// The engine's command line is defined once (engine_args.hpp): what the
+// advisor spells, the engine's own parser reads back unchanged.
+#include <doctest/doctest.h>
+
+#include <CLI/CLI.hpp>
+
+#include "engine_args.hpp"
+
+namespace {
+
+ff::EngineArgs parse(const std::vector<std::string>& argv) {
+  ff::EngineArgs a;
+  CLI::App app;
+  ff::add_engine_options(app, a);
+  std::vector<std::string> rev(argv.rbegin(), argv.rend());  // CLI11 takes them last first
+  app.parse(rev);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
+  ff::EngineArgs a;
+  a.model = "gpt-80b";
+  a.grid = "2,1,4,8";
+  a.order = "zxyd";
+  a.micro_batch = 3;
+  a.recompute = true;
+  a.overlap = "oar,oag";
+  a.dtype = "fp64";
+  a.batch = 96;
+  a.steps = 7;
+  a.data = "/tmp/text";
+  a.record = "/tmp/run.json";
+  a.lr = 3e-4;
+  a.seed = 99;
+  a.bench = true;
+  a.quiet = true;
+  CHECK(parse(ff::engine_argv(a)) == a);
+  CHECK(parse(ff::engine_argv(ff::EngineArgs{})) == ff::EngineArgs{});
+}
+
+TEST_CASE("a configuration's launch arguments: the configuration, on a device the engine has") {
+  ff::Config c{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, true, ff::Overlap{false, true, false}, ff::Dtype::BF16};
+  std::string note;
+  ff::EngineArgs a = ff::engine_args("gpt-5b", c, 64, &note);
+  CHECK(ff::join_args(ff::engine_argv(a)) ==
+        "--model gpt-5b --grid 1,2,4,2 --order yxzd --micro-batch 2 --recompute --overlap ors --device cpu "
+        "--dtype fp32 --batch 64");
+  CHECK(note.find("bf16") != std::string::npos);  // the user is told it does not run bf16
+
+  c.dtype = ff::Dtype::FP32;
+  a = ff::engine_args("gpt-5b", c, 64, &note);
+  CHECK(a.dtype == "fp32");
+  CHECK(note.empty());
+}
