@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 using namespace ff;
-using namespace ff::cli;
+using namespace ff::advisor;
 
 struct Fixed {
   ValidateOptions o;
