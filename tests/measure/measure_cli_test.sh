@@ -82,7 +82,12 @@ assert len(e[0]["compute_us"]) == 3 and len(e[0]["gemm_us"]) == 3, e  # 2 steps 
 assert all(g < c for g, c in zip(e[0]["gemm_us"], e[0]["compute_us"])), e
 m = p["memory"]
 assert 0 < m["elementwise_efficiency"] <= 1, m
-assert "is fitted, not assumed" in m["source"] and "0.5 (LayerNorm" not in m["source"], m["source"]
+# Fitted, or (when the measured steps leave no time beyond the model's GEMM
+# and attention, as the vectorized engine can on gpt-tiny) the assumption
+# stated with its reason; never the old unexplained default.
+fitted = "is fitted, not assumed" in m["source"]
+assumed = "is assumed, not fitted to the engine step" in m["source"] and "leave nothing to element-wise work" in m["source"]
+assert (fitted or assumed) and "0.5 (LayerNorm" not in m["source"], m["source"]
 PY
 
 # 3. --help: once, from rank 0, exit 0.
