@@ -6,14 +6,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"advisor: which 4D grid, placement, micro-batch and overlap train a GPT model fastest"};
-  app.require_subcommand(1);
-  ff::advisor::setup_recommend(app);
-  ff::advisor::setup_predict(app);
-  ff::advisor::setup_models(app);
-  ff::advisor::setup_machines(app);
-  ff::advisor::setup_bench(app);
-  ff::advisor::setup_calibrate(app);
-  ff::advisor::setup_validate(app);
+  ff::advisor::setup_all(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -13,4 +13,16 @@ void setup_bench(CLI::App& app);
 void setup_calibrate(CLI::App& app);
 void setup_validate(CLI::App& app);
 
+// Every subcommand, as the advisor binary has them (the fuzz targets drive the same).
+inline void setup_all(CLI::App& app) {
+  app.require_subcommand(1);
+  setup_recommend(app);
+  setup_predict(app);
+  setup_models(app);
+  setup_machines(app);
+  setup_bench(app);
+  setup_calibrate(app);
+  setup_validate(app);
+}
+
 }  // namespace ff::advisor

@@ -115,14 +115,7 @@ bool accepts(const std::function<void()>& body) {
 CliRun advisor(const std::vector<std::string>& argv) {
   // advisor/cli/main.cpp's subcommands and handlers.
   CLI::App app{"advisor"};
-  app.require_subcommand(1);
-  ff::advisor::setup_recommend(app);
-  ff::advisor::setup_predict(app);
-  ff::advisor::setup_models(app);
-  ff::advisor::setup_machines(app);
-  ff::advisor::setup_bench(app);
-  ff::advisor::setup_calibrate(app);
-  ff::advisor::setup_validate(app);
+  ff::advisor::setup_all(app);
   std::vector<std::string> words = {"advisor"};
   words.insert(words.end(), argv.begin(), argv.end());
   std::vector<char*> cargv;
