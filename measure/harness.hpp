@@ -33,7 +33,11 @@ struct Timing {
   std::vector<double> iter_s;     // each iteration's time, maximum over all ranks
 };
 
-// Collective over MPI_COMM_WORLD: `g` is null on ranks in no group.
+// Collective over MPI_COMM_WORLD: `g` is null on ranks in no group. The
+// warm-up keeps one-time costs out of the timing: Open MPI 4.1's all-reduce
+// page-faults its scratch buffer on its first two calls at a size (8 MiB of
+// it per call at 16 MiB), which a trainer pays once per job, not per step and
+// which a loop timed from its first call includes (BUSBW.md).
 Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
                        int warmup, int iters);
 
