@@ -338,13 +338,13 @@ void fit_gemm(nlohmann::json& p, const nlohmann::json& base, const MachineProfil
 
   nlohmann::json g = {{"kind", "measured"}, {"m", M}, {"n", N}, {"k", K}};
   g[dt] = nested(eff, M.size(), N.size(), K.size());
-  std::string other = m.gemm_dtype == Dtype::BF16 ? "fp32" : "bf16";
+  std::string other = low_precision(m.gemm_dtype) ? "fp32" : "bf16";
   std::string how = measured_source(m) + ". " + dt + ": " + std::to_string(pts.size()) + " samples (" +
                     "median time; efficiency = achieved / " + peak_note + ", at most 1) placed on the grid of the " +
                     "measured dimensions; a cell with samples on it holds their mean (layouts nn, nt, tn alike), " +
                     "a cell without the inverse-distance-squared mean in log2(m, n, k) of all samples. ";
   if (b) {
-    const GemmTable& t = b->gemm(m.gemm_dtype == Dtype::BF16 ? Dtype::FP32 : Dtype::BF16);
+    const GemmTable& t = b->gemm(low_precision(m.gemm_dtype) ? Dtype::FP32 : Dtype::BF16);
     std::vector<double> o;
     for (double x : M)
       for (double y : N)

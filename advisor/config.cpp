@@ -6,12 +6,20 @@
 
 namespace ff {
 
-const char* dtype_name(Dtype t) { return t == Dtype::BF16 ? "bf16" : "fp32"; }
+const char* dtype_name(Dtype t) {
+  switch (t) {
+    case Dtype::BF16: return "bf16";
+    case Dtype::FP16: return "fp16";
+    case Dtype::FP32: return "fp32";
+  }
+  return "";
+}
 
 Dtype parse_dtype(const std::string& s) {
   if (s == "bf16") return Dtype::BF16;
+  if (s == "fp16") return Dtype::FP16;
   if (s == "fp32") return Dtype::FP32;
-  input_error("--dtype '" + s + "': expected bf16 or fp32");
+  input_error("--dtype '" + s + "': expected bf16, fp16 or fp32");
 }
 
 std::string Overlap::str() const {

@@ -9,10 +9,13 @@
 
 namespace ff {
 
-enum class Dtype { BF16, FP32 };
+// fp16 has bf16's bytes and tensor-core rate (V100 and older have no bf16:
+// fp16 with dynamic loss scaling, as the AxoNN paper trained on Summit).
+enum class Dtype { BF16, FP32, FP16 };
 const char* dtype_name(Dtype t);
-Dtype parse_dtype(const std::string& s);  // "bf16" | "fp32"; throws InputError
-inline int dtype_bytes(Dtype t) { return t == Dtype::BF16 ? 2 : 4; }
+Dtype parse_dtype(const std::string& s);  // "bf16" | "fp16" | "fp32"; throws InputError
+inline bool low_precision(Dtype t) { return t != Dtype::FP32; }
+inline int dtype_bytes(Dtype t) { return low_precision(t) ? 2 : 4; }
 
 struct Overlap {
   bool oar = false;  // input-gradient all-reduce under the weight-gradient GEMM

@@ -139,7 +139,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
        kGradBytes, 1, true);
   comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::D, Coll::AllReduce, lp.replicated,
        kGradBytes, 1, true);
-  double adam_bytes = dt == Dtype::BF16 ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
+  double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
   work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
 
   plan.compute_s = 0;

@@ -31,7 +31,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
                      s(c.grid.y) + " --depth-tensor-model-parallel-size " + s(c.grid.z) +
                      " --pipeline-model-parallel-size 1 --micro-batch-size " + s(1LL * c.micro_batch * c.grid.z) +
                      " --global-batch-size " + s(job.batch) + " --seq-length " + s(job.model.seq_len) +
-                     (c.dtype == Dtype::BF16 ? " --bf16" : "");
+                     (c.dtype == Dtype::BF16 ? " --bf16" : c.dtype == Dtype::FP16 ? " --fp16" : "");
   if (c.recompute) mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   if (c.overlap.oar) mega += " --overlap-axonn-comm";
   if (c.overlap.ors) mega += " --overlap-axonn-reduce-scatter";

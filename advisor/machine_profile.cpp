@@ -62,6 +62,8 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   return l;
 }
 
+P2PLink p2p_from(const Fields& f) { return {alpha_from(f), figure(f, "bw_GBps", GB)}; }
+
 std::vector<double> ascending(const Fields& f, const std::string& key) {
   std::vector<double> v;
   for (const auto& x : f.array(key)) {
@@ -106,6 +108,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
   p.peak_flops_fp32 = figure(peak, "fp32", TFLOPS);
   p.attention_efficiency = efficiency(compute, "attention_efficiency");
+  if (peak.has("fp16")) p.peak_flops_fp16 = figure(peak, "fp16", TFLOPS);
 
   Fields mem = f.object("memory");
   p.hbm_bandwidth = figure(mem, "hbm_GBps", GB);
@@ -151,6 +154,20 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   }
   p.gemm_bf16.eff = eff_table(gemm, "bf16", p.gemm_bf16.m.size(), p.gemm_bf16.n.size(), p.gemm_bf16.k.size());
   p.gemm_fp32.eff = eff_table(gemm, "fp32", p.gemm_fp32.m.size(), p.gemm_fp32.n.size(), p.gemm_fp32.k.size());
+
+  if (f.has("p2p")) {
+    Fields p2p = f.object("p2p");
+    p.has_p2p = true;
+    p.p2p_intra = p2p_from(p2p.object("intra_node"));
+    p.p2p_inter = p2p_from(p2p.object("inter_node"));
+  }
+  if (f.has("host")) {
+    Fields host = f.object("host");
+    p.has_host = true;
+    p.host_link_bw = figure(host, "link_GBps", GB);
+    p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
+    p.host_memory = figure(host, "memory_GiB", GiB);
+  }
   return p;
 }
 
@@ -209,10 +226,12 @@ MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
     case Tier::Intra:
       scale_link(q.intra_default, factor, 1);
       for (auto& e : q.intra) scale_link(e.link, factor, 1);
+      q.p2p_intra.bw *= factor;
       break;
     case Tier::Inter:
       scale_link(q.inter_node, factor, 1);
       for (auto& e : q.inter) scale_link(e.link, factor, 1);
+      q.p2p_inter.bw *= factor;
       break;
     case Tier::Gemm:
       // Attention kernels are GEMMs too; an efficiency above 1 is still a

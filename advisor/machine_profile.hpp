@@ -2,6 +2,7 @@
 // A machine profile: what the cost model knows of a machine. Bundled profiles
 // hold nominal and published figures; measure/ writes calibrated ones in the
 // same format (profiles/README.md documents every field).
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -50,6 +51,13 @@ struct GemmTable {
   std::vector<double> eff;      // [i_m][i_n][i_k], row-major
 };
 
+// A pair exchanging messages, both directions at once (a pipeline's forward
+// activations and backward gradients): t = α + bytes / bw, bw per direction.
+struct P2PLink {
+  double alpha_s = 0;
+  double bw = 0;  // bytes/s each way
+};
+
 struct MachineProfile {
   std::string name;
   std::string description;
@@ -68,9 +76,25 @@ struct MachineProfile {
   LinkParams inter_node;             // one group per node: alpha and the node's busbw
   std::vector<InterEntry> inter;
   GemmTable gemm_bf16, gemm_fp32;
+  double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16)
+  // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a
+  // 2-rank all-gather on the same ranks, whose wire pattern it is (MODEL.md §9).
+  bool has_p2p = false;
+  P2PLink p2p_intra;  // a pair inside a node
+  P2PLink p2p_inter;  // a pair across nodes, alone on its nodes' NICs; c pairs share them
+  // The host link and host memory ("host"), for offload; absent, offload is refused.
+  bool has_host = false;
+  double host_link_bw = 0;   // bytes/s each way, one GPU copying alone
+  double host_node_bw = 0;   // bytes/s each way, all of a node's GPUs copying at once, in total
+  double host_memory = 0;    // bytes per node offloaded state may use
 
-  double peak_flops(Dtype t) const { return t == Dtype::BF16 ? peak_flops_bf16 : peak_flops_fp32; }
-  const GemmTable& gemm(Dtype t) const { return t == Dtype::BF16 ? gemm_bf16 : gemm_fp32; }
+  double peak_flops(Dtype t) const {
+    return t == Dtype::BF16 ? peak_flops_bf16 : t == Dtype::FP16 ? peak_flops_fp16 : peak_flops_fp32;
+  }
+  // fp16 and bf16 run on the same tensor cores at the same rate: one table.
+  const GemmTable& gemm(Dtype t) const { return t == Dtype::FP32 ? gemm_fp32 : gemm_bf16; }
+  // What one GPU gets each way when every GPU of its node copies at once.
+  double host_bw_per_gpu() const { return std::min(host_link_bw, host_node_bw / gpus_per_node); }
 };
 
 // Bundled names (profiles/*.json compiled into the binary), default first.

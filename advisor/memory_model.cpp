@@ -10,7 +10,7 @@ MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int
   double b = dtype_bytes(job.dtype);
   // bf16: bf16 weight, fp32 master, Adam m and v, fp32 gradient accumulator.
   // fp32: weight, m, v, gradient accumulator.
-  double state_bytes = job.dtype == Dtype::BF16 ? 2 + 4 + 8 + 4 : 16;
+  double state_bytes = low_precision(job.dtype) ? 2 + 4 + 8 + 4 : 16;
   LocalParams lp = local_params(m, g);
   MemoryUse u;
   u.states = (lp.sharded + lp.replicated) * state_bytes;

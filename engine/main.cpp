@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
       input_error("--device " + cli.device + ": this engine has the cpu device only");
     if (!engine_device_computes(cli.device, cli.dtype))
       input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32 or fp64" +
-                  (cli.dtype == "bf16" ? " (bf16 needs a GPU device)" : ""));
+                  (cli.dtype == "bf16" || cli.dtype == "fp16" ? " (" + cli.dtype + " needs a GPU device)" : ""));
     if (c.grid.total() != ranks)
       input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
                   std::to_string(ranks) + " ranks were launched");

@@ -37,7 +37,7 @@ struct Timing {
 // warm-up keeps one-time costs out of the timing: Open MPI 4.1's all-reduce
 // page-faults its scratch buffer on its first two calls at a size (8 MiB of
 // it per call at 16 MiB), which a trainer pays once per job, not per step and
-// which a loop timed from its first call includes (BUSBW.md).
+// which a loop timed from its first call includes (measure/README.md, busbw).
 Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
                        int warmup, int iters);
 

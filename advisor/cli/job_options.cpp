@@ -16,7 +16,7 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [max(4 Mi tokens, GPUs/2 sequences)]");
   app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
       ->excludes(b);
-  app->add_option("--dtype", o.dtype, "Training precision: bf16 or fp32")->capture_default_str();
+  app->add_option("--dtype", o.dtype, "Training precision: bf16, fp16 (V100 and older) or fp32")->capture_default_str();
 }
 
 long long default_batch(const ModelSpec& m, long long gpus) {
@@ -43,6 +43,9 @@ LoadedJob load_job(const JobOptions& o) {
   l.job.gpus = parse_gpus(o.gpus);
   l.job.model = load_model(o.model);
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
+  if (l.job.dtype == Dtype::FP16 && l.machine.peak_flops_fp16 <= 0)
+    input_error("--dtype fp16: machine '" + l.machine.name +
+                "' gives no fp16 peak (compute.peak_tflops.fp16); use --dtype bf16 or fp32, or add the figure");
   const int S = l.job.model.seq_len;
   if (o.batch == 0 || o.batch < -1)
     input_error("--batch " + std::to_string(o.batch) + ": expected a number of sequences >= 1");

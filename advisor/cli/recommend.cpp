@@ -41,7 +41,7 @@ struct RecommendOptions {
                 grouped(job.batch) + " sequences (" + grouped(r.grids_total) + " grids tried):" + why +
                 "\n  try a batch with more small factors (e.g. a power of two) or another GPU count");
   }
-  double state_bytes = (job.dtype == Dtype::BF16 ? 18.0 : 16.0) * parameter_count(job.model);
+  double state_bytes = (low_precision(job.dtype) ? 18.0 : 16.0) * parameter_count(job.model);
   double usable = m.hbm_capacity - m.memory_reserve;
   // In doubles: an absurd model needs more GPUs than a long long counts.
   double need = std::ceil(std::ceil(state_bytes / usable) / m.gpus_per_node) * m.gpus_per_node;

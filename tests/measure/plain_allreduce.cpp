@@ -1,5 +1,5 @@
 // plain_allreduce: the independent loop measure's busbw is compared with
-// (measure/BUSBW.md), nothing of measure in it.
+// (measure/README.md, busbw), nothing of measure in it.
 //
 //   mpirun -np 2 plain_allreduce [--warmup W] [--iters N] [--repeats R] [--untouched] 16M ...
 //

@@ -2,7 +2,7 @@
 // written here the nccl-tests way: 2 ranks, 16 MiB (bandwidth-bound: the
 // buffers and Open MPI's scratch are larger than the last-level cache).
 //
-// Like with like (measure/BUSBW.md): both warm up first, since the first two
+// Like with like (measure/README.md, busbw): both warm up first, since the first two
 // calls of a process each page-fault 8 MiB of Open MPI's scratch buffer, which
 // a loop timed from its first call pays on top; and both time the same
 // buffers, since two allocations of the same size, in one process, read up to
