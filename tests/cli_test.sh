@@ -86,7 +86,8 @@ expect 2 "--overlap 'oar,foo'" -- "$advisor" predict --model gpt-5b --gpus 8 --g
 expect 2 "--batch 0: expected a number of sequences" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch 0
 expect 2 "x.svg: cannot write" -- "$advisor" recommend --model gpt-5b --gpus 8 --plot /nonexistent-dir/x.svg
 expect 2 "--batch-tokens 100: expected a positive multiple" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch-tokens 100
-expect 2 "--dtype .fp16.: expected bf16 or fp32" -- "$advisor" recommend --model gpt-5b --gpus 8 --dtype fp16
+expect 2 "--dtype .fp8.: expected bf16, fp16 or fp32" -- "$advisor" recommend --model gpt-5b --gpus 8 --dtype fp8
+expect 2 "gives no fp16 peak" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine cpu-8x2core --dtype fp16
 
 echo '{"layers": 2, "hidden": 64, "heads": 4,' >"$tmp/broken.json"
 expect 2 "broken.json: malformed JSON near line" -- "$advisor" recommend --model "$tmp/broken.json" --gpus 8
