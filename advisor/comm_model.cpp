@@ -116,11 +116,66 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   return t;
 }
 
+namespace {
+
+// A pair's wire pattern is a 2-rank all-gather's: each rank sends its half
+// to the other, so for g = 2 its busbw is the bandwidth each way.
+P2PLink pair_from_allgather(const LinkParams& l) {
+  const int k = static_cast<int>(Coll::AllGather);
+  return {l.by_op[k] ? l.op_alpha_s[k] : l.alpha_s, l.by_op[k] ? l.op_busbw[k] : l.busbw};
+}
+
+}  // namespace
+
+PairLink pair_link(const MachineProfile& p, long long total, long long stride, int size) {
+  PairLink l;
+  if (size <= 1) return l;
+  const int per_node = p.gpus_per_node;
+  const long long period = std::min(total, std::lcm(static_cast<long long>(per_node), stride * size));
+  std::vector<int> crossing(static_cast<size_t>((period + per_node - 1) / per_node), 0);
+  for (long long r = 0; r < period; ++r) {
+    if ((r / stride) % size == size - 1) continue;  // the last stage sends to no next stage
+    long long a = r / per_node, b = (r + stride) / per_node;
+    if (a == b) {
+      l.inside = true;
+      continue;
+    }
+    l.across = true;
+    ++crossing[a];
+    ++crossing[b];
+  }
+  l.pairs_per_node = *std::max_element(crossing.begin(), crossing.end());
+  l.measured = p.has_p2p;
+  if (p.has_p2p) {
+    l.intra = p.p2p_intra;
+    l.inter = p.p2p_inter;
+    l.inter.bw /= std::max(1, l.pairs_per_node);
+  } else {
+    l.intra = pair_from_allgather(intra_link(p, stride, 2));
+    l.inter = pair_from_allgather(inter_link(p, std::max(1, l.pairs_per_node), 2, 1));
+  }
+  return l;
+}
+
+double message_time(double bytes, const PairLink& l) {
+  double t = 0;
+  if (l.inside) t = l.intra.alpha_s + bytes / l.intra.bw;
+  if (l.across) t = std::max(t, l.inter.alpha_s + bytes / l.inter.bw);
+  return t;
+}
+
 const AxisLink& LinkCache::get(long long stride, int size) {
   uint64_t key = static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size);
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   return memo_.emplace(key, axis_link(p_, total_, stride, size)).first->second;
+}
+
+const PairLink& LinkCache::pair(long long stride, int size) {
+  uint64_t key = static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size);
+  auto it = pair_memo_.find(key);
+  if (it != pair_memo_.end()) return it->second;
+  return pair_memo_.emplace(key, pair_link(p_, total_, stride, size)).first->second;
 }
 
 }  // namespace ff

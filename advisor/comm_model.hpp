@@ -52,17 +52,31 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
 // `nonblocking`: issued as MPI_I... and waited for (the overlap flags' form).
 double collective_time(Coll c, double bytes, const AxisLink& link, bool nonblocking = false);
 
+// Neighbouring pipeline stages (MODEL.md §9): every rank r outside the last
+// stage exchanges a message each way with r + stride, all pairs at once.
+struct PairLink {
+  bool inside = false, across = false;
+  int pairs_per_node = 0;  // most crossing pairs touching one node: they share its NICs
+  P2PLink intra, inter;    // inter: one pair's share
+  bool measured = false;   // from the profile's p2p section, not a 2-rank all-gather
+};
+PairLink pair_link(const MachineProfile& p, long long total, long long stride, int size);
+// One message of `bytes` each way; the slowest pair's.
+double message_time(double bytes, const PairLink& l);
+
 // axis_link memoized per (stride, size) for one machine and rank count: an
 // axis' groups depend on nothing else, so a search prices each geometry once.
 class LinkCache {
  public:
   LinkCache(const MachineProfile& p, long long total) : p_(p), total_(total) {}
   const AxisLink& get(long long stride, int size);
+  const PairLink& pair(long long stride, int size);
 
  private:
   const MachineProfile& p_;
   long long total_;
   std::unordered_map<uint64_t, AxisLink> memo_;
+  std::unordered_map<uint64_t, PairLink> pair_memo_;
 };
 
 }  // namespace ff

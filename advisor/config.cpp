@@ -57,7 +57,7 @@ nlohmann::json to_json(const Config& c) {
 }
 
 std::string config_label(const Config& c) {
-  return c.grid.str() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
+  return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
          c.overlap.str();
 }
 
@@ -69,7 +69,8 @@ nlohmann::json per_axis_json(const PerAxis<double>& v) {
 
 PerAxis<double> per_axis_numbers(const Fields& f) {
   PerAxis<double> v{};
-  for (Axis a : kAxes) v[static_cast<int>(a)] = f.number(axis_name(a));
+  for (Axis a : kAxes)
+    v[static_cast<int>(a)] = a == Axis::P && !f.has(axis_name(a)) ? 0 : f.number(axis_name(a));
   return v;
 }
 
@@ -77,7 +78,8 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
   Config c;
   Fields g = f.object("grid");
-  for (Axis a : kAxes) c.grid[a] = int(g.integer(axis_name(a), 1));
+  // Records written before stages existed have no "pipe": one stage.
+  for (Axis a : kAxes) c.grid[a] = a == Axis::P && !g.has(axis_name(a)) ? 1 : int(g.integer(axis_name(a), 1));
   try {
     c.order = parse_order(f.string("order"));
   } catch (const InputError&) {

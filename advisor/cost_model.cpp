@@ -1,6 +1,7 @@
 #include "cost_model.hpp"
 
 #include <algorithm>
+#include <string_view>
 
 #include "compute_model.hpp"
 #include "error.hpp"
@@ -17,16 +18,18 @@ int next_slot(int j) { return (j + 1) % kBlockLayers; }
 
 }  // namespace
 
-void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan) {
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan, const Stage& st) {
   const ModelSpec& m = job.model;
   const Dtype dt = job.dtype;
   const int b = dtype_bytes(dt);
-  const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
+  // L: the blocks this stage runs (all of them without stages).
+  const double L = st.blocks, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double t = double(mb) * S;
   const double hx = H / g.x, fy = F / g.y, vy = Vp / g.y;
   const double fwd_count = L * (1 + rc);  // full recompute runs each block's forward again
 
   plan.grid = g;
+  plan.stage = st;
   plan.micro_batch = mb;
   plan.recompute = rc;
   plan.dtype = dt;
@@ -36,12 +39,16 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.compute.clear();
   plan.overlap_efficiency = p.overlap_efficiency;
   plan.nonblocking_slowdown = p.nonblocking_slowdown;
+  plan.message_elements = t * hx;
+  // Everything of a micro-step that is not its forward ("fwd …") is backward.
+  auto backward = [](const char* what, bool per_step) { return !per_step && std::string_view(what).substr(0, 3) != "fwd"; };
   auto comm = [&](const char* layer, const char* what, Axis a, Coll c, double elems, int bytes, double count,
                   bool per_step = false, Hide hide = Hide::None, int slot = -1) {
-    if (g.size(a) > 1) plan.comm.push_back({layer, what, a, c, elems, bytes, count, per_step, hide, slot});
+    if (g.size(a) > 1)
+      plan.comm.push_back({layer, what, a, c, elems, bytes, count, per_step, hide, slot, backward(what, per_step)});
   };
   auto work = [&](const char* layer, const char* what, double seconds, double count, bool per_step = false) {
-    plan.compute.push_back({layer, what, seconds, count, per_step});
+    plan.compute.push_back({layer, what, seconds, count, per_step, backward(what, per_step)});
   };
   auto ew = [&](double bytes) { return elementwise_time(p, bytes); };
 
@@ -100,6 +107,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 
   // Embedding (untied): a Vp/G_y × H/G_x block sharded over Z; rows outside
   // this Y block contribute zero, so the lookup is summed over Y.
+  if (st.first) {
   LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
   comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
   comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
@@ -108,9 +116,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
   work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
   work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)), 1);
+  }
 
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
   // vocabulary split over Y. Not recomputed: the head's backward follows its forward.
+  if (st.last) {
   comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
   comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
   work("final_layernorm", "fwd", ln_fwd, 1);
@@ -131,10 +141,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
   work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
   work("cross_entropy", "bwd softmax gradient (fp32)", ew(2 * t * vy * 4), 1);
+  }
 
   // Once per iteration: replicated parameters' gradients over Z, then D; the
   // optimizer on every local parameter.
-  LocalParams lp = local_params(m, g);
+  LocalParams lp = local_params(m, g, st);
   comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
        kGradBytes, 1, true);
   comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::D, Coll::AllReduce, lp.replicated,
@@ -142,8 +153,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
   work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
 
-  plan.compute_s = 0;
-  for (const auto& c : plan.compute) plan.compute_s += c.seconds * per_iteration(plan, c);
+  plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = 0;
+  for (const auto& c : plan.compute) {
+    plan.compute_s += c.seconds * per_iteration(plan, c);
+    (c.per_step ? plan.compute_step_s : c.bwd ? plan.compute_bwd_s : plan.compute_fwd_s) += c.seconds * c.count;
+  }
   plan.model_flops = model_flops(m, double(job.batch));
   double block_fwd_flops = 2.0 * job.batch * S * L * (4 * H * H + 2 * H * F + 2 * S * H);
   plan.hardware_flops = plan.model_flops + (rc ? block_fwd_flops : 0);
@@ -213,7 +227,11 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
 
   Estimate e;
   e.compute_s = plan.compute_s;
-  double exposed_total = 0;
+  // A stage's operation starts cold: its first forward all-gather (qkv) and
+  // first backward all-gather (fc2) have no earlier layer of the same
+  // operation to hide under, once per micro-step (MODEL.md §9).
+  const bool staged = plan.grid.p > 1;
+  double exposed_total = 0, exposed_fwd = 0, exposed_bwd = 0, exposed_step = 0;
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     double hid = 0;
@@ -229,10 +247,21 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     int a = static_cast<int>(c.axis);
     e.comm_s[a] += reps * t(i);
     double exposed = reps * (t(i) - hid);
+    double per_micro = c.count * (t(i) - hid);
+    if (staged && hid > 0 && ((c.hide == Hide::OagForward && c.slot == 0) ||
+                              (c.hide == Hide::OagBackward && c.slot == kBlockLayers - 1))) {
+      exposed += double(plan.micro_steps) * hid;
+      per_micro += hid;
+    }
     e.exposed_comm_s[a] += exposed;
     exposed_total += exposed;
+    if (c.per_step) exposed_step += exposed;
+    else (c.bwd ? exposed_bwd : exposed_fwd) += per_micro;
   }
   e.time_s = e.compute_s + exposed_total;
+  e.fwd_s = plan.compute_fwd_s + exposed_fwd;
+  e.bwd_s = plan.compute_bwd_s + exposed_bwd;
+  e.step_s = plan.compute_step_s + exposed_step;
   e.mfu = plan.model_flops / (e.time_s * plan.peak_flops_all);
   e.hfu = plan.hardware_flops / (e.time_s * plan.peak_flops_all);
   e.tokens_per_s = batch_tokens / e.time_s;
@@ -246,28 +275,6 @@ PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const 
     links[static_cast<int>(a)] = cache ? cache->get(stride, g.size(a)) : axis_link(p, g.total(), stride, g.size(a));
   }
   return links;
-}
-
-Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) {
-  Job job = job_in;
-  job.dtype = c.dtype;
-  if (c.grid.total() != job.gpus)
-    input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
-                std::to_string(job.gpus));
-  if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
-    input_error("grid " + c.grid.str() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
-                job.model.name + ": " + why);
-  Prediction pr;
-  pr.config = c;
-  make_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.plan);
-  pr.links = placement_links(p, c.grid, c.order);
-  pr.term_seconds.resize(2 * pr.plan.comm.size());
-  pr.term_hidden.resize(pr.plan.comm.size());
-  term_times(pr.plan, pr.links, pr.term_seconds.data());
-  pr.estimate = combine(pr.plan, pr.term_seconds.data(), c.overlap, double(job.batch) * job.model.seq_len,
-                        pr.term_hidden.data());
-  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
-  return pr;
 }
 
 PerAxis<double> bytes_per_step(const Plan& plan) {

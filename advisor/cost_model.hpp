@@ -29,6 +29,7 @@ struct CommTerm {
   bool per_step;
   Hide hide = Hide::None;
   int slot = -1;      // position in the block (block_layers) for overlap windows
+  bool bwd = false;   // runs in a micro-step's backward (not per_step, not forward)
   double bytes() const { return elements * elem_bytes; }
 };
 
@@ -38,10 +39,12 @@ struct ComputeTerm {
   double seconds;  // one occurrence
   double count;    // per micro-step, or per iteration when per_step
   bool per_step;
+  bool bwd = false;  // runs in a micro-step's backward
 };
 
 struct Plan {
   Grid grid;
+  Stage stage;  // the blocks, embedding and head this rank's stage holds
   int micro_batch = 1;
   bool recompute = false;
   Dtype dtype = Dtype::BF16;
@@ -54,13 +57,22 @@ struct Plan {
   // what follows), and the weight-gradient GEMM alone.
   std::array<double, kBlockLayers> fwd_window{}, bwd_window{}, wgrad_window{};
   double compute_s = 0;        // per iteration
+  double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
+  double compute_step_s = 0;                    // once per iteration (the optimizer)
+  double message_elements = 0; // a stage message: the activation shard [t, H/G_x] (MODEL.md §9)
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak
   double overlap_efficiency = 0;
   double nonblocking_slowdown = 1;
 };
-void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out);
+// The plan of one stage's rank (the whole model when G_p = 1).
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out,
+               const Stage& stage);
+inline void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+                      Plan& out) {
+  make_plan(job, p, g, micro_batch, recompute, out, stage_of(job.model, g, 0));
+}
 // Occurrences per iteration of a CommTerm or ComputeTerm: its count, times
 // the micro-steps unless it runs once a step.
 template <class Term>
@@ -76,7 +88,12 @@ struct Estimate {
   double compute_s = 0;
   PerAxis<double> comm_s{};          // before hiding
   PerAxis<double> exposed_comm_s{};  // what compute did not hide
+  double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed (0 without stages)
   double mfu = 0, hfu = 0, tokens_per_s = 0;
+  // One micro-step's forward and backward (compute plus exposed
+  // communication), and what runs once an iteration: a stage's f, b and
+  // data-parallel step in MODEL.md §9's schedule.
+  double fwd_s = 0, bwd_s = 0, step_s = 0;
 };
 
 // One occurrence of each term on the links of a placement: times[i] issued
@@ -107,17 +124,5 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
 
 PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache = nullptr);
 
-// Everything for one configuration (what `advisor predict` shows).
-struct Prediction {
-  Config config;
-  Plan plan;
-  PerAxis<AxisLink> links;
-  std::vector<double> term_seconds;  // per occurrence, blocking then non-blocking (term_times)
-  std::vector<double> term_hidden;   // per occurrence
-  Estimate estimate;
-  MemoryUse memory;
-};
-// Throws InputError when the grid cannot split the job.
-Prediction predict(const Job& job, const MachineProfile& p, const Config& c);
 
 }  // namespace ff

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cost_model.hpp"
+#include "prediction.hpp"
 
 namespace ff {
 

@@ -17,6 +17,7 @@ EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch
   EngineArgs a;
   a.model = model_arg;
   a.grid = c.grid.str();
+  a.pipeline = c.grid.p;
   a.order = c.order.str();
   a.micro_batch = c.micro_batch;
   a.recompute = c.recompute;
@@ -38,6 +39,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   auto num = [](auto v) { return std::to_string(v); };
   std::vector<std::string> v{"--model", a.model, "--grid", a.grid, "--order", a.order, "--micro-batch",
                              num(a.micro_batch)};
+  if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
   if (a.recompute) v.push_back("--recompute");
   for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
                                std::string("--dtype"), a.dtype})
@@ -66,8 +68,9 @@ std::string join_args(const std::vector<std::string>& argv) {
 void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--model", a.model, "Model: a preset name or a model JSON file")->capture_default_str();
   std::string sizes;
-  for (Axis ax : kAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
-  app.add_option("--grid", a.grid, sizes + "; the product must equal the number of ranks")->capture_default_str();
+  for (Axis ax : kGridFlagAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
+  app.add_option("--grid", a.grid, sizes + "; times --pipeline, the number of ranks")->capture_default_str();
+  app.add_option("--pipeline", a.pipeline, "Pipeline stages (this engine runs 1)")->capture_default_str();
   app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
                                          axis_name(kAxes[0]) + " varies fastest)")
       ->capture_default_str();

@@ -18,6 +18,7 @@ namespace ff {
 struct EngineArgs {
   std::string model = "examples/models/gpt-tiny.json";
   std::string grid = "1,1,1,1";
+  int pipeline = 1;
   std::string order = Order().str();
   int micro_batch = 1;
   bool recompute = false;

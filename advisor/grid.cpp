@@ -9,7 +9,7 @@ namespace ff {
 
 namespace {
 
-// "xyzd": the letters in axis order, which is also the default order's spelling.
+// "xyzpd": the letters in axis order, which is also the default order's spelling.
 std::string letters() { return axis_letters(""); }
 
 }  // namespace
@@ -25,9 +25,18 @@ std::string axis_letters(const std::string& sep, bool upper) {
 
 std::string Grid::str() const {
   std::string s;
-  for (Axis a : kAxes) {
+  for (Axis a : kGridFlagAxes) {
     if (!s.empty()) s += ',';  // appended, not "," + ...: GCC 12 misreads that (-Wrestrict)
     s += std::to_string(size(a));
+  }
+  return s;
+}
+
+std::string Grid::label() const {
+  std::string s = str();
+  if (p > 1) {
+    s += " p";
+    s += std::to_string(p);
   }
   return s;
 }
@@ -40,10 +49,12 @@ std::string Order::str() const {
 
 Grid parse_grid(const std::string& text) {
   static constexpr const char* kCounts[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight"};
-  static_assert(kAxisCount < int(std::size(kCounts)));
-  const char* count = kCounts[kAxisCount];
+  constexpr int n = int(std::size(kGridFlagAxes));
+  static_assert(n < int(std::size(kCounts)));
+  const char* count = kCounts[n];
   static constexpr const char* kExample = "4,2,16,8";  // a size per axis, innermost first
-  const std::string sizes = axis_letters(",", true);
+  std::string sizes;
+  for (Axis a : kGridFlagAxes) sizes += (sizes.empty() ? "" : ",") + std::string(1, char(axis_letter(a) - 'a' + 'A'));
   std::vector<long long> v;
   std::stringstream ss(text);
   std::string part;
@@ -60,23 +71,29 @@ Grid parse_grid(const std::string& text) {
                   kExample + ")");
     v.push_back(n);
   }
-  if (v.size() != size_t(kAxisCount) || text.empty() || text.back() == ',')
-    input_error("--grid '" + text + "': expected " + count + " sizes " + sizes + ", e.g. " + kExample);
+  if (v.size() != size_t(n) || text.empty() || text.back() == ',')
+    input_error("--grid '" + text + "': expected " + count + " sizes " + sizes + ", e.g. " + kExample +
+                " (pipeline stages are --pipeline P)");
   Grid g;
-  for (Axis a : kAxes) g[a] = int(v[static_cast<int>(a)]);
+  for (int i = 0; i < n; ++i) g[kGridFlagAxes[i]] = int(v[i]);
   return g;
 }
 
 Order parse_order(const std::string& text) {
   Order o;
   const std::string all = letters();
-  std::string sorted = text, want = all;
+  std::string spelled = text;
+  // Four letters (written before stages existed): p goes immediately inside d.
+  const char p = axis_letter(Axis::P), d = axis_letter(Axis::D);
+  if (spelled.size() + 1 == all.size() && spelled.find(p) == std::string::npos && spelled.find(d) != std::string::npos)
+    spelled.insert(spelled.find(d), 1, p);
+  std::string sorted = spelled, want = all;
   std::sort(sorted.begin(), sorted.end());
   std::sort(want.begin(), want.end());
   if (sorted != want)
     input_error("--order '" + text + "': expected a permutation of the letters " + axis_letters(", ") +
-                " (innermost first, e.g. " + all + ")");
-  for (int i = 0; i < kAxisCount; ++i) o.axes[i] = static_cast<Axis>(all.find(text[i]));
+                " (innermost first, e.g. " + all + "; four letters without " + p + " place it just inside " + d + ")");
+  for (int i = 0; i < kAxisCount; ++i) o.axes[i] = static_cast<Axis>(all.find(spelled[i]));
   return o;
 }
 
@@ -166,17 +183,18 @@ std::vector<Grid> factorizations(long long n) {
     }
   std::sort(divs.begin(), divs.end());
   // Axis by axis in order, each size ascending; the last axis takes the rest.
+  constexpr int n_axes = int(std::size(kGridFlagAxes));
   Grid g;
   auto place = [&](auto& self, int i, long long rest) -> void {
-    if (i == kAxisCount - 1) {
-      g[kAxes[i]] = int(rest);
+    if (i == n_axes - 1) {
+      g[kGridFlagAxes[i]] = int(rest);
       out.push_back(g);
       return;
     }
     for (long long v : divs) {
       if (v > rest) break;
       if (rest % v != 0) continue;
-      g[kAxes[i]] = int(v);
+      g[kGridFlagAxes[i]] = int(v);
       self(self, i + 1, rest / v);
     }
   };

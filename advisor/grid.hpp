@@ -1,5 +1,5 @@
 #pragma once
-// The grid (axes x, y, z, data) and rank placement: which ranks form a group
+// The grid (axes x, y, z, pipe, data) and rank placement: which ranks form a group
 // on each axis, and which node holds them. The same arithmetic serves the
 // advisor, measure/ and engine/, so a geometry means one thing everywhere.
 #include <array>
@@ -12,13 +12,15 @@ namespace ff {
 
 // A new axis is one enumerator, one row of kAxisSpelling, one field of Grid
 // and its entry in kGridFields; everything per axis loops over kAxes.
-enum class Axis : uint8_t { X, Y, Z, D };
+// P is the pipeline-stage axis (MODEL.md §9), between the tensor axes and data
+// as AxoNN places it.
+enum class Axis : uint8_t { X, Y, Z, P, D };
 
 struct AxisSpelling {
   const char* name;  // records' JSON keys, tables, messages
   char letter;       // --order
 };
-inline constexpr AxisSpelling kAxisSpelling[] = {{"x", 'x'}, {"y", 'y'}, {"z", 'z'}, {"data", 'd'}};
+inline constexpr AxisSpelling kAxisSpelling[] = {{"x", 'x'}, {"y", 'y'}, {"z", 'z'}, {"pipe", 'p'}, {"data", 'd'}};
 inline constexpr int kAxisCount = int(std::size(kAxisSpelling));
 static_assert(int(Axis::D) == kAxisCount - 1, "one spelling per Axis enumerator");
 
@@ -34,7 +36,10 @@ inline constexpr PerAxis<Axis> kAxes = [] {
 
 constexpr const char* axis_name(Axis a) { return kAxisSpelling[static_cast<int>(a)].name; }
 constexpr char axis_letter(Axis a) { return kAxisSpelling[static_cast<int>(a)].letter; }
-// The letters in axis order joined by `sep`: "x,y,z,d"; upper: "X,Y,Z,D".
+// The axes `--grid X,Y,Z,D` spells; P comes from `--pipeline`, so a grid
+// written before stages existed keeps its meaning.
+inline constexpr Axis kGridFlagAxes[] = {Axis::X, Axis::Y, Axis::Z, Axis::D};
+// The letters in axis order joined by `sep`: "x,y,z,p,d"; upper: "X,Y,Z,P,D".
 std::string axis_letters(const std::string& sep, bool upper = false);
 
 // Named fields because records and people name them; generic code reaches
@@ -42,15 +47,16 @@ std::string axis_letters(const std::string& sep, bool upper = false);
 // axis' place: kGridFields sets the axis order, and the brace-initialised
 // grids written so far (Grid{4, 2, 16, 8}) keep their meaning, the new size 1.
 struct Grid {
-  int x = 1, y = 1, z = 1, d = 1;
+  int x = 1, y = 1, z = 1, d = 1, p = 1;
   int& operator[](Axis a);
   int operator[](Axis a) const;
   int size(Axis a) const { return (*this)[a]; }
   long long total() const;
-  std::string str() const;  // "4,2,16,8"
+  std::string str() const;    // --grid's "4,2,16,8": X,Y,Z,D without P
+  std::string label() const;  // for people: str(), then " p2" where there are stages
   bool operator==(const Grid&) const = default;
 };
-inline constexpr PerAxis<int Grid::*> kGridFields = {&Grid::x, &Grid::y, &Grid::z, &Grid::d};
+inline constexpr PerAxis<int Grid::*> kGridFields = {&Grid::x, &Grid::y, &Grid::z, &Grid::p, &Grid::d};
 static_assert([] {
   for (int i = 0; i < kAxisCount; ++i)
     for (int j = 0; j < i; ++j)
@@ -65,16 +71,18 @@ inline long long Grid::total() const {
   return t;
 }
 
-// Every axis, innermost (fastest-varying rank) first: "xyzd" is
-// rank = ((d·G_z + z)·G_y + y)·G_x + x.
+// Every axis, innermost (fastest-varying rank) first: "xyzpd" is
+// rank = (((d·G_p + p)·G_z + z)·G_y + y)·G_x + x, AxoNN's layout.
 struct Order {
   PerAxis<Axis> axes = kAxes;
   std::string str() const;
   bool operator==(const Order&) const = default;
 };
 
-Grid parse_grid(const std::string& text);    // "X,Y,Z,D"; throws InputError
-Order parse_order(const std::string& text);  // a permutation of "xyzd"; throws InputError
+Grid parse_grid(const std::string& text);  // "X,Y,Z,D" (P = 1); throws InputError
+// A permutation of "xyzpd", or of "xyzd" with p placed immediately before d
+// ("dxyz" → "pdxyz"); throws InputError.
+Order parse_order(const std::string& text);
 
 // Rank distance between neighbours on `a`: the product of the sizes of the
 // axes placed inside it.
@@ -90,12 +98,13 @@ std::vector<long long> group_of(const Grid& g, const Order& o, Axis a, long long
 std::vector<std::vector<long long>> groups_of(const Grid& g, const Order& o, Axis a);
 
 // Orders that differ only in where size-1 axes sit are one placement: one
-// representative each, "xyzd"'s first.
+// representative each, "xyzpd"'s first.
 std::vector<Order> distinct_orders(const Grid& g);
 // Canonical representative of o's placement (the first of distinct_orders).
 Order canonical_order(const Grid& g, const Order& o);
 
-// Every ordered factorization of n into one positive factor per axis.
+// Every ordered factorization of n into one positive factor per axis of
+// kGridFlagAxes (P = 1).
 std::vector<Grid> factorizations(long long n);
 
 }  // namespace ff

@@ -12,6 +12,10 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
   if (m.heads % g.y) return "heads " + s(m.heads) + " are not divisible by G_y=" + s(g.y) + " (whole heads per Y rank)";
   if (m.ffn % g.y) return "FFN size " + s(m.ffn) + " is not divisible by G_y=" + s(g.y);
   if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " is not divisible by G_y=" + s(g.y);
+  if (g.p > m.layers)
+    return "G_pipe=" + s(g.p) + " stages are more than the " + s(m.layers) + " layers (a stage holds at least one block)";
+  if (m.layers % g.p)
+    return "layers " + s(m.layers) + " are not divisible by G_pipe=" + s(g.p) + " (stages hold equal runs of blocks)";
   long long per = 1LL * mb * g.z * g.d;
   if (job.batch % per)
     return "batch " + s(job.batch) + " is not divisible by micro_batch·G_z·G_data=" + s(mb) + "·" + s(g.z) + "·" +
@@ -57,17 +61,35 @@ LocalWeight local_weight(const LinearLayer& l, const Grid& g) {
   return w;
 }
 
-LocalParams local_params(const ModelSpec& m, const Grid& g) {
+Stage stage_of(const ModelSpec& m, const Grid& g, int index) {
+  return Stage{index, m.layers / g.p, index == 0, index == g.p - 1};
+}
+
+StageKinds distinct_stages(const ModelSpec& m, const Grid& g) {
+  StageKinds k;
+  auto add = [&](int index, int copies) {
+    k.stage[k.count] = stage_of(m, g, index);
+    k.copies[k.count++] = copies;
+  };
+  add(0, 1);
+  if (g.p > 2) add(1, g.p - 2);
+  if (g.p > 1) add(g.p - 1, 1);
+  return k;
+}
+
+LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s) {
   LocalParams p;
   // The embedding's cell block is Vp/G_y × H/G_x, laid out like the LM head.
-  for (const LinearLayer& l : {lm_head(m), LinearLayer{"embedding", double(m.hidden), double(m.padded_vocab), false}}) {
+  const LinearLayer ends[] = {lm_head(m), LinearLayer{"embedding", double(m.hidden), double(m.padded_vocab), false}};
+  for (const LinearLayer& l : ends) {
+    if (&l == &ends[0] ? !s.last : !s.first) continue;
     LocalWeight w = local_weight(l, g);
     p.sharded += w.shard;
     p.largest_block = std::max(p.largest_block, w.gathered);
   }
   for (const LinearLayer& l : block_layers(m)) {
     LocalWeight w = local_weight(l, g);
-    p.sharded += m.layers * w.shard;
+    p.sharded += s.blocks * w.shard;
     p.largest_block = std::max(p.largest_block, w.gathered);
   }
   double H = m.hidden, F = m.ffn, hx = H / g.x;
@@ -76,7 +98,7 @@ LocalParams local_params(const ModelSpec& m, const Grid& g) {
                      + hx            // attention-out bias (transposed: output over X)
                      + F / g.y       // FC1 bias
                      + hx;           // FC2 bias
-  p.replicated = m.layers * per_block + 2 * hx + double(m.seq_len) * hx;  // final LayerNorm, positions
+  p.replicated = s.blocks * per_block + (s.last ? 2 * hx : 0) + (s.first ? double(m.seq_len) * hx : 0);  // final LayerNorm, positions
   return p;
 }
 

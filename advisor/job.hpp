@@ -25,6 +25,25 @@ std::string split_problem(const Job& job, const Grid& grid, int micro_batch);
 // launches a run the engine would refuse.
 std::string engine_split_problem(const ModelSpec& m, const Grid& grid);
 
+// One pipeline stage's share of the model (MODEL.md §9): contiguous, equal
+// runs of L/G_p blocks; the first stage also holds the embedding and
+// positions, the last the final LayerNorm, LM head and loss. Without stages
+// the one stage is both.
+struct Stage {
+  int index = 0;
+  int blocks = 0;
+  bool first = true, last = true;
+};
+Stage stage_of(const ModelSpec& m, const Grid& g, int index);
+// The stages whose cost differs: first, one middle (standing for all G_p − 2
+// of them), last; one stage when G_p = 1. `copies` says how many each stands for.
+struct StageKinds {
+  std::array<Stage, 3> stage;
+  std::array<int, 3> copies{};
+  int count = 0;
+};
+StageKinds distinct_stages(const ModelSpec& m, const Grid& g);
+
 // A linear layer k → n. A "transposed" layer takes its input split over Y
 // and its output over X, so consecutive layers need no redistribution.
 struct LinearLayer {
@@ -51,6 +70,7 @@ struct LocalParams {
   double replicated = 0;  // biases, LayerNorm weights, positions
   double largest_block = 0;  // the largest gathered weight k·n/(G_x·G_y), padded
 };
-LocalParams local_params(const ModelSpec& m, const Grid& g);
+LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s);
+inline LocalParams local_params(const ModelSpec& m, const Grid& g) { return local_params(m, g, Stage{0, m.layers}); }
 
 }  // namespace ff

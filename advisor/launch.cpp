@@ -12,24 +12,29 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
+  if (c.grid.p > 1)
+    device_note = "the engine does not run pipeline stages yet and refuses --pipeline " + s(c.grid.p) +
+                  " with a message; AxoNN's ax.init below trains this configuration";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,
                  device_note});
 
-  // AxoNN names: X = column (innermost), Y = row, Z = depth; it places ranks
-  // column, row, depth, data from the inside out, i.e. order xyzd.
+  // AxoNN names: X = column (innermost), Y = row, Z = depth, inter = stages;
+  // it places ranks column, row, depth, stage, data from the inside out,
+  // i.e. order xyzpd.
   bool axonn_order = canonical_order(c.grid, c.order) == canonical_order(c.grid, Order());
   std::string placement_note =
-      axonn_order ? "" : "AxoNN places ranks in order xyzd; this placement (" + c.order.str() + ") needs a custom rank mapping";
+      axonn_order ? "" : "AxoNN places ranks in order " + Order().str() + "; this placement (" + c.order.str() +
+                             ") needs a custom rank mapping";
   out.push_back({"axonn",
-                 "ax.init(G_inter=1, G_data=" + s(c.grid.d) + ", G_intra_r=" + s(c.grid.y) + ", G_intra_c=" +
+                 "ax.init(G_inter=" + s(c.grid.p) + ", G_data=" + s(c.grid.d) + ", G_intra_r=" + s(c.grid.y) + ", G_intra_c=" +
                      s(c.grid.x) + ", G_intra_d=" + s(c.grid.z) + ", gpus_per_node=" + s(per_node) + ")",
                  placement_note});
   // Megatron's micro-batch is per data-parallel replica; AxoNN splits it over depth.
   std::string mega = "--column-tensor-model-parallel-size " + s(c.grid.x) + " --row-tensor-model-parallel-size " +
                      s(c.grid.y) + " --depth-tensor-model-parallel-size " + s(c.grid.z) +
-                     " --pipeline-model-parallel-size 1 --micro-batch-size " + s(1LL * c.micro_batch * c.grid.z) +
+                     " --pipeline-model-parallel-size " + s(c.grid.p) + " --micro-batch-size " + s(1LL * c.micro_batch * c.grid.z) +
                      " --global-batch-size " + s(job.batch) + " --seq-length " + s(job.model.seq_len) +
                      (c.dtype == Dtype::BF16 ? " --bf16" : c.dtype == Dtype::FP16 ? " --fp16" : "");
   if (c.recompute) mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";

@@ -4,14 +4,14 @@
 
 namespace ff {
 
-MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                     const Overlap& ov) {
+MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+                       const Overlap& ov, const Stage& st, int n_in_flight) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
   // bf16: bf16 weight, fp32 master, Adam m and v, fp32 gradient accumulator.
   // fp32: weight, m, v, gradient accumulator.
   double state_bytes = low_precision(job.dtype) ? 2 + 4 + 8 + 4 : 16;
-  LocalParams lp = local_params(m, g);
+  LocalParams lp = local_params(m, g, st);
   MemoryUse u;
   u.states = (lp.sharded + lp.replicated) * state_bytes;
   u.gathered = lp.largest_block * b * (ov.oag ? 2 : 1);
@@ -24,10 +24,42 @@ MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int
   // FC1 out, GELU out; fp32 softmax log-sum-exp per head and LayerNorm stats.
   double block = t * (4 * hx + 3 * hy + hy + 2 * fy) * b + t * (double(m.heads) / g.y) * 4 + 2 * 2 * t * 4;
   double working = 2 * t * std::max({hx, 3 * hy, fy}) * b;  // gradients in flight in backward
-  u.activations = recompute ? m.layers * t * hx * b + block + working : m.layers * block + working;
-  u.logits = t * (double(m.padded_vocab) / g.y) * (b + 4);
+  // Recompute keeps each block's input per micro-batch in flight and one
+  // block's full activations while it is recomputed.
+  const double blocks = st.blocks, n = n_in_flight;
+  u.activations = recompute ? n * blocks * t * hx * b + block + working : n * blocks * block + working;
+  u.logits = st.last ? t * (double(m.padded_vocab) / g.y) * (b + 4) : 0;
   u.reserve = p.memory_reserve;
   return u;
+}
+
+int in_flight(const Grid& g, long long micro_steps, int stage) {
+  const long long P = g.p;
+  if (g.x * g.y * g.z > 1) return int(std::min(micro_steps, P - stage));
+  return stage == g.p - 1 ? 1 : int(std::min(micro_steps, P));
+}
+
+std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+                                       const Overlap& ov) {
+  const long long M = job.batch / (1LL * mb * g.z * g.d);
+  std::vector<MemoryUse> out;
+  for (int i = 0; i < g.p; ++i)
+    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i)));
+  return out;
+}
+
+MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+                     const Overlap& ov) {
+  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1);
+  // Stages 1 … G_p − 2 hold the same weights and no more in flight than
+  // stage 1: first, second and last decide.
+  const long long M = job.batch / (1LL * mb * g.z * g.d);
+  MemoryUse most;
+  for (int i : {0, std::min(1, g.p - 1), g.p - 1}) {
+    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i));
+    if (u.total() > most.total()) most = u;
+  }
+  return most;
 }
 
 }  // namespace ff

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model.hpp"
+#include "prediction.hpp"
 #include "validation_stats.hpp"
 
 namespace ff {

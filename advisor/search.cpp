@@ -56,6 +56,16 @@ std::string reason_kind(const std::string& why) { return why.substr(0, why.find(
 
 }  // namespace
 
+std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt) {
+  std::vector<int> out;
+  for (int P = 1; P <= job.model.layers; ++P) {
+    if (job.model.layers % P || job.gpus % P) continue;
+    if (opt.pipelines.empty() || std::find(opt.pipelines.begin(), opt.pipelines.end(), P) != opt.pipelines.end())
+      out.push_back(P);
+  }
+  return out;
+}
+
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt) {
   Config cfg;
   cfg.grid = grids[c.grid];
@@ -71,8 +81,8 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   auto start = std::chrono::steady_clock::now();
   SearchResult r;
   LinkCache cache(p, job.gpus);
-  Plan plan;
-  std::vector<double> times;
+  StagedPlan plan;
+  StagedTimes times;
   std::map<std::string, long long> split_counts;
   const double capacity = p.hbm_capacity;
   const double batch_tokens = double(job.batch) * job.model.seq_len;
@@ -82,7 +92,13 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   if (opt.recompute_on) recompute_choices.push_back(true);  // the smaller footprint first
   if (opt.recompute_off) recompute_choices.push_back(false);
 
-  for (const Grid& g : factorizations(job.gpus)) {
+  std::vector<Grid> grids;
+  for (int P : pipeline_choices(job, opt))
+    for (Grid g : factorizations(job.gpus / P)) {
+      g.p = P;
+      grids.push_back(g);
+    }
+  for (const Grid& g : grids) {
     ++r.grids_total;
     if (std::string why = split_problem(job, g, 1); !why.empty()) {
       ++split_counts[reason_kind(why)];
@@ -124,17 +140,17 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
           continue;
         }
         any_fit = true;
-        make_plan(job, p, g, mb, rc, plan);
-        times.resize(2 * plan.comm.size());
+        make_staged_plan(job, p, g, mb, rc, plan);
         // OAG and ORS hold more buffers: not every flag set fits.
         std::vector<uint8_t> fitting;
         for (uint8_t f : flag_choices)
           if (memory_use(job, p, g, mb, rc, overlap_of(f)).total() <= capacity) fitting.push_back(f);
         for (uint8_t oi : order_ids) {
           auto links = placement_links(p, g, all_orders[oi], &cache);
-          term_times(plan, links, times.data());
+          const PairLink& pairs = cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
+          staged_term_times(plan, links, pairs, times);
           for (uint8_t f : fitting) {
-            Estimate e = combine(plan, times.data(), overlap_of(f), batch_tokens);
+            Estimate e = combine_staged(plan, times, overlap_of(f), batch_tokens);
             r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi, uint8_t(f | (rc ? kRecompute : 0))});
           }
         }

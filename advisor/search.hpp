@@ -1,11 +1,12 @@
 #pragma once
-// Exhaustive search: every ordered factorization of G × distinct placement
-// × micro-batch × recompute × overlap flags, under divisibility and memory.
+// Exhaustive search: every pipeline depth P (a divisor of the layers and of
+// G) × ordered factorization of G/P over X, Y, Z, D × distinct placement ×
+// micro-batch × recompute × overlap flags, under divisibility and memory.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "cost_model.hpp"
+#include "prediction.hpp"
 
 namespace ff {
 
@@ -19,7 +20,10 @@ struct SearchOptions {
   Order order;
   int top = 10;
   bool keep_rejected = false;          // record why (grid, micro-batch, recompute) did not fit
+  std::vector<int> pipelines;          // if set, only these stage counts (else every divisor of L and G)
 };
+// The stage counts a search tries.
+std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
 
 struct Ranked {
   Config config;

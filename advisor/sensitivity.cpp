@@ -23,20 +23,21 @@ namespace {
 // Times of every candidate on profile q, sharing plans and links as the search does.
 std::vector<double> reprice(const Job& job, const MachineProfile& q, const SearchResult& r) {
   LinkCache cache(q, job.gpus);
-  std::map<std::tuple<uint32_t, uint16_t, bool>, Plan> plans;
-  std::vector<double> out, times;
+  std::map<std::tuple<uint32_t, uint16_t, bool>, StagedPlan> plans;
+  std::vector<double> out;
+  StagedTimes times;
   const double tokens = double(job.batch) * job.model.seq_len;
   for (const Candidate& c : r.candidates) {
     Config cfg = candidate_config(c, r.grids, job.dtype);
     auto key = std::make_tuple(c.grid, c.micro_batch, cfg.recompute);
     auto it = plans.find(key);
     if (it == plans.end()) {
-      it = plans.emplace(key, Plan{}).first;
-      make_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second);
+      it = plans.emplace(key, StagedPlan{}).first;
+      make_staged_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second);
     }
-    times.resize(2 * it->second.comm.size());
-    term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), times.data());
-    out.push_back(combine(it->second, times.data(), cfg.overlap, tokens).time_s);
+    const PairLink& pairs = cache.pair(axis_stride(cfg.grid, cfg.order, Axis::P), cfg.grid.p);
+    staged_term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), pairs, times);
+    out.push_back(combine_staged(it->second, times, cfg.overlap, tokens).time_s);
   }
   return out;
 }

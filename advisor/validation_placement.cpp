@@ -1,5 +1,7 @@
 #include "validation_placement.hpp"
 
+#include "prediction.hpp"
+
 #include <algorithm>
 
 #include "error.hpp"

@@ -20,7 +20,7 @@ d, capacity = json.load(open(sys.argv[1])), float(sys.argv[2])
 assert d["configs"], "no configs"
 for c in d["configs"]:
     g = c["grid"]
-    assert g["x"] * g["y"] * g["z"] * g["data"] == d["gpus"]
+    assert g["x"] * g["y"] * g["z"] * g["pipe"] * g["data"] == d["gpus"]
     assert 0.02 < c["mfu"] < 0.8, c["mfu"]
     assert 0 < c["memory_gib"] <= capacity, c["memory_gib"]
     assert 0 < c["compute_s"] <= c["time_s"]
@@ -45,13 +45,14 @@ times = [x["time_s"] for x in c]
 assert times == sorted(times), times
 for x in c:
     g = x["grid"]
-    assert g["x"] * g["y"] * g["z"] * g["data"] == 64
-    assert sorted(x["order"]) == sorted("xyzd")
+    assert g["x"] * g["y"] * g["z"] * g["pipe"] * g["data"] == 64
+    assert sorted(x["order"]) == sorted("xyzpd")
     assert set(x["overlap"]) == {"oar", "ors", "oag"}
-    assert set(x["exposed_comm_s"]) == {"x", "y", "z", "data"}
+    assert set(x["exposed_comm_s"]) == {"x", "y", "z", "pipe", "data"}
     for k in ["micro_batch", "recompute", "dtype", "time_s", "compute_s", "memory_gib", "mfu", "tokens_per_s"]:
         assert k in x, k
-    assert abs(x["compute_s"] + sum(x["exposed_comm_s"].values()) - x["time_s"]) < 1e-9 * x["time_s"]
+    busy = x["compute_s"] + sum(x["exposed_comm_s"].values()) + x["pipeline_idle_s"]
+    assert abs(busy - x["time_s"]) < 1e-9 * x["time_s"], (busy, x["time_s"])
     assert 0 < x["mfu"] < 1
 print("contract ok")
 PY
@@ -64,9 +65,9 @@ expect 0 'order ok' -- python3 - "$tmp/order.json" <<'PY'
 import json, sys
 for c in json.load(open(sys.argv[1]))["configs"]:
     g = c["grid"]
-    size = {"x": g["x"], "y": g["y"], "z": g["z"], "d": g["data"]}
+    size = {"x": g["x"], "y": g["y"], "z": g["z"], "p": g["pipe"], "d": g["data"]}
     placed = [a for a in c["order"] if size[a] > 1]
-    assert placed == [a for a in "zyxd" if size[a] > 1], (c["order"], g)
+    assert placed == [a for a in "zyxpd" if size[a] > 1], (c["order"], g)
 print("order ok")
 PY
 
@@ -76,7 +77,8 @@ expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b 
 for g in 0 -4 1.5 abc; do
   expect 2 "expected a whole number of GPUs" -- "$advisor" recommend --model gpt-80b --gpus "$g"
 done
-expect 2 'no grid of 7 GPUs can split' -- "$advisor" recommend --model gpt-80b --gpus 7
+# 11 divides neither the 42 layers (stages) nor hidden, heads or the batch.
+expect 2 'no grid of 11 GPUs can split' -- "$advisor" recommend --model gpt-80b --gpus 11
 expect 3 'needs at least [0-9,]+ GPUs' -- "$advisor" recommend --model gpt-640b --gpus 8
 expect 2 'has 8 ranks, not --gpus 16' -- "$advisor" predict --model gpt-5b --gpus 16 --grid 2,2,2,1
 expect 2 'not divisible by G_x=3' -- "$advisor" predict --model gpt-5b --gpus 3 --grid 3,1,1,1

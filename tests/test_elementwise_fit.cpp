@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "calibrate.hpp"
-#include "cost_model.hpp"
+#include "prediction.hpp"
 #include "elementwise_fit.hpp"
 #include "helpers.hpp"
 

@@ -45,7 +45,7 @@ TEST_CASE("a configuration's launch arguments: the configuration, on a device th
   std::string note;
   ff::EngineArgs a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(ff::join_args(ff::engine_argv(a)) ==
-        "--model gpt-5b --grid 1,2,4,2 --order yxzd --micro-batch 2 --recompute --overlap ors --device cpu "
+        "--model gpt-5b --grid 1,2,4,2 --order yxzpd --micro-batch 2 --recompute --overlap ors --device cpu "
         "--dtype fp32 --batch 64");
   CHECK(note.find("bf16") != std::string::npos);  // the user is told it does not run bf16
 

@@ -17,21 +17,24 @@ namespace {
 
 // All 24 permutations of "xyzd", spelled as --order strings.
 std::vector<std::string> all_order_strings() {
-  std::string s = "dxyz";  // sorted, so next_permutation visits every one
+  std::string s = "dpxyz";  // sorted, so next_permutation visits every one
   std::vector<std::string> out;
   do out.push_back(s);
   while (std::next_permutation(s.begin(), s.end()));
   return out;
 }
 
-Coords xyzd_coords(int x, int y, int z, int d) { return Coords{x, y, z, d}; }
+Coords xyzpd_coords(int x, int y, int z, int p, int d) { return Coords{x, y, z, p, d}; }
+// One stage: the pipe coordinate is 0.
+Coords xyzd_coords(int x, int y, int z, int d) { return xyzpd_coords(x, y, z, 0, d); }
 
 }  // namespace
 
 TEST_CASE("grid: rank_of and coords_of are inverse for every order") {
-  const Grid g{2, 3, 2, 2};  // 24 ranks
+  Grid g{2, 3, 2, 2};
+  g.p = 2;  // 48 ranks
   const auto orders = all_order_strings();
-  REQUIRE(orders.size() == 24);
+  REQUIRE(orders.size() == 120);
   for (const std::string& os : orders) {
     CAPTURE(os);
     Order o = parse_order(os);
@@ -51,14 +54,15 @@ TEST_CASE("grid: rank_of and coords_of are inverse for every order") {
     for (int x = 0; x < 2; ++x)
       for (int y = 0; y < 3; ++y)
         for (int z = 0; z < 2; ++z)
-          for (int d = 0; d < 2; ++d) {
-            Coords c = xyzd_coords(x, y, z, d);
-            long long r = rank_of(g, o, c);
-            CHECK(coords_of(g, o, r) == c);
-            ranks.insert(r);
-          }
-    CHECK(ranks.size() == 24);
-    CHECK(*ranks.rbegin() == 23);
+          for (int p = 0; p < 2; ++p)
+            for (int d = 0; d < 2; ++d) {
+              Coords c = xyzpd_coords(x, y, z, p, d);
+              long long r = rank_of(g, o, c);
+              CHECK(coords_of(g, o, r) == c);
+              ranks.insert(r);
+            }
+    CHECK(ranks.size() == 48);
+    CHECK(*ranks.rbegin() == 47);
   }
 }
 
@@ -212,16 +216,26 @@ TEST_CASE("grid: the per-axis accessor reaches the named fields") {
   CHECK(g.total() == 4 * 2 * 3 * 8);
   CHECK(std::string(axis_name(Axis::D)) == "data");
   CHECK(axis_letter(Axis::D) == 'd');
-  CHECK(axis_letters(",") == "x,y,z,d");
-  CHECK(axis_letters(",", true) == "X,Y,Z,D");
-  CHECK(Order().str() == "xyzd");
+  CHECK(std::string(axis_name(Axis::P)) == "pipe");
+  CHECK(axis_letters(",") == "x,y,z,p,d");
+  CHECK(axis_letters(",", true) == "X,Y,Z,P,D");
+  CHECK(Order().str() == "xyzpd");
+  CHECK(g.p == 1);  // brace-initialised grids of four keep one stage
+  g.p = 3;
+  CHECK(g.total() == 4 * 2 * 3 * 3 * 8);
+  CHECK(g.str() == "4,2,3,8");
+  CHECK(g.label() == "4,2,3,8 p3");
 }
 
 TEST_CASE("grid: parse_grid and parse_order") {
   CHECK(parse_grid("4,2,16,8") == Grid{4, 2, 16, 8});
   CHECK(parse_grid("1,1,1,1").total() == 1);
   CHECK(Grid{4, 2, 16, 8}.str() == "4,2,16,8");
-  CHECK(parse_order("dzyx").axes == PerAxis<Axis>{Axis::D, Axis::Z, Axis::Y, Axis::X});
+  // Four letters get p immediately inside d (AxoNN's layout); five place it anywhere.
+  CHECK(parse_order("dzyx").axes == PerAxis<Axis>{Axis::P, Axis::D, Axis::Z, Axis::Y, Axis::X});
+  CHECK(parse_order("xyzd").str() == "xyzpd");
+  CHECK(parse_order("dxyz").str() == "pdxyz");
+  CHECK(parse_order("pxyzd").str() == "pxyzd");
 
   for (const char* bad : {"", "4,2,16", "4,2,16,8,1", "4,0,1,1", "-1,1,1,1", "a,1,1,1", "4.5,1,1,1", "4,,1,1",
                           "4;2;16;8", "4,2,16,8x"}) {
@@ -229,12 +243,14 @@ TEST_CASE("grid: parse_grid and parse_order") {
     CHECK_THROWS_AS(parse_grid(bad), InputError);
   }
   CHECK(fftest::contains(input_error_of([] { parse_grid("4,2,16"); }), "4,2,16"));
-  CHECK(input_error_of([] { parse_grid("4,2,16"); }) == "--grid '4,2,16': expected four sizes X,Y,Z,D, e.g. 4,2,16,8");
+  CHECK(input_error_of([] { parse_grid("4,2,16"); }) ==
+        "--grid '4,2,16': expected four sizes X,Y,Z,D, e.g. 4,2,16,8 (pipeline stages are --pipeline P)");
   CHECK(input_error_of([] { parse_grid("4,a,1,1"); }) ==
         "--grid '4,a,1,1': 'a' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
   CHECK(input_error_of([] { parse_order("xyz"); }) ==
-        "--order 'xyz': expected a permutation of the letters x, y, z, d (innermost first, e.g. xyzd)");
-  for (const char* bad : {"", "xyz", "xyzz", "xyzdd", "abcd", "XYZD", "x y z d"}) {
+        "--order 'xyz': expected a permutation of the letters x, y, z, p, d (innermost first, e.g. xyzpd; four letters "
+        "without p place it just inside d)");
+  for (const char* bad : {"", "xyz", "xyzz", "xyzdd", "abcd", "XYZD", "x y z d", "xyzp", "xyzpdd", "pxyz"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_order(bad), InputError);
   }

@@ -198,7 +198,8 @@ TEST_CASE("inputs: the configuration record round-trips") {
   CHECK(j["grid"]["y"] == 2);
   CHECK(j["grid"]["z"] == 16);
   CHECK(j["grid"]["data"] == 8);
-  CHECK(j["order"] == "zxdy");
+  CHECK(j["grid"]["pipe"] == 1);
+  CHECK(j["order"] == "zxpdy");
   CHECK(j["micro_batch"] == 2);
   CHECK(j["recompute"] == true);
   CHECK(j["overlap"]["oar"] == true);

@@ -31,7 +31,9 @@ TEST_CASE("search: divisibility filter on 12 GPUs") {
   //   x·y = 4  (3 pairs):  3 → d(3)  = 2 each
   // = 6 + 8 + 6 = 20 divisible grids.
   const MachineProfile p = fftest::toy_machine(4);
-  SearchResult r = search(toy_job(12, 12), p, SearchOptions{});
+  SearchOptions one_stage;
+  one_stage.pipelines = {1};
+  SearchResult r = search(toy_job(12, 12), p, one_stage);
   CHECK(r.grids_total == 40);
   CHECK(r.grids_divisible == 20);
   CHECK(r.grids.size() == 20);
@@ -69,10 +71,26 @@ TEST_CASE("search: evaluated counts each distinct configuration once (2 GPUs, B 
   // recompute on/off; overlap none or OAR (ORS and OAG need G_z > 1) → 1·2·2·2 = 8 each.
   // 1,1,2,1: micro-batch 1; recompute ×2; none, ORS, OAG, ORS+OAG (OAR needs G_x
   // or G_y > 1) → 1·2·4 = 8. 1,1,1,2: micro-batch 1, recompute ×2, no flag → 2.
-  SearchResult r = search(toy_job(2, 2), fftest::toy_machine(4), SearchOptions{});
+  SearchOptions one_stage;
+  one_stage.pipelines = {1};
+  SearchResult r = search(toy_job(2, 2), fftest::toy_machine(4), one_stage);
   CHECK(r.grids_divisible == 4);
   CHECK(r.evaluated == 8 + 8 + 8 + 2);
   CHECK(r.feasible == 26);  // toy_machine has room for everything
+
+  // The toy's 2 layers make 2 stages possible: grid 1,1,1,1 with P = 2, one
+  // placement, micro-batch 1 or 2, recompute ×2, no flag (no X, Y or Z) → 4.
+  SearchOptions two_stages;
+  two_stages.pipelines = {2};
+  SearchResult s = search(toy_job(2, 2), fftest::toy_machine(4), two_stages);
+  CHECK(s.grids_total == 1);
+  CHECK(s.evaluated == 4);
+  REQUIRE(s.grids.size() == 1);
+  CHECK(s.grids[0].p == 2);
+  // By default both depths are searched.
+  SearchResult both = search(toy_job(2, 2), fftest::toy_machine(4), SearchOptions{});
+  CHECK(both.grids_divisible == 5);
+  CHECK(both.evaluated == 26 + 4);
 }
 
 TEST_CASE("search: gpt-80b on 1024 Perlmutter GPUs") {
@@ -84,7 +102,9 @@ TEST_CASE("search: gpt-80b on 1024 Perlmutter GPUs") {
   SearchOptions opt;
   opt.top = 5;
   SearchResult r = search(job, p, opt);
-  CHECK(r.grids_total == 286);
+  // P ∈ {1, 2} (divisors of the 42 layers that divide 1024); ordered
+  // factorizations of 2^10 and 2^9 over X, Y, Z, D: C(13,3) + C(12,3).
+  CHECK(r.grids_total == 286 + 220);
   CHECK(r.feasible > 0);
   CHECK(r.evaluated >= r.feasible);
   REQUIRE(r.top.size() == 5);

@@ -9,6 +9,7 @@
 #include "format.hpp"
 #include "job_options.hpp"
 #include "launch.hpp"
+#include "prediction.hpp"
 #include "subcommands.hpp"
 
 namespace ff::advisor {
@@ -19,9 +20,56 @@ struct PredictOptions {
   JobOptions job;
   std::string grid, order = Order().str(), overlap = "none";
   int micro_batch = 1;
+  int pipeline = 1;
   bool recompute = false;
   bool json = false;
 };
+
+std::string pair_text(const PairLink& l) {
+  std::string s;
+  if (l.inside) s += "inside a node";
+  if (l.across)
+    s += std::string(s.empty() ? "" : " and ") + "across nodes, " + std::to_string(l.pairs_per_node) +
+         (l.pairs_per_node == 1 ? " pair per node" : " pairs per node");
+  return s + (l.measured ? "" : " (priced as a 2-rank all-gather)");
+}
+
+const char* stage_kind(const Stage& s) { return s.first && s.last ? "all" : s.first ? "first" : s.last ? "last" : "middle"; }
+
+std::string stage_holds(const Stage& s) {
+  std::string h = std::to_string(s.blocks) + (s.blocks == 1 ? " block" : " blocks");
+  if (s.first) h = "embedding + " + h;
+  if (s.last) h += " + final LN, LM head, loss";
+  return h;
+}
+
+// Per stage: what it holds, f and b per micro-batch, its step after the
+// flush, its memory (MODEL.md §9).
+nlohmann::json pipeline_json(const Prediction& pr) {
+  const Grid& g = pr.config.grid;
+  nlohmann::json j = {{"stages", g.p},
+                      {"order", pr.static_order ? "static 1F1B" : "arrival (message-driven)"},
+                      {"message_bytes", pr.staged.plan[0].message_elements * dtype_bytes(pr.config.dtype)},
+                      {"message_s", pr.message_s},
+                      {"per_micro_s", pr.schedule.per_micro_s},
+                      {"drained_s", pr.schedule.drained_s},
+                      {"critical_stage", pr.schedule.critical_stage},
+                      {"simulated_time_s", pr.simulated.time_s},
+                      {"bubble_s", pr.estimate.bubble_s}};
+  j["per_stage"] = nlohmann::json::array();
+  const auto st = stage_times(pr.staged, pr.per_kind);
+  for (int i = 0; i < g.p; ++i) {
+    const MemoryUse& u = pr.stage_memory[i];
+    const Stage s{i, pr.staged.plan[0].stage.blocks, i == 0, i == g.p - 1};
+    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(s)},
+                              {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
+                              {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},
+                              {"memory_gib", u.total() / 1073741824.0},
+                              {"activations_gib", u.activations / 1073741824.0},
+                              {"states_gib", u.states / 1073741824.0}});
+  }
+  return j;
+}
 
 std::string link_text(const AxisLink& l) {
   if (l.size <= 1) return "-";
@@ -53,10 +101,37 @@ double binding_busbw(const AxisLink& l, Coll c, double bytes, bool nonblocking) 
              : l.intra_busbw[k];
 }
 
+void print_pipeline(const Prediction& pr, const MachineProfile& m) {
+  const Grid& g = pr.config.grid;
+  const Plan& p0 = pr.staged.plan[0];
+  const double bytes = p0.message_elements * dtype_bytes(pr.config.dtype);
+  std::cout << "\nPipeline: " << g.p << " stages, " << p0.micro_steps << " micro-batches per pipeline, "
+            << (pr.static_order ? "static 1F1B order (a stage has tensor axes: its ranks must issue the same collectives)"
+                                : "arrival order (message-driven)")
+            << "\n  stage messages: " << bytes_h(bytes) << " each way per micro-batch, " << pair_text(pr.pairs) << ", "
+            << seconds(pr.message_s) << " each\n";
+  Table t({"stage", "<holds", "fwd/mb", "bwd/mb", "step", "in flight", "memory GiB"});
+  const auto st = stage_times(pr.staged, pr.per_kind);
+  for (int i = 0; i < g.p; ++i) {
+    const Stage s{i, p0.stage.blocks, i == 0, i == g.p - 1};
+    t.row({std::to_string(i) + (i == pr.schedule.critical_stage ? " *" : ""), stage_holds(s), seconds(st[i].f),
+           seconds(st[i].b), seconds(st[i].step), std::to_string(in_flight(g, p0.micro_steps, i)),
+           gib(pr.stage_memory[i].total()) + " of " + gib(m.hbm_capacity)});
+  }
+  std::cout << t.str("  ");
+  const double idle = pr.estimate.bubble_s / pr.estimate.time_s;
+  std::cout << "  per micro-batch u " << seconds(pr.schedule.per_micro_s) << ", drained at " << seconds(pr.schedule.drained_s)
+            << "; iteration " << seconds(pr.schedule.time_s) << " (stage * sets it), idle " << fixed(100 * idle, 1)
+            << "%\n  simulated event by event: " << seconds(pr.simulated.time_s) << " ("
+            << fixed(100 * (pr.schedule.time_s / pr.simulated.time_s - 1), 1) << "% from the closed form)\n";
+}
+
 void run(const PredictOptions& o) {
   LoadedJob l = load_job(o.job);
   Config c;
   c.grid = parse_grid(o.grid);
+  if (o.pipeline < 1) input_error("--pipeline " + std::to_string(o.pipeline) + ": expected a number of stages >= 1");
+  c.grid.p = o.pipeline;
   c.order = parse_order(o.order);
   if (o.micro_batch < 1) input_error("--micro-batch " + std::to_string(o.micro_batch) + ": expected >= 1");
   c.micro_batch = o.micro_batch;
@@ -87,6 +162,7 @@ void run(const PredictOptions& o) {
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
+    if (c.grid.p > 1) out["pipeline"] = pipeline_json(pr);
     out["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, c));
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
@@ -113,6 +189,7 @@ void run(const PredictOptions& o) {
   }
 
   std::cout << job.model.name << " on " << grouped(job.gpus) << " × " << m.name << ", grid " << c.grid.str()
+            << (c.grid.p > 1 ? ", " + std::to_string(c.grid.p) + " pipeline stages" : std::string())
             << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
             << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str() << ", "
@@ -131,9 +208,10 @@ void run(const PredictOptions& o) {
                link_text(k), bw, alpha});
   }
   std::cout << place.str("  ");
+  if (c.grid.p > 1) print_pipeline(pr, m);
 
-  std::cout << "\nCommunication per iteration (each: one call, * issued non-blocking; hidden: under compute, per "
-               "call):\n";
+  std::cout << "\nCommunication per iteration" << (c.grid.p > 1 ? " of stage " + std::to_string(pr.schedule.critical_stage) : "")
+            << " (each: one call, * issued non-blocking; hidden: under compute, per call):\n";
   Table comm({"<layer", "<collective", "<axis", "elements", "bytes", "calls/it", "busbw", "each", "hidden", "exposed/it"});
   for (size_t i = 0; i < plan.comm.size(); ++i) {
     const CommTerm& t = plan.comm[i];
@@ -146,7 +224,8 @@ void run(const PredictOptions& o) {
   }
   std::cout << comm.str("  ");
 
-  std::cout << "\nCompute per iteration, by layer:\n";
+  std::cout << "\nCompute per iteration" << (c.grid.p > 1 ? " of stage " + std::to_string(pr.schedule.critical_stage) : "")
+            << ", by layer:\n";
   std::map<std::string, double> by_layer;
   Table work({"<layer", "<what", "each", "calls/it", "total/it"});
   for (const auto& w : plan.compute) {
@@ -157,7 +236,7 @@ void run(const PredictOptions& o) {
   std::cout << work.str("  ");
 
   const MemoryUse& u = pr.memory;
-  std::cout << "\nMemory per GPU:\n";
+  std::cout << "\nMemory per GPU" << (c.grid.p > 1 ? " (the stage that needs the most)" : "") << ":\n";
   Table mem({"<term", "GiB"});
   mem.row({"weights + optimizer state + fp32 grad shards", gib(u.states)});
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
@@ -171,7 +250,9 @@ void run(const PredictOptions& o) {
   std::cout << "\nTime per iteration " << seconds(e.time_s) << " = compute " << seconds(e.compute_s)
             << " + exposed";
   for (Axis a : kAxes)
-    std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
+    if (a != Axis::P || c.grid.p > 1)
+      std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
+  if (c.grid.p > 1) std::cout << " + pipeline idle " << seconds(e.bubble_s);
   std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
@@ -188,7 +269,8 @@ void setup_predict(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* sub = app.add_subcommand("predict", "Explain one configuration: every collective, compute, memory");
   add_job_options(sub, o->job);
-  sub->add_option("--grid", o->grid, axis_letters(",", true) + " grid sizes")->required();
+  sub->add_option("--grid", o->grid, "X,Y,Z,D grid sizes")->required();
+  sub->add_option("--pipeline", o->pipeline, "Pipeline stages P (G = X·Y·Z·P·D)")->capture_default_str();
   sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
   sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "Full activation recomputation");

@@ -30,6 +30,7 @@ struct RecommendOptions {
   int max_micro_batch = 16;
   bool recompute_only = false, no_recompute = false;
   std::string order, overlap;
+  std::vector<int> pipelines;
 };
 
 [[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
@@ -47,7 +48,7 @@ struct RecommendOptions {
   double need = std::ceil(std::ceil(state_bytes / usable) / m.gpus_per_node) * m.gpus_per_node;
   std::string msg = "no configuration of " + job.model.name + " on " + grouped(job.gpus) + " GPUs fits in " +
                     gib(m.hbm_capacity) + " GiB per GPU: the smallest footprint is " + gib(r.smallest_footprint) +
-                    " GiB (grid " + r.smallest_config.grid.str() + ", micro-batch " +
+                    " GiB (grid " + r.smallest_config.grid.label() + ", micro-batch " +
                     std::to_string(r.smallest_config.micro_batch) +
                     (r.smallest_config.recompute ? ", recompute" : "") + ").";
   msg += "\n  weights and optimizer state alone take " + gib(state_bytes) + " GiB; at " + gib(usable) +
@@ -64,7 +65,7 @@ void print_rejected(const SearchResult& r, size_t limit) {
   Table t({"<grid", "mb", "rc", "<why"});
   for (size_t i = 0; i < r.rejected.size() && i < limit; ++i) {
     const Rejected& x = r.rejected[i];
-    t.row({x.grid.str(), x.micro_batch ? std::to_string(x.micro_batch) : "-",
+    t.row({x.grid.label(), x.micro_batch ? std::to_string(x.micro_batch) : "-",
            x.micro_batch ? (x.recompute ? "y" : "n") : "-", x.reason});
   }
   std::cout << t.str("  ");
@@ -102,6 +103,13 @@ void run(const RecommendOptions& o) {
   if (!o.overlap.empty()) so.fixed_overlap = true, so.overlap = parse_overlap(o.overlap);
   for (int mb : o.micro_batches)
     if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
+  for (int P : o.pipelines) {
+    if (P < 1) input_error("--pipeline " + std::to_string(P) + ": expected a number of stages >= 1");
+    if (job.model.layers % P || job.gpus % P)
+      input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + std::to_string(job.model.layers) +
+                  " layers and the " + grouped(job.gpus) + " GPUs");
+  }
+  so.pipelines = o.pipelines;
 
   SearchResult r = search(job, m, so);
   if (o.show_infeasible && !o.json) print_rejected(r, 40);
@@ -137,6 +145,7 @@ void run(const RecommendOptions& o) {
       c["compute_s"] = x.estimate.compute_s;
       c["exposed_comm_s"] = per_axis_json(x.estimate.exposed_comm_s);
       c["comm_s"] = per_axis_json(x.estimate.comm_s);
+      c["pipeline_idle_s"] = x.estimate.bubble_s;
       c["memory_gib"] = x.memory.total() / 1073741824.0;
       c["mfu"] = x.estimate.mfu;
       c["hfu"] = x.estimate.hfu;
@@ -151,7 +160,7 @@ void run(const RecommendOptions& o) {
     if (o.show_infeasible) {
       out["rejected"] = nlohmann::json::array();
       for (const auto& x : r.rejected)
-        out["rejected"].push_back({{"grid", x.grid.str()}, {"micro_batch", x.micro_batch},
+        out["rejected"].push_back({{"grid", x.grid.str()}, {"pipeline", x.grid.p}, {"micro_batch", x.micro_batch},
                                    {"recompute", x.recompute}, {"reason", x.reason}});
     }
     std::cout << out.dump(2) << "\n";
@@ -163,9 +172,16 @@ void run(const RecommendOptions& o) {
             << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
-  std::vector<std::string> head = {"#",   "<grid " + axis_letters(","), "<order", "mb", "<rc", "<overlap",
-                                   "time/it", "compute"};
-  for (Axis a : kAxes) head.push_back(std::string("exp ") + axis_name(a));
+  // The pipe and idle columns appear when some pick has stages.
+  bool staged = false;
+  for (const Ranked& x : r.top) staged |= x.config.grid.p > 1;
+  auto shown = [&](Axis a) { return a != Axis::P || staged; };
+  std::vector<std::string> head = {"#", "<grid x,y,z,d"};
+  if (staged) head.push_back("P");
+  for (const char* h : {"<order", "mb", "<rc", "<overlap", "time/it", "compute"}) head.push_back(h);
+  for (Axis a : kAxes)
+    if (shown(a)) head.push_back(std::string("exp ") + axis_name(a));
+  if (staged) head.push_back("idle");
   for (const char* h : {"GiB", "MFU", "tokens/s", "days", "margin", "<±20%"}) head.push_back(h);
   Table t(head);
   for (size_t i = 0; i < r.top.size(); ++i) {
@@ -173,10 +189,14 @@ void run(const RecommendOptions& o) {
     const auto& e = x.estimate;
     std::string order = x.config.order.str();
     if (x.equivalent_orders) order += " +" + std::to_string(x.equivalent_orders);
-    std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str(), order,
-                                    std::to_string(x.config.micro_batch), x.config.recompute ? "y" : "n",
-                                    x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s)};
-    for (Axis a : kAxes) row.push_back(exposed(x.config, a, e));
+    std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str()};
+    if (staged) row.push_back(std::to_string(x.config.grid.p));
+    for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(x.config.recompute ? "y" : "n"),
+                             x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s)})
+      row.push_back(std::move(cell));
+    for (Axis a : kAxes)
+      if (shown(a)) row.push_back(exposed(x.config, a, e));
+    if (staged) row.push_back(x.config.grid.p == 1 ? "-" : seconds(e.bubble_s));
     for (std::string cell : {gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%", si(e.tokens_per_s, ""),
                              fixed(tokens / e.tokens_per_s / 86400, 1),
                              i + 1 < r.candidates.size() ? fixed(100 * conf[i].margin, 2) + "%" : "-",
@@ -185,7 +205,11 @@ void run(const RecommendOptions& o) {
     t.row(std::move(row));
   }
   std::cout << t.str();
-  std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide); days to train "
+  std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide)"
+            << (staged ? " + pipeline idle (P stages: the slowest stage's compute and communication, its stage messages "
+                         "on the pipe axis, idle in fill and drain)"
+                       : "")
+            << "; days to train "
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
             << "order +N: N other placement orders cost exactly the same. margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
@@ -199,7 +223,7 @@ void run(const RecommendOptions& o) {
 
 void setup_recommend(CLI::App& app) {
   auto o = std::make_shared<RecommendOptions>();
-  CLI::App* sub = app.add_subcommand("recommend", "Rank every 4D configuration of a job on a machine");
+  CLI::App* sub = app.add_subcommand("recommend", "Rank every configuration (4D grid and pipeline stages) of a job on a machine");
   add_job_options(sub, o->job);
   sub->add_option("--top", o->top, "How many configurations to show")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON (MODEL.md §3) instead of a table");
@@ -211,7 +235,9 @@ void setup_recommend(CLI::App& app) {
   sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
   auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only configurations with full recompute");
   sub->add_flag("--no-recompute", o->no_recompute, "Only configurations without recompute")->excludes(rc);
-  sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzd)");
+  sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzpd; xyzd places p inside d)");
+  sub->add_option("--pipeline", o->pipelines, "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
+      ->delimiter(',');
   sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");
   sub->callback([o] { run(*o); });
 }

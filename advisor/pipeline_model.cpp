@@ -1,0 +1,189 @@
+#include "pipeline_model.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace ff {
+
+Schedule flush_schedule(const std::vector<StageTime>& stages, long long M, double t) {
+  Schedule s;
+  const double P = double(stages.size());
+  double sum = 0, most = 0;
+  for (const StageTime& x : stages) {
+    sum += x.f + x.b;
+    most = std::max(most, x.f + x.b);
+  }
+  // With exactly P micro-batches in flight there is no slack: the messages
+  // of a round trip are on the critical path of the steady state.
+  const double fill = sum + 2 * (P - 1) * t;
+  s.per_micro_s = std::max(most, fill / P);
+  s.drained_s = fill + double(M - 1) * s.per_micro_s;
+  // Stage i drains Σ_{j<i} b_j before stage 0; its data-parallel step starts then.
+  double before = 0;
+  s.time_s = -1;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    double end = s.drained_s - before + stages[i].step;
+    if (end > s.time_s) s.time_s = end, s.critical_stage = int(i);
+    before += stages[i].b;
+  }
+  return s;
+}
+
+namespace {
+
+struct Op {
+  long long micro;
+  bool bwd;
+};
+
+// Stage i's static 1F1B order: min(M, P − i) forwards, then backward and
+// forward alternating, then the remaining backwards.
+std::vector<Op> static_order(int i, int P, long long M) {
+  std::vector<Op> ops;
+  long long warm = std::min<long long>(M, P - i), next_f = 0, next_b = 0;
+  for (; next_f < warm; ++next_f) ops.push_back({next_f, false});
+  while (next_b < M) {
+    ops.push_back({next_b++, true});
+    if (next_f < M) ops.push_back({next_f++, false});
+  }
+  return ops;
+}
+
+}  // namespace
+
+Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, double t, bool static_ord) {
+  const int P = int(stages.size());
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  // Finish times of each stage's forward and backward of each micro-batch.
+  std::vector<std::vector<double>> fwd_done(P, std::vector<double>(M, kNever)), bwd_done = fwd_done;
+  std::vector<double> free_at(P, 0.0);
+  std::vector<std::vector<Op>> order(P);
+  std::vector<size_t> next(P, 0);
+  for (int i = 0; i < P; ++i) order[i] = static_order(i, P, M);
+  std::vector<long long> injected(P, 0), bwd_count(P, 0);
+
+  // When an operation's input is there: a forward's activation from stage
+  // i − 1 (stage 0: injected when fewer than P are in flight), a backward's
+  // gradient from stage i + 1 (the last stage: its own forward).
+  auto ready = [&](int i, const Op& op) -> double {
+    if (!op.bwd) {
+      if (i > 0) return fwd_done[i - 1][op.micro] + t;
+      if (op.micro < P) return 0.0;
+      return bwd_done[0][op.micro - P];  // the backward that freed the slot
+    }
+    if (i == P - 1) return fwd_done[i][op.micro];
+    return bwd_done[i + 1][op.micro] + t;
+  };
+  auto run = [&](int i, const Op& op, double start) {
+    double end = start + (op.bwd ? stages[i].b : stages[i].f);
+    (op.bwd ? bwd_done : fwd_done)[i][op.micro] = end;
+    free_at[i] = end;
+  };
+
+  const long long total = 2 * M * P;
+  for (long long done = 0; done < total;) {
+    // The stage that can start something earliest goes next, so every
+    // arrival it depends on is already known.
+    int best = -1;
+    double best_start = kNever;
+    Op best_op{};
+    for (int i = 0; i < P; ++i) {
+      std::vector<Op> choices;
+      if (static_ord) {
+        if (next[i] < order[i].size()) choices.push_back(order[i][next[i]]);
+      } else {
+        // Arrival order: the next forward not yet run and the next backward.
+        if (i == P - 1) {  // forward then its backward, at once
+          if (injected[i] < M && (injected[i] == bwd_count[i])) choices.push_back({injected[i], false});
+          else if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+        } else {
+          if (injected[i] < M) choices.push_back({injected[i], false});
+          if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+        }
+      }
+      // This stage's pick: the operation it can start first; of two ready
+      // when it frees, the message that arrived first, backward on a tie.
+      int mine = -1;
+      double mine_start = kNever, mine_ready = kNever;
+      for (size_t c = 0; c < choices.size(); ++c) {
+        double r = ready(i, choices[c]);
+        if (r == kNever) continue;
+        double start = std::max(free_at[i], r);
+        if (start < mine_start || (start == mine_start && (r < mine_ready || (r == mine_ready && choices[c].bwd))))
+          mine = int(c), mine_start = start, mine_ready = r;
+      }
+      if (mine >= 0 && mine_start < best_start) best = i, best_start = mine_start, best_op = choices[mine];
+    }
+    if (best < 0) break;  // cannot happen with M ≥ 1: the schedules are deadlock-free
+    run(best, best_op, best_start);
+    if (static_ord) ++next[best];
+    else (best_op.bwd ? bwd_count[best] : injected[best])++;
+    ++done;
+  }
+
+  Schedule s;
+  s.drained_s = bwd_done[0][M - 1];
+  s.time_s = -1;
+  for (int i = 0; i < P; ++i) {
+    double end = bwd_done[i][M - 1] + stages[i].step;
+    if (end > s.time_s) s.time_s = end, s.critical_stage = i;
+  }
+  s.per_micro_s = M > 1 ? (s.drained_s - (bwd_done[0][0])) / double(M - 1) : s.drained_s;
+  return s;
+}
+
+void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, StagedPlan& out) {
+  out.kinds = distinct_stages(job.model, g);
+  for (int k = 0; k < out.kinds.count; ++k) make_plan(job, p, g, mb, rc, out.plan[k], out.kinds.stage[k]);
+}
+
+void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, const PairLink& pairs, StagedTimes& out) {
+  for (int k = 0; k < sp.kinds.count; ++k) {
+    out.times[k].resize(2 * sp.plan[k].comm.size());
+    term_times(sp.plan[k], links, out.times[k].data());
+  }
+  const Plan& first = sp.plan[0];
+  out.message_s = first.grid.p > 1 ? message_time(first.message_elements * dtype_bytes(first.dtype), pairs) : 0;
+}
+
+std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind) {
+  std::vector<StageTime> v;
+  for (int k = 0; k < sp.kinds.count; ++k)
+    for (int c = 0; c < sp.kinds.copies[k]; ++c) v.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
+  return v;
+}
+
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                        std::array<Estimate, 3>* per_kind, Schedule* schedule) {
+  std::array<Estimate, 3> kind;
+  for (int k = 0; k < sp.kinds.count; ++k) kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
+  if (per_kind) *per_kind = kind;
+  const Plan& plan0 = sp.plan[0];
+  if (plan0.grid.p == 1) {
+    if (schedule) *schedule = Schedule{kind[0].fwd_s + kind[0].bwd_s, kind[0].time_s, kind[0].time_s, 0};
+    return kind[0];
+  }
+  thread_local std::vector<StageTime> stages;
+  stages = stage_times(sp, kind);
+  Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s);
+  if (schedule) *schedule = s;
+  // The breakdown is the critical stage's: its compute and exposed
+  // communication, the messages of one fill and drain on the P axis, and
+  // the rest idle.
+  const int P = plan0.grid.p;
+  const int k = s.critical_stage == 0 ? 0 : s.critical_stage == P - 1 ? sp.kinds.count - 1 : 1;
+  Estimate e = kind[k];
+  const int pipe = static_cast<int>(Axis::P);
+  e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * st.message_s;
+  e.exposed_comm_s[pipe] = 2.0 * (P - 1) * st.message_s;
+  e.time_s = s.time_s;
+  double busy = e.compute_s;
+  for (double x : e.exposed_comm_s) busy += x;
+  e.bubble_s = std::max(0.0, e.time_s - busy);
+  e.mfu = plan0.model_flops / (e.time_s * plan0.peak_flops_all);
+  e.hfu = plan0.hardware_flops / (e.time_s * plan0.peak_flops_all);
+  e.tokens_per_s = batch_tokens / e.time_s;
+  return e;
+}
+
+}  // namespace ff

@@ -1,0 +1,67 @@
+#pragma once
+// Pipeline stages (MODEL.md §9): the flush schedule's closed form, a
+// discrete-event simulation of the orders the engine runs to hold it against,
+// and the pricing of a configuration whose ranks belong to different stages.
+#include <array>
+#include <vector>
+
+#include "cost_model.hpp"
+
+namespace ff {
+
+// One stage: a micro-batch's forward and backward (compute plus the stage's
+// exposed tensor-parallel communication), and what it runs once an iteration
+// after the flush (data-parallel reductions, optimizer).
+struct StageTime {
+  double f = 0, b = 0, step = 0;
+};
+
+struct Schedule {
+  double per_micro_s = 0;  // u: the steady state's time per micro-batch
+  double drained_s = 0;    // T: the last backward of stage 0 is done
+  double time_s = 0;       // the iteration: max over stages of its end + its step
+  int critical_stage = 0;  // the stage that sets time_s
+};
+
+// u = max(max_i s_i, (Σ s_i + 2(P−1)·t)/P), T = Σ s_i + 2(P−1)·t + (M−1)·u,
+// end_i = T − Σ_{j<i} b_j, time = max_i(end_i + step_i); s_i = f_i + b_i,
+// t one message's time, M micro-batches per pipeline.
+Schedule flush_schedule(const std::vector<StageTime>& stages, long long micro_batches, double message_s);
+
+// The schedule run event by event. Static order: stage i runs min(M, P − i)
+// forwards, then alternates backward and forward (1F1B). Arrival order: a
+// stage runs whichever message came first (AxoNN's Waitany; backward on a
+// tie), stage 0 injecting a new micro-batch after each backward, at most P
+// in flight. The last stage runs a micro-batch's backward right after its
+// forward either way. Messages take message_s and do not occupy the stage.
+Schedule simulate_schedule(const std::vector<StageTime>& stages, long long micro_batches, double message_s,
+                           bool static_order);
+
+// A configuration's plans, one per kind of stage (first, middle, last; one
+// when G_p = 1), priced together.
+struct StagedPlan {
+  std::array<Plan, 3> plan;
+  StageKinds kinds;
+};
+void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+                      StagedPlan& out);
+
+// Term times for every kind of stage on a placement's links, in the layout
+// term_times uses, one block per kind.
+struct StagedTimes {
+  std::array<std::vector<double>, 3> times;
+  double message_s = 0;  // one stage message each way on the P axis' pairs
+};
+void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, const PairLink& pairs,
+                       StagedTimes& out);
+
+// The iteration: without stages exactly combine(); with them the schedule,
+// its breakdown taken from the stage that sets the time. `per_kind`
+// (optional) receives each kind's own estimate, `schedule` the schedule.
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                        std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
+
+// Every stage's time in stage order, from the kinds' estimates.
+std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind);
+
+}  // namespace ff

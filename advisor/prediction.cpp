@@ -1,0 +1,42 @@
+#include "prediction.hpp"
+
+#include "error.hpp"
+
+namespace ff {
+
+Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) {
+  Job job = job_in;
+  job.dtype = c.dtype;
+  if (c.grid.total() != job.gpus)
+    input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
+                std::to_string(job.gpus));
+  if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
+    input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
+                job.model.name + ": " + why);
+  Prediction pr;
+  pr.config = c;
+  const double tokens = double(job.batch) * job.model.seq_len;
+  make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged);
+  pr.links = placement_links(p, c.grid, c.order);
+  pr.pairs = pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p);
+  StagedTimes st;
+  staged_term_times(pr.staged, pr.links, pr.pairs, st);
+  pr.message_s = st.message_s;
+  pr.estimate = combine_staged(pr.staged, st, c.overlap, tokens, &pr.per_kind, &pr.schedule);
+  pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1;
+  if (c.grid.p > 1)
+    pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,
+                                     pr.static_order);
+  // The critical stage's terms, for the per-term table.
+  const int P = c.grid.p, crit = pr.schedule.critical_stage;
+  const int k = crit == 0 ? 0 : crit == P - 1 ? pr.staged.kinds.count - 1 : 1;
+  pr.plan = pr.staged.plan[k];
+  pr.term_seconds = st.times[k];
+  pr.term_hidden.resize(pr.plan.comm.size());
+  combine(pr.plan, pr.term_seconds.data(), c.overlap, tokens, pr.term_hidden.data());
+  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
+  if (P > 1) pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
+  return pr;
+}
+
+}  // namespace ff
