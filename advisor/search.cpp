@@ -57,11 +57,19 @@ std::string reason_kind(const std::string& why) { return why.substr(0, why.find(
 }  // namespace
 
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt) {
+  // Divisors of G (at most 2^24, found up to its square root) that divide L.
+  std::vector<long long> divs;
+  for (long long i = 1; i * i <= job.gpus; ++i)
+    if (job.gpus % i == 0) {
+      divs.push_back(i);
+      if (i != job.gpus / i) divs.push_back(job.gpus / i);
+    }
+  std::sort(divs.begin(), divs.end());
   std::vector<int> out;
-  for (int P = 1; P <= job.model.layers; ++P) {
-    if (job.model.layers % P || job.gpus % P) continue;
+  for (long long P : divs) {
+    if (P > job.model.layers || job.model.layers % P) continue;
     if (opt.pipelines.empty() || std::find(opt.pipelines.begin(), opt.pipelines.end(), P) != opt.pipelines.end())
-      out.push_back(P);
+      out.push_back(int(P));
   }
   return out;
 }
