@@ -252,7 +252,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_option("--repeats", o.repeats, "timings per point, interleaved over sizes and geometries; the median is kept");
   app.add_option("--ops", o.ops,
                  "operations to time: collectives, and send-recv (pairs on the geometries of size 2: intra STRIDEx2, "
-                 "inter Kx2)");
+                 "inter Kx2; by default only where the geometries asked for hold one)");
   app.add_flag("--nonblocking,!--no-nonblocking", o.nonblocking,
                "also time each collective issued non-blocking (MPI_Iallreduce & co., then MPI_Wait), the form the "
                "overlap flags use; mpi backend only, NCCL's calls are all asynchronous");
@@ -355,7 +355,10 @@ int run(int argc, char** argv, int rank, int ranks) {
   std::vector<ff::Geometry> pairs;
   if (ops.send_recv) {
     pairs = pair_geometries(geometries);
-    if (pairs.empty())
+    // By default pairs come along where the geometries asked for hold one;
+    // named in --ops, they must.
+    if (pairs.empty() && !given("--ops")) ops.send_recv = false;
+    else if (pairs.empty())
       throw InputError("--ops send-recv: no pair among the geometries measured (a pair is 2 ranks: --intra STRIDEx2 "
                        "inside a node, --inter Kx2 across nodes, K pairs sharing a node)");
   }

@@ -166,6 +166,11 @@ bad 2 "--ops 'all-to-all': unknown operation 'all-to-all' (all-reduce, all-gathe
 bad 1 'measure needs at least 2 ranks (send-recv: 2 to a pair)' --ops send-recv
 bad 3 '--gpus-per-node 2: 3 ranks do not fill whole nodes of 2' --gpus-per-node 2 --ops send-recv
 bad 4 '--ops send-recv: no pair among the geometries measured' --gpus-per-node 4 --ops send-recv --intra 1x4 --inter none
+# Pairs by default only where the geometries asked for hold one: --intra 1x4 alone times no pair.
+run 4 --gpus-per-node 4 --intra 1x4 --inter none --quick --skip-gemm --skip-host --repeats 1 --no-nonblocking \
+  --raw "$T/nopair.json" >/dev/null 2>"$T/nperr" || { fail "--intra 1x4 without --ops"; cat "$T/nperr"; }
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert 'p2p' not in r and len(r['collectives']) == 3 * 7" \
+  "$T/nopair.json" || fail "--intra 1x4 without --ops timed pairs"
 bad 4 '--ops send-recv times no collective, so --out needs --base' --gpus-per-node 2 --ops send-recv
 bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 3
 bad 1 'measure needs at least 2 ranks' --quick
