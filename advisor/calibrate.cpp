@@ -280,6 +280,160 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
   add_by_op(p["inter_node"], *node, node->g.groups_per_node);
 }
 
+// A pair as the advisor prices it without a "p2p" section: a 2-rank
+// all-gather on the same ranks, each sending its half (the same wire
+// pattern): α·1 + ½·(2·bytes)/busbw = α + bytes/busbw. `e` is a link entry
+// of the profile's collectives; its all-gather figures when it has them.
+nlohmann::json pair_from_collective(const nlohmann::json& e, const char* busbw_key, const std::string& why) {
+  double alpha = e.at("alpha_us").get<double>(), bw = e.at(busbw_key).get<double>();
+  if (e.contains("by_op") && e["by_op"].contains("all-gather")) {
+    alpha = e["by_op"]["all-gather"].at("alpha_us").get<double>();
+    bw = e["by_op"]["all-gather"].at("busbw_GBps").get<double>();
+  }
+  return {{"alpha_us", alpha}, {"bw_GBps", bw}, {"kind", "nominal"},
+          {"source", "not measured (" + why + "): the profile's 2-rank all-gather on the same ranks, the wire pattern "
+                     "of a pair exchange (what the advisor assumes without this entry)"}};
+}
+
+// The profile's collective entry a pair of `tier` would be priced with.
+nlohmann::json pair_fallback(const nlohmann::json& p, bool inter, const std::string& why) {
+  if (!inter) {
+    for (const auto& e : p["intra_node"].value("table", nlohmann::json::array()))
+      if (e.value("stride", 0LL) == 1 && e.value("size", 0) == 2) return pair_from_collective(e, "busbw_GBps", why);
+    return pair_from_collective(p["intra_node"]["default"], "busbw_GBps", why);
+  }
+  for (const auto& e : p["inter_node"].value("table", nlohmann::json::array()))
+    if (e.value("groups_per_node", 0) == 1 && e.value("size", 0) == 2 && e.value("members_per_node", 1) == 1)
+      return pair_from_collective(e, "busbw_GBps", why);
+  return pair_from_collective(p["inter_node"], "node_busbw_GBps", why);
+}
+
+// Pairs: one (α, bw) per geometry, kept in "table" (the loader reads only
+// intra_node and inter_node). intra_node = the smallest stride measured
+// (neighbouring stages); inter_node = one pair per node, c pairs sharing a
+// node reported in its source (the advisor divides bw by c).
+void fit_p2p_section(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
+  if (m.p2p.empty()) return;  // the base's section stands, or there is none
+  std::map<std::pair<bool, long long>, std::vector<P2PSample>> by_geometry;
+  for (const auto& s : m.p2p)
+    by_geometry[{s.geometry.inter, s.geometry.inter ? s.geometry.groups_per_node : s.geometry.stride}].push_back(s);
+  nlohmann::json table = nlohmann::json::array();
+  const std::pair<const std::pair<bool, long long>, std::vector<P2PSample>>*intra = nullptr, *inter = nullptr;
+  std::map<std::pair<bool, long long>, LinkFit> fits;
+  for (const auto& kv : by_geometry) {
+    const auto& [key, samples] = kv;
+    LinkFit f = fit_p2p(samples);
+    fits[key] = f;
+    nlohmann::json e = {{"tier", key.first ? "inter" : "intra"}, {"alpha_us", f.link.alpha_s / us},
+                        {"bw_GBps", f.link.busbw / GB}, {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}}}};
+    e[key.first ? "pairs_per_node" : "stride"] = key.second;
+    table.push_back(e);
+    // Map order: the smallest stride, the fewest pairs per node first.
+    if (!key.first && !intra) intra = &kv;
+    if (key.first && !inter) inter = &kv;
+  }
+  auto entry = [&](const LinkFit& f, double bw_factor, const std::string& what) {
+    return nlohmann::json{{"alpha_us", f.link.alpha_s / us}, {"bw_GBps", f.link.busbw * bw_factor / GB},
+                          {"kind", "measured"}, {"source", what},
+                          {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}}}};
+  };
+  nlohmann::json s = {
+      {"kind", "measured"},
+      {"source", measured_source(m) + ". Pairs exchanging one message each way at once (MPI_Irecv + MPI_Isend + "
+                 "MPI_Waitall, or ncclSend/ncclRecv in one group), every pair of a geometry at once; per geometry "
+                 "(table) α and bw fitted to the median times, t = α + bytes/bw, least squares of relative error, "
+                 "α >= 0."},
+      {"table", table}};
+  const nlohmann::json* base_p2p = !base.is_null() && base.contains("p2p") ? &base["p2p"] : nullptr;
+  auto kept = [&](const char* key) {
+    nlohmann::json e = (*base_p2p)[key];
+    if (!e.contains("kind")) e["kind"] = base_p2p->value("kind", "nominal");
+    if (!e.contains("source")) e["source"] = "from the base profile: " + base_p2p->value("source", std::string("(no source)"));
+    return e;
+  };
+  if (intra) {
+    s["intra_node"] = entry(fits[intra->first], 1, "stride " + std::to_string(intra->first.second) +
+                                                      " (the smallest measured), every such pair of a node at once");
+  } else {
+    s["intra_node"] = base_p2p ? kept("intra_node") : pair_fallback(p, false, "one rank per node, no pair inside one");
+  }
+  if (inter) {
+    long long c = inter->first.second;
+    const LinkFit& f = fits[inter->first];
+    std::string what = c == 1 ? "one pair per node, alone on its nodes' links"
+                              : std::to_string(c) + " pairs sharing each node (one pair per node was not measured): " +
+                                    "bw = " + std::to_string(c) + " × each pair's";
+    for (const auto& [key, g] : fits)
+      if (key.first && key.second > 1)
+        what += "; " + std::to_string(key.second) + " pairs sharing a node: α " + fmt(g.link.alpha_s / us) + " µs, " +
+                fmt(g.link.busbw / GB) + " GB/s each way per pair (" + fmt(g.link.busbw * double(key.second) / GB) +
+                " in total; the advisor assumes bw/" + std::to_string(key.second) + " each)";
+    s["inter_node"] = entry(f, double(c), what);
+  } else {
+    s["inter_node"] = base_p2p ? kept("inter_node") : pair_fallback(p, true, "one node, no pair across nodes");
+  }
+  p["p2p"] = s;
+}
+
+// The host link: t = α + bytes/bw per direction, one GPU alone and every GPU
+// of a node at once. The advisor takes one figure each way for both
+// directions, so each is the slower direction's.
+void fit_host_section(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
+  bool base_host = !base.is_null() && base.contains("host");
+  if (m.host_link.empty()) {
+    if (m.host_memory_bytes > 0 && base_host) {  // the link stays the base's; the memory is this machine's
+      p["host"]["memory_GiB"] = m.host_memory_bytes / GiB;
+      p["host"]["source"] = measured_source(m) + ": memory_GiB (the node's RAM); the link from the base profile: " +
+                            base["host"].value("source", std::string("(no source)"));
+    }
+    return;
+  }
+  std::map<std::pair<int, bool>, std::vector<HostLinkSample>> by;  // (gpus, to_device)
+  for (const auto& s : m.host_link) by[{s.gpus, s.to_device}].push_back(s);
+  int alone = by.begin()->first.first, all = by.rbegin()->first.first;  // fewest and most GPUs copying at once
+  nlohmann::json fits = nlohmann::json::object();
+  auto slower = [&](int gpus, std::string& what) {
+    double bw = 0;
+    for (bool h2d : {true, false}) {
+      auto it = by.find({gpus, h2d});
+      if (it == by.end()) continue;
+      LinkFit f = fit_host_link(it->second);
+      std::string name = std::string(h2d ? "h2d" : "d2h") + "_" + std::to_string(gpus) + "_gpus";
+      fits[name] = {{"alpha_us", f.link.alpha_s / us}, {"bw_GBps", f.link.busbw / GB}, {"rel_rms", f.rel_rms},
+                    {"points", f.points}};
+      what += std::string(what.empty() ? "" : ", ") + (h2d ? "h2d " : "d2h ") + fmt(f.link.busbw / GB) + " GB/s";
+      bw = bw > 0 ? std::min(bw, f.link.busbw) : f.link.busbw;
+    }
+    return bw;
+  };
+  std::string alone_what, all_what;
+  double link = slower(alone, alone_what);
+  double memory = m.host_memory_bytes;
+  std::string memory_what = "the node's RAM (sysconf; not all of it is free for offloaded state)";
+  if (!(memory > 0) && base_host) {
+    memory = base["host"].at("memory_GiB").get<double>() * GiB;
+    memory_what = "from the base profile";
+  } else if (!(memory > 0)) {
+    memory = m.memory_bytes_per_rank * m.gpus_per_node;
+    memory_what = "memory per rank × ranks per node";
+  }
+  if (!(memory > 0)) input_error("the measurement has host-link samples but no host memory, and no --base profile gives one");
+  std::string src = measured_source(m) + ": " + host_link_description(m.host_link_kind) + "; t = α + bytes/bw fitted " +
+                    "per direction to the median times (fit). link_GBps = the slower direction with " +
+                    std::to_string(alone) + " GPU" + (alone == 1 ? "" : "s") + " of a node copying (" + alone_what + ")";
+  nlohmann::json h = {{"kind", "measured"}, {"link_GBps", link / GB}, {"memory_GiB", memory / GiB}};
+  if (all > alone) {
+    double each = slower(all, all_what);
+    h["node_link_GBps"] = each * all / GB;
+    src += "; node_link_GBps = " + std::to_string(all) + " × the slower direction with all " + std::to_string(all) +
+           " GPUs of a node copying at once (" + all_what + " each)";
+  }
+  src += "; memory_GiB = " + memory_what + ".";
+  h["source"] = src;
+  h["fit"] = fits;
+  p["host"] = h;
+}
+
 std::vector<double> distinct(const std::vector<GemmSample>& s, long long GemmSample::*dim) {
   std::set<double> v;
   for (const auto& x : s) v.insert(double(x.*dim));
@@ -478,6 +632,8 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);
+  fit_p2p_section(p, base, m);
+  fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);
   if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
   p["raw"] = to_json(m);
@@ -509,6 +665,26 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   if (g.size < 2) input_error(what + ": a group of fewer than 2 ranks uses no link");
   std::vector<RingPoint> pts;
   for (const auto& s : samples) pts.push_back(ring_point(s.op, s.geometry.size, s.bytes, s.median_s()));
+  return fit_ring(pts, what);
+}
+
+LinkFit fit_p2p(const std::vector<P2PSample>& samples) {
+  if (samples.empty()) input_error("pair fit: no samples");
+  const Geometry& g = samples.front().geometry;
+  std::string what = g.inter ? "pairs across nodes, " + std::to_string(g.groups_per_node) + " per node, fit"
+                             : "pairs inside a node, stride " + std::to_string(g.stride) + ", fit";
+  std::vector<RingPoint> pts;
+  for (const auto& s : samples) pts.push_back({1, 1, s.bytes, s.median_s()});
+  return fit_ring(pts, what);
+}
+
+LinkFit fit_host_link(const std::vector<HostLinkSample>& samples) {
+  if (samples.empty()) input_error("host-link fit: no samples");
+  const HostLinkSample& h = samples.front();
+  std::string what = std::string("host link ") + (h.to_device ? "h2d" : "d2h") + ", " + std::to_string(h.gpus) +
+                     " GPUs copying at once, fit";
+  std::vector<RingPoint> pts;
+  for (const auto& s : samples) pts.push_back({1, 1, s.bytes, s.median_s()});
   return fit_ring(pts, what);
 }
 

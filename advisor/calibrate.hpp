@@ -31,6 +31,14 @@ LinkFit fit_link(Coll op, int group_size, const std::vector<double>& bytes, cons
 // advisor does.
 LinkFit fit_link(const std::vector<CollectiveSample>& samples);
 
+// A pair exchanging one message each way at once, all samples of one
+// geometry: least squares of t = α + bytes/bw on the median times, relative
+// error, α >= 0, as the collectives (the same code: a one-step "ring" of
+// factor 1). `link.busbw` holds bw, each way.
+LinkFit fit_p2p(const std::vector<P2PSample>& samples);
+// One direction and concurrency of the host link: t = α + bytes/bw likewise.
+LinkFit fit_host_link(const std::vector<HostLinkSample>& samples);
+
 // One scattered GEMM measurement: efficiency = achieved / peak.
 struct GemmPoint {
   double m = 0, n = 0, k = 0, eff = 0;
@@ -43,7 +51,8 @@ std::vector<double> fit_gemm_grid(const std::vector<double>& m, const std::vecto
                                   const std::vector<double>& k, const std::vector<GemmPoint>& points);
 
 // A complete profile (profiles/README.md): the sections `m` covers are fitted
-// and marked "kind": "measured"; the rest come from `base` (a profile JSON),
+// and marked "kind": "measured" (pairs into "p2p", the host link and host
+// memory into "host"); the rest come from `base` (a profile JSON),
 // or, when `base` is null, from stated CPU-rank assumptions marked nominal.
 // The measurement is kept in "raw". Throws InputError if the result would not
 // load (machine_from_json) or the measurement is unusable.

@@ -55,6 +55,33 @@ CollectiveSample collective_from(const Fields& c) {
   return s;
 }
 
+P2PSample p2p_from(const Fields& c) {
+  P2PSample s;
+  if (c.has("op") && c.string("op") != "send-recv") c.fail("op", "\"send-recv\" (or absent)");
+  std::string tier = c.string("tier");
+  if (tier != "intra" && tier != "inter") c.fail("tier", "\"intra\" or \"inter\"");
+  s.geometry.inter = tier == "inter";
+  s.geometry.size = 2;
+  s.geometry.stride = c.integer_or("stride", 1, 1);
+  s.geometry.groups_per_node = int(c.integer_or("pairs_per_node", 1, 1));
+  s.bytes = c.positive("bytes");
+  s.iters = int(c.integer_or("iters", 1, 1));
+  s.times_s = times_from(c, "times_us");
+  return s;
+}
+
+HostLinkSample host_link_from(const Fields& c) {
+  HostLinkSample s;
+  std::string dir = c.string("direction");
+  if (dir != "h2d" && dir != "d2h") c.fail("direction", "\"h2d\" (host to device) or \"d2h\"");
+  s.to_device = dir == "h2d";
+  s.gpus = int(c.integer("gpus", 1));
+  s.bytes = c.positive("bytes");
+  s.iters = int(c.integer_or("iters", 1, 1));
+  s.times_s = times_from(c, "times_us");
+  return s;
+}
+
 GemmSample gemm_sample_from(const Fields& g) {
   GemmSample s;
   s.m = g.integer("m", 1);
@@ -116,6 +143,22 @@ Measurement measurement_from(const Fields& f) {
     for (size_t i = 0; i < a.size(); ++i)
       m.engine_steps.push_back(engine_step_from(Fields(a[i], f.origin(), f.path("engine_steps") + "[" + std::to_string(i) + "]")));
   }
+  if (f.has("p2p")) {
+    const auto& a = f.array("p2p");
+    for (size_t i = 0; i < a.size(); ++i)
+      m.p2p.push_back(p2p_from(Fields(a[i], f.origin(), f.path("p2p") + "[" + std::to_string(i) + "]")));
+  }
+  if (f.has("host_link")) {
+    Fields h = f.object("host_link");
+    m.host_link_kind = h.string("kind");
+    if (m.host_link_kind != "cuda-pinned" && m.host_link_kind != "host-memcpy")
+      h.fail("kind", "\"cuda-pinned\" or \"host-memcpy\"");
+    const auto& a = h.array("samples");
+    for (size_t i = 0; i < a.size(); ++i)
+      m.host_link.push_back(host_link_from(Fields(a[i], f.origin(), h.path("samples") + "[" + std::to_string(i) + "]")));
+  }
+  m.host_memory_bytes = f.number_or("host_memory_GiB", 0) * GiB;
+  if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
   return m;
 }
 
@@ -132,6 +175,16 @@ double CollectiveSample::median_s() const { return median(times_s); }
 double CollectiveSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
 double CollectiveSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
 double GemmSample::median_s() const { return median(times_s); }
+double P2PSample::median_s() const { return median(times_s); }
+double P2PSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
+double P2PSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
+double HostLinkSample::median_s() const { return median(times_s); }
+
+std::string host_link_description(const std::string& kind) {
+  if (kind == "cuda-pinned") return "pinned cudaMemcpyAsync between host memory and the GPU";
+  if (kind == "host-memcpy") return "a host-to-host memcpy between two buffers stands in for the GPU link (no GPU here: it is not a GPU link)";
+  return kind;
+}
 
 double busbw_factor(Coll c, int g) {
   if (g <= 1) return 0;
@@ -160,16 +213,46 @@ void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s
   into.push_back(s);
 }
 
+void merge_sample(std::vector<P2PSample>& into, const P2PSample& s) {
+  for (auto& c : into) {
+    const Geometry &a = c.geometry, &b = s.geometry;
+    if (c.bytes == s.bytes && a.inter == b.inter && (a.inter ? a.groups_per_node == b.groups_per_node : a.stride == b.stride)) {
+      c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
+      return;
+    }
+  }
+  into.push_back(s);
+}
+
+void merge_sample(std::vector<HostLinkSample>& into, const HostLinkSample& s) {
+  for (auto& c : into)
+    if (c.to_device == s.to_device && c.gpus == s.gpus && c.bytes == s.bytes) {
+      c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
+      return;
+    }
+  into.push_back(s);
+}
+
 Measurement merge_measurements(const std::vector<Measurement>& ms) {
   if (ms.empty()) input_error("no measurements to merge");
   Measurement out = ms.front();
   out.collectives.clear();
+  out.p2p.clear();
+  out.host_link.clear();
   for (size_t i = 0; i < ms.size(); ++i) {
     const Measurement& m = ms[i];
     if (m.gpus_per_node != out.gpus_per_node)
       input_error("measurements disagree on ranks per node (" + std::to_string(out.gpus_per_node) + " and " +
                   std::to_string(m.gpus_per_node) + "): they are not of one placement");
     for (const auto& c : m.collectives) merge_sample(out.collectives, c);
+    for (const auto& c : m.p2p) merge_sample(out.p2p, c);
+    if (!m.host_link.empty()) {
+      // A GPU's link and a memcpy standing in for it are different things.
+      if (!out.host_link_kind.empty() && !out.host_link.empty() && m.host_link_kind != out.host_link_kind)
+        input_error("measurements time the host link differently (" + out.host_link_kind + " and " + m.host_link_kind + ")");
+      out.host_link_kind = m.host_link_kind;
+      for (const auto& c : m.host_link) merge_sample(out.host_link, c);
+    }
     if (i == 0) continue;
     if (!m.gemm.empty()) {
       if (!out.gemm.empty() && m.gemm_dtype != out.gemm_dtype)
@@ -182,6 +265,7 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     out.engine_steps.insert(out.engine_steps.end(), m.engine_steps.begin(), m.engine_steps.end());
     if (!(out.stream_bytes_per_s > 0)) out.stream_bytes_per_s = m.stream_bytes_per_s;
     if (!(out.memory_bytes_per_rank > 0)) out.memory_bytes_per_rank = m.memory_bytes_per_rank;
+    if (!(out.host_memory_bytes > 0)) out.host_memory_bytes = m.host_memory_bytes;
     out.ranks = std::max(out.ranks, m.ranks);
     out.nodes = std::max(out.nodes, m.nodes);
     if (!m.command.empty() && m.command != out.command) out.command += (out.command.empty() ? "" : "; ") + m.command;
@@ -242,6 +326,36 @@ nlohmann::json to_json(const Measurement& m) {
       j["engine_steps"].push_back({{"model", to_json(e.model)}, {"micro_batch", e.micro_batch},
                                    {"compute_us", micros(e.compute_s)}, {"gemm_us", micros(e.gemm_s)}});
   }
+  if (!m.p2p.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& c : m.p2p) {
+      double t = c.median_s(), bw = t > 0 ? c.bytes / t / GB : 0;
+      // nccl-tests' sendrecv: algbw = busbw = bytes / time, bytes one way.
+      rows.push_back({{"op", "send-recv"},
+                      {"tier", c.geometry.inter ? "inter" : "intra"},
+                      {"stride", c.geometry.stride},
+                      {"pairs_per_node", c.geometry.groups_per_node},
+                      {"bytes", c.bytes},
+                      {"iters", c.iters},
+                      {"times_us", micros(c.times_s)},
+                      {"median_us", t / us},
+                      {"min_us", c.min_s() / us},
+                      {"max_us", c.max_s() / us},
+                      {"algbw_GBps", bw},
+                      {"busbw_GBps", bw}});
+    }
+    j["p2p"] = rows;
+  }
+  if (!m.host_link.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& c : m.host_link) {
+      double t = c.median_s();
+      rows.push_back({{"direction", c.to_device ? "h2d" : "d2h"}, {"gpus", c.gpus}, {"bytes", c.bytes}, {"iters", c.iters},
+                      {"times_us", micros(c.times_s)}, {"median_us", t / us}, {"GBps", t > 0 ? c.bytes / t / GB : 0}});
+    }
+    j["host_link"] = {{"kind", m.host_link_kind}, {"what", host_link_description(m.host_link_kind)}, {"samples", rows}};
+  }
+  if (m.host_memory_bytes > 0) j["host_memory_GiB"] = m.host_memory_bytes / GiB;
   return j;
 }
 

@@ -66,6 +66,35 @@ struct EngineStepSample {
   std::vector<double> compute_s, gemm_s;
 };
 
+// One message size on one pair geometry (`size` 2): every pair of it
+// exchanging `bytes` each way at once, each rank posting MPI_Irecv and
+// MPI_Isend to its partner (ncclRecv/ncclSend in one group) and waiting for
+// both; nccl-tests' sendrecv loop otherwise. Inside a node a pair is `stride`
+// ranks apart; across nodes it has one rank on each of 2 nodes and
+// `groups_per_node` pairs share every node's links.
+struct P2PSample {
+  Geometry geometry;
+  double bytes = 0;           // what one rank sends (and receives) per exchange
+  int iters = 0;
+  std::vector<double> times_s;  // one per repeat
+  double median_s() const;
+  double min_s() const;
+  double max_s() const;
+};
+
+// One size of one direction of the host link: `gpus` GPUs of a node (1, or
+// all of them) each copying `bytes` between pinned host memory and its
+// device at once, nccl-tests' timing (warm-up, back-to-back copies, slowest
+// rank). On CPU ranks a host-to-host memcpy stands in (Measurement::host_link_kind).
+struct HostLinkSample {
+  bool to_device = true;      // "h2d", else "d2h"
+  int gpus = 1;               // GPUs of one node copying at once
+  double bytes = 0;           // one GPU's copy
+  int iters = 0;
+  std::vector<double> times_s;  // one per repeat
+  double median_s() const;
+};
+
 struct Measurement {
   std::string backend;      // "mpi", "nccl" or "nccl-tests"
   int ranks = 0;
@@ -83,6 +112,13 @@ struct Measurement {
   double stream_bytes_per_s = 0;  // per rank, triad-like copy with the node's ranks all running; 0 if not measured
   double memory_bytes_per_rank = 0;  // node memory / ranks per node; 0 if unknown
   std::vector<EngineStepSample> engine_steps;  // CPU ranks with a model given; empty otherwise
+  std::vector<P2PSample> p2p;             // pairs (send-recv); empty if not measured
+  std::vector<HostLinkSample> host_link;  // empty if not measured
+  // What the host-link samples time: "cuda-pinned" (cudaMemcpyAsync between
+  // pinned host memory and the GPU) or "host-memcpy" (CPU ranks: a memcpy
+  // between two host buffers stands in; it is not a GPU link).
+  std::string host_link_kind;
+  double host_memory_bytes = 0;  // a node's RAM (the host's, shared by the nodes it stands for); 0 if unknown
 };
 
 // The "format" a measurement record carries.
@@ -94,10 +130,15 @@ double busbw_factor(Coll c, int group_size);
 // "all-reduce", "all-gather", "reduce-scatter" (coll_name's spelling); false otherwise.
 bool coll_from_name(const std::string& name, Coll& c);
 
+// The record's spelling of a host-link kind, for people: what was timed.
+std::string host_link_description(const std::string& kind);
+
 // Adds `s` to `into`, as more repeats of a sample of the same collective,
 // geometry and size when there is one.
 void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s);
-// Several records of one machine as one: collectives merged, GEMM samples
+void merge_sample(std::vector<P2PSample>& into, const P2PSample& s);
+void merge_sample(std::vector<HostLinkSample>& into, const HostLinkSample& s);
+// Several records of one machine as one: collectives, pairs and host-link samples merged, GEMM samples
 // joined (one dtype), the best peak and the first stream and memory figures
 // kept. Throws InputError when they disagree on ranks per node or GEMM dtype.
 Measurement merge_measurements(const std::vector<Measurement>& ms);

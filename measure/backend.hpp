@@ -1,7 +1,8 @@
 #pragma once
 // What a collective backend does, so one timing harness drives MPI on CPU
 // buffers and NCCL on GPU buffers alike. Buffers hold fp32 (nccl-tests'
-// default type); all-reduce and reduce-scatter sum.
+// default type); all-reduce and reduce-scatter sum. Pairs (send-recv) and
+// the host link are timed by the same harness through the same groups.
 #include <mpi.h>
 
 #include <cstddef>
@@ -46,6 +47,21 @@ class Backend {
   // Whether run(..., true) differs from run(..., false): NCCL's calls are
   // all asynchronous on a stream, an MPI's non-blocking forms are other code.
   virtual bool has_nonblocking() const = 0;
+  // A pipeline stage's exchange with its neighbour: `g` holds 2 ranks, each
+  // sends `count` floats to the other and receives as many, both directions
+  // in flight at once (MPI_Irecv + MPI_Isend + MPI_Waitall; ncclSend and
+  // ncclRecv in one group). May only enqueue, like run().
+  virtual void send_recv(Group& g, const float* send, float* recv, size_t count) = 0;
+  // The host link (offloaded optimizer state): host memory as a trainer
+  // would stage it (pinned with CUDA), and one copy of `count` floats
+  // between it and `device` (a buffer from alloc) on `g`, a group of this
+  // rank alone. May only enqueue, like run().
+  virtual float* alloc_host(size_t count) = 0;
+  virtual void release_host(float* buf) = 0;
+  virtual void copy_host(Group& g, bool to_device, float* host, float* device, size_t count) = 0;
+  // What copy_host times, Measurement::host_link_kind: "cuda-pinned", or
+  // "host-memcpy" where there is no GPU and a memcpy stands in.
+  virtual std::string host_link_kind() const = 0;
   virtual void sync(Group& g) = 0;
   // Per-iteration times inside a timed loop: stamp(g, i) after the i-th op
   // (stamp 0 before the first), elapsed(g, n) the n gaps in seconds once

@@ -1,6 +1,7 @@
 // The NCCL backend: device buffers, one GPU per local rank, one NCCL
 // communicator and stream per group. Built only where CUDA and NCCL are found;
 // uses host APIs only, so no nvcc is needed (MODEL.md §7).
+#include <cstring>
 #include <vector>
 
 #include "backend.hpp"
@@ -64,6 +65,34 @@ class NcclBackend : public Backend {
         break;
     }
   }
+  void send_recv(Group& group, const float* send, float* recv, size_t count) override {
+    // One group: both directions in flight at once, as nccl-tests' sendrecv.
+    auto& g = static_cast<NcclGroup&>(group);
+    int peer = 1 - g.rank;
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(send, count, kFloat, peer, g.nccl, g.stream));
+    NCCL_CHECK(ncclRecv(recv, count, kFloat, peer, g.nccl, g.stream));
+    NCCL_CHECK(ncclGroupEnd());
+  }
+
+  // Pinned, as a trainer stages offloaded state: pageable memory would be
+  // copied through a bounce buffer at a fraction of the link.
+  float* alloc_host(size_t count) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, count * sizeof(float) + 256));
+    std::memset(p, 0, count * sizeof(float));
+    return static_cast<float*>(p);
+  }
+  void release_host(float* buf) override { CUDA_CHECK(cudaFreeHost(buf)); }
+  void copy_host(Group& group, bool to_device, float* host, float* device, size_t count) override {
+    auto& g = static_cast<NcclGroup&>(group);
+    if (to_device)
+      CUDA_CHECK(cudaMemcpyAsync(device, host, count * sizeof(float), cudaMemcpyHostToDevice, g.stream));
+    else
+      CUDA_CHECK(cudaMemcpyAsync(host, device, count * sizeof(float), cudaMemcpyDeviceToHost, g.stream));
+  }
+  std::string host_link_kind() const override { return "cuda-pinned"; }
+
   void sync(Group& group) override { CUDA_CHECK(cudaStreamSynchronize(static_cast<NcclGroup&>(group).stream)); }
 
   // Events between the enqueued operations time each one on the GPU.

@@ -29,10 +29,9 @@ Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, i
   return m;
 }
 
-Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
-                       int warmup, int iters) {
+Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, int warmup, int iters) {
   if (g) {
-    for (int i = 0; i < warmup; ++i) b.run(op, *g, send, recv, count, nonblocking);
+    for (int i = 0; i < warmup; ++i) issue();
     b.sync(*g);
   }
   // Start together: concurrent groups must compete for links as in training.
@@ -42,7 +41,7 @@ Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const fl
     double t0 = MPI_Wtime();
     b.stamp(*g, 0);
     for (int i = 0; i < iters; ++i) {
-      b.run(op, *g, send, recv, count, nonblocking);
+      issue();
       b.stamp(*g, i + 1);
     }
     b.sync(*g);
@@ -56,6 +55,20 @@ Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const fl
   t.per_op_s = worst[0] / iters;
   t.iter_s.assign(worst.begin() + 1, worst.end());
   return t;
+}
+
+Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
+                       int warmup, int iters) {
+  return time_op(b, g, [&] { b.run(op, *g, send, recv, count, nonblocking); }, warmup, iters);
+}
+
+Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, int warmup, int iters) {
+  return time_op(b, g, [&] { b.send_recv(*g, send, recv, count); }, warmup, iters);
+}
+
+Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count, int warmup,
+                      int iters) {
+  return time_op(b, g, [&] { b.copy_host(*g, to_device, host, device, count); }, warmup, iters);
 }
 
 // Small integers, so sums over any group size we run are exact in fp32.
@@ -85,6 +98,34 @@ long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, cons
     }
     wrong += host[i] != expect;
   }
+  return wrong;
+}
+
+long long check_send_recv(Backend& b, Group& g, const std::vector<int>& members, float* send, float* recv,
+                          size_t count) {
+  int me = members[size_t(g.rank)], partner = members[size_t(1 - g.rank)];
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = pattern_value(me, i);
+  b.upload(send, host.data(), count);
+  std::vector<float> junk(count, -1.0f);
+  b.upload(recv, junk.data(), count);
+  b.send_recv(g, send, recv, count);
+  b.sync(g);
+  b.download(host.data(), recv, count);
+  long long wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += host[i] != pattern_value(partner, i);
+  return wrong;
+}
+
+long long check_host_copy(Backend& b, Group& g, int world_rank, float* host, float* device, size_t count) {
+  for (size_t i = 0; i < count; ++i) host[i] = pattern_value(world_rank, i);
+  b.copy_host(g, true, host, device, count);
+  b.sync(g);
+  std::fill(host, host + count, -1.0f);
+  b.copy_host(g, false, host, device, count);
+  b.sync(g);
+  long long wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += host[i] != pattern_value(world_rank, i);
   return wrong;
 }
 

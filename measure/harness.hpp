@@ -4,7 +4,9 @@
 // op, maximum over ranks. Every group of a geometry runs at once; ranks in no
 // group join the barrier and the maximum with nothing to do.
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend.hpp"
@@ -28,18 +30,33 @@ struct Membership {
 };
 Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, int world_rank);
 
+// How every point of a sweep is timed (measure's --warmup, --iters,
+// --repeats, --no-check), and where progress lines go (rank 0's stderr).
+struct SweepOptions {
+  int warmup = 5, iters = 20, repeats = 5;
+  bool check = true;
+};
+using Say = std::function<void(const std::string&)>;
+
 struct Timing {
   double per_op_s = 0;            // loop time / iters, maximum over all ranks
   std::vector<double> iter_s;     // each iteration's time, maximum over all ranks
 };
 
-// Collective over MPI_COMM_WORLD: `g` is null on ranks in no group. The
-// warm-up keeps one-time costs out of the timing: Open MPI 4.1's all-reduce
-// page-faults its scratch buffer on its first two calls at a size (8 MiB of
-// it per call at 16 MiB), which a trainer pays once per job, not per step and
-// which a loop timed from its first call includes (measure/README.md, busbw).
+// The one timing loop, over MPI_COMM_WORLD: `issue` enqueues one operation
+// on `g` (null on ranks in no group). The warm-up keeps one-time costs out
+// of the timing: Open MPI 4.1's all-reduce page-faults its scratch buffer on
+// its first two calls at a size (8 MiB of it per call at 16 MiB), which a
+// trainer pays once per job, not per step and which a loop timed from its
+// first call includes (measure/README.md, busbw).
+Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, int warmup, int iters);
+// A collective, a pair's exchange (g of 2 ranks), a host-link copy (g of
+// this rank alone), each through time_op.
 Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
                        int warmup, int iters);
+Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, int warmup, int iters);
+Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count, int warmup,
+                      int iters);
 
 // Seconds from a common start until the last rank has finished `work`: a
 // barrier before and after, for GEMM and memory bandwidth with every rank
@@ -64,5 +81,11 @@ double time_all_ranks(Work&& work) {
 float pattern_value(int world_rank, size_t index);
 long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, const std::vector<int>& members,
                            float* send, float* recv, size_t count);
+// The same for a pair: what arrives must be the partner's pattern.
+long long check_send_recv(Backend& b, Group& g, const std::vector<int>& members, float* send, float* recv,
+                          size_t count);
+// The host link: the pattern copied to the device and back into a host
+// buffer overwritten in between must come back unchanged.
+long long check_host_copy(Backend& b, Group& g, int world_rank, float* host, float* device, size_t count);
 
 }  // namespace ff::measure

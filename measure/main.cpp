@@ -3,8 +3,9 @@
 //   mpirun -np 8 measure --backend mpi --gpus-per-node 4 --out local.json
 //   srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json
 //
-// Collectives on every group geometry the advisor prices, GEMM throughput,
-// memory bandwidth and the node's topology, fitted into a profile by
+// Collectives on every group geometry the advisor prices, pairs (send-recv)
+// inside and across nodes, the host link, GEMM throughput, memory bandwidth
+// and the node's topology, fitted into a profile by
 // ff::calibrate_profile and written once, atomically, at the very end.
 #include <mpi.h>
 #include <unistd.h>
@@ -25,8 +26,11 @@
 #include "gemm.hpp"
 #include "groups.hpp"
 #include "harness.hpp"
+#include "host_link.hpp"
 #include "engine_step.hpp"
+#include "p2p.hpp"
 #include "stream.hpp"
+#include "table.hpp"
 #include "topology.hpp"
 
 namespace ff::measure {
@@ -37,9 +41,9 @@ struct Options {
   int gpus_per_node = 0;  // 0: from MPI_COMM_TYPE_SHARED
   std::string min_bytes, max_bytes;
   int iters = 20, warmup = 5, repeats = 5;
-  std::string ops = "all-reduce,all-gather,reduce-scatter";
+  std::string ops = "all-reduce,all-gather,reduce-scatter,send-recv";
   std::string intra, inter;
-  bool quick = false, skip_gemm = false, no_check = false, nonblocking = true;
+  bool quick = false, skip_gemm = false, skip_host = false, no_check = false, nonblocking = true;
   std::string model, gemm_grids;
   int micro_batch = 1;
   int engine_steps = 4;
@@ -96,20 +100,29 @@ size_t parse_bytes(const std::string& flag, const std::string& text) {
   return b;
 }
 
-std::vector<Coll> parse_ops(const std::string& text) {
-  std::vector<Coll> ops;
+// --ops: the collectives, and whether pairs (send-recv) are timed.
+struct Ops {
+  std::vector<Coll> colls;
+  bool send_recv = false;
+};
+
+Ops parse_ops(const std::string& text) {
+  Ops ops;
   std::stringstream ss(text);
   std::string op;
   while (std::getline(ss, op, ',')) {
     std::string k;
     for (char c : op)
       if (c != '-' && c != '_') k += char(std::tolower(c));
-    if (k == "allreduce") ops.push_back(Coll::AllReduce);
-    else if (k == "allgather") ops.push_back(Coll::AllGather);
-    else if (k == "reducescatter") ops.push_back(Coll::ReduceScatter);
-    else throw InputError("--ops '" + text + "': unknown collective '" + op + "' (all-reduce, all-gather, reduce-scatter)");
+    if (k == "allreduce") ops.colls.push_back(Coll::AllReduce);
+    else if (k == "allgather") ops.colls.push_back(Coll::AllGather);
+    else if (k == "reducescatter") ops.colls.push_back(Coll::ReduceScatter);
+    else if (k == "sendrecv") ops.send_recv = true;
+    else
+      throw InputError("--ops '" + text + "': unknown operation '" + op +
+                       "' (all-reduce, all-gather, reduce-scatter, send-recv)");
   }
-  if (ops.empty()) throw InputError("--ops '" + text + "': name at least one collective");
+  if (ops.colls.empty() && !ops.send_recv) throw InputError("--ops '" + text + "': name at least one operation");
   return ops;
 }
 
@@ -198,26 +211,14 @@ struct Row {
 
 void print_table(const std::vector<Row>& rows) {
   if (g_rank != 0) return;
-  std::string last;
+  std::vector<TableRow> table;
   for (const auto& r : rows) {
     const auto& s = r.sample;
-    std::string head = form_name(s.op, s.nonblocking) + "  " + geometry_name(s.geometry);
-    if (head != last) {
-      std::printf("\n# %s  (%d group%s at once, %d iterations a repeat, %zu repeats)\n", head.c_str(), r.groups,
-                  r.groups == 1 ? "" : "s", s.iters, s.times_s.size());
-      std::printf("# %12s %11s %11s %11s %11s %9s %9s %11s %11s %11s\n", "size(B)", "count", "time(us)", "min(us)",
-                  "max(us)", "algbw", "busbw", "iter min", "iter med", "iter max");
-      std::printf("# %12s %11s %11s %11s %11s %9s %9s %11s %11s %11s\n", "", "(floats)", "median", "repeats",
-                  "repeats", "(GB/s)", "(GB/s)", "(us)", "(us)", "(us)");
-      last = head;
-    }
-    double t = s.median_s(), algbw = s.bytes / t / 1e9;
-    auto [lo, hi] = std::minmax_element(r.iterations.begin(), r.iterations.end());
-    std::printf("  %12.0f %11zu %11.2f %11.2f %11.2f %9.3f %9.3f %11.2f %11.2f %11.2f\n", s.bytes, r.count, t * 1e6,
-                s.min_s() * 1e6, s.max_s() * 1e6, algbw, algbw * ff::busbw_factor(s.op, s.geometry.size), *lo * 1e6,
-                ff::median(r.iterations) * 1e6, *hi * 1e6);
+    table.push_back({form_name(s.op, s.nonblocking) + "  " + geometry_name(s.geometry),
+                     std::to_string(r.groups) + " group" + (r.groups == 1 ? "" : "s") + " at once", s.bytes, r.count,
+                     s.iters, s.times_s, r.iterations, ff::busbw_factor(s.op, s.geometry.size)});
   }
-  std::fflush(stdout);
+  print_table(table);
 }
 
 int run(int argc, char** argv, int rank, int ranks) {
@@ -232,6 +233,8 @@ int run(int argc, char** argv, int rank, int ranks) {
       "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
       "node, with one member or several on each node), with all groups of a geometry running at once,\n"
       "each blocking and (mpi backend) issued non-blocking then waited for, as the overlap flags issue it;\n"
+      "pairs exchanging a message each way at once (send-recv: pipeline stages) on the 2-rank geometries;\n"
+      "the host link (pinned host<->GPU copies, one GPU and all at once; a memcpy stands in on CPU ranks);\n"
       "then GEMM throughput (OpenBLAS sgemm, or cuBLAS bf16) and memory bandwidth with every rank busy.\n"
       "Progress goes to stderr, the results table to stdout, the fitted profile to --out (written once,\n"
       "at the end)."};
@@ -247,7 +250,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_option("--iters", o.iters, "back-to-back operations per timing");
   app.add_option("--warmup", o.warmup, "untimed operations before each timing");
   app.add_option("--repeats", o.repeats, "timings per point, interleaved over sizes and geometries; the median is kept");
-  app.add_option("--ops", o.ops, "collectives to time");
+  app.add_option("--ops", o.ops,
+                 "operations to time: collectives, and send-recv (pairs on the geometries of size 2: intra STRIDEx2, "
+                 "inter Kx2; by default only where the geometries asked for hold one)");
   app.add_flag("--nonblocking,!--no-nonblocking", o.nonblocking,
                "also time each collective issued non-blocking (MPI_Iallreduce & co., then MPI_Wait), the form the "
                "overlap flags use; mpi backend only, NCCL's calls are all asynchronous");
@@ -259,6 +264,7 @@ int run(int argc, char** argv, int rank, int ranks) {
                  "members per node, sizes M times those, 1..ranks-per-node/M groups; 'none')");
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
   app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
+  app.add_flag("--skip-host", o.skip_host, "time no host link (host<->GPU copies, or their memcpy stand-in)");
   app.add_flag("--no-check", o.no_check, "skip verifying each collective's result before timing it");
   app.add_option("--model", o.model, "also time the GEMMs the advisor prices for this model (preset name or file)");
   app.add_option("--gemm-grids", o.gemm_grids,
@@ -306,7 +312,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (o.iters < 1) throw InputError("--iters must be at least 1");
   if (o.warmup < 0) throw InputError("--warmup must be at least 0");
   if (o.repeats < 1) throw InputError("--repeats must be at least 1");
-  std::vector<Coll> ops = parse_ops(o.ops);
+  Ops ops = parse_ops(o.ops);
   if (!o.out.empty() && o.out == o.raw) throw InputError("--out and --raw name the same file '" + o.out + "'");
   if (o.name.empty()) {
     std::string file = o.out.substr(o.out.find_last_of('/') + 1);
@@ -321,8 +327,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   nlohmann::json base;
   if (!o.base.empty()) base = ff::profile_json(o.base);
   if (ranks < 2)
-    throw InputError("measure needs at least 2 ranks, this is 1; launch it with mpirun -np N or srun (a binary "
-                     "started by another MPI's launcher runs as N separate 1-rank jobs)");
+    throw InputError(std::string("measure needs at least 2 ranks") + (ops.send_recv ? " (send-recv: 2 to a pair)" : "") +
+                     ", this is 1; launch it with mpirun -np N or srun (a binary started by another MPI's launcher "
+                     "runs as N separate 1-rank jobs)");
   std::string out_problem = output_problem("--out", o.out);
   if (out_problem.empty()) out_problem = output_problem("--raw", o.raw);
   agree(rank != 0 || out_problem.empty(), out_problem);
@@ -345,10 +352,24 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (geometries.empty())
     throw InputError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
                      std::to_string(per_node) + " per node");
+  std::vector<ff::Geometry> pairs;
+  if (ops.send_recv) {
+    pairs = pair_geometries(geometries);
+    // By default pairs come along where the geometries asked for hold one;
+    // named in --ops, they must.
+    if (pairs.empty() && !given("--ops")) ops.send_recv = false;
+    else if (pairs.empty())
+      throw InputError("--ops send-recv: no pair among the geometries measured (a pair is 2 ranks: --intra STRIDEx2 "
+                       "inside a node, --inter Kx2 across nodes, K pairs sharing a node)");
+  }
+  if (ops.colls.empty()) geometries.clear();  // pairs only
   // What calibrate_profile cannot do without a base profile, said now rather
   // than after the run.
   bool any_intra = std::any_of(geometries.begin(), geometries.end(), [](const ff::Geometry& g) { return !g.inter; });
   if (!o.out.empty() && o.base.empty()) {
+    if (ops.colls.empty())
+      throw InputError("--ops " + o.ops + " times no collective, so --out needs --base NAME|FILE to take the "
+                       "collectives' bandwidths from");
     if (o.skip_gemm) throw InputError("--skip-gemm with --out needs --base NAME|FILE to take the GEMM table from");
     if (!any_intra)
       throw InputError("no intra-node geometry is measured (" + std::to_string(per_node) +
@@ -375,11 +396,13 @@ int run(int argc, char** argv, int rank, int ranks) {
   std::vector<Form> forms;
   for (bool nb : {false, true})
     if (!nb || (o.nonblocking && backend->has_nonblocking()))
-      for (Coll op : ops) forms.push_back({op, nb});
+      for (Coll op : ops.colls) forms.push_back({op, nb});
   say("measure: " + std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node (" + node.source +
       "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " + backend->name() + "; " +
-      std::to_string(geometries.size()) + " geometries x " + std::to_string(forms.size()) + " collectives" +
-      (forms.size() > ops.size() ? " (blocking and non-blocking)" : "") + " x " +
+      (forms.empty() ? "" : std::to_string(geometries.size()) + " geometries x " + std::to_string(forms.size()) +
+                                " collectives" + (forms.size() > ops.colls.size() ? " (blocking and non-blocking)" : "")) +
+      (ops.send_recv ? (forms.empty() ? "" : " and ") + std::to_string(pairs.size()) + " pair geometries (send-recv)" : "") +
+      " x " +
       std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
       human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
       " iterations after " + std::to_string(o.warmup) + " warm-up");
@@ -394,7 +417,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   float* recv = backend->alloc(max_floats);
 
   // Contents first (nccl-tests' -c): a wrong result makes every timing moot.
-  if (!o.no_check) {
+  if (!o.no_check && !forms.empty()) {
     for (auto& r : runs)
       for (Form f : forms)
         for (size_t bytes : {min_bytes, max_bytes}) {
@@ -464,8 +487,22 @@ int run(int argc, char** argv, int rank, int ranks) {
   backend->release(recv);
   print_table(rows);
 
-  // GEMM and memory bandwidth, every rank at once.
+  // Pairs, then the host link: the same harness, sizes and conventions.
+  SweepOptions sweep{o.warmup, o.iters, o.repeats, !o.no_check};
   ff::Measurement m;
+  if (ops.send_recv) {
+    PairResults p2p = measure_send_recv(*backend, pairs, sizes, rank, ranks, per_node, sweep, say);
+    m.p2p = p2p.samples;
+    if (rank == 0) print_table(p2p.table);
+  }
+  if (!o.skip_host) {
+    HostLinkResults host = measure_host_link(*backend, sizes, rank, ranks, per_node, sweep, say);
+    m.host_link = host.samples;
+    m.host_link_kind = backend->host_link_kind();
+    if (rank == 0) print_table(host.table);
+  }
+
+  // GEMM and memory bandwidth, every rank at once.
   m.gemm_dtype = gpu ? ff::Dtype::BF16 : ff::Dtype::FP32;
   if (!o.skip_gemm) {
     std::vector<long long> dims = gpu ? (o.quick ? std::vector<long long>{256, 512, 1024}
@@ -535,6 +572,8 @@ int run(int argc, char** argv, int rank, int ranks) {
   m.topology["ranks_per_node_from"] = node.source;
   m.topology["ranks_on_this_host"] = node.host_ranks;
   m.memory_bytes_per_rank = memory_per_rank;
+  // A node's RAM; a host standing for several nodes shares its RAM among them.
+  m.host_memory_bytes = node_memory * std::min(1.0, double(per_node) / node.host_ranks);
   for (const auto& r : rows) m.collectives.push_back(r.sample);
   MPI_CHECK(MPI_Comm_free(&node.comm));
   if (rank != 0) return 0;

@@ -598,3 +598,178 @@ TEST_CASE("profile inter entries: members_per_node optional, default 1, checked"
   j["inter_node"]["table"][0]["members_per_node"] = 8;
   CHECK(contains(input_error_of([&] { ff::machine_from_json(j, "pm.json"); }), "below size"));
 }
+
+// ---- pairs (send-recv) and the host link ----
+
+namespace {
+
+// One pair message each way at once: t = α + bytes/bw (profiles/README.md, p2p).
+ff::P2PSample pair_at(bool across, long long stride_or_pairs, double bytes, double alpha, double bw) {
+  ff::P2PSample s;
+  s.geometry.inter = across;
+  s.geometry.size = 2;
+  if (across) s.geometry.groups_per_node = int(stride_or_pairs);
+  else s.geometry.stride = stride_or_pairs;
+  s.bytes = bytes;
+  s.iters = 20;
+  double t = alpha + bytes / bw;
+  s.times_s = {0.9 * t, t, 1.2 * t};  // the median is t
+  return s;
+}
+
+void add_pairs(ff::Measurement& m, bool across, long long key, double alpha, double bw) {
+  for (double b = 1024; b <= 16777216; b *= 2) m.p2p.push_back(pair_at(across, key, b, alpha, bw));
+}
+
+ff::HostLinkSample copy_at(bool h2d, int gpus, double bytes, double alpha, double bw) {
+  ff::HostLinkSample s;
+  s.to_device = h2d;
+  s.gpus = gpus;
+  s.bytes = bytes;
+  s.iters = 20;
+  double t = alpha + bytes / bw;
+  s.times_s = {t, 1.1 * t, 0.95 * t};
+  return s;
+}
+
+void add_copies(ff::Measurement& m, bool h2d, int gpus, double alpha, double bw) {
+  for (double b = 1024; b <= 268435456.0; b *= 4) m.host_link.push_back(copy_at(h2d, gpus, b, alpha, bw));
+}
+
+}  // namespace
+
+TEST_CASE("fit_p2p recovers α and bw from exact pair timings, 1 KiB .. 1 GiB") {
+  for (auto [alpha, bw] : {std::pair{3 * us, 25 * GB}, std::pair{40 * us, 0.5 * GB}, std::pair{0.0, 10 * GB}})
+    for (bool across : {false, true}) {
+      std::vector<ff::P2PSample> s;
+      for (double b : sweep()) s.push_back(pair_at(across, 1, b, alpha, bw));
+      ff::LinkFit f = ff::fit_p2p(s);
+      if (alpha > 0) CHECK(f.link.alpha_s == rel(alpha, 1e-9));
+      else CHECK(f.link.alpha_s < 1e-9 * us);
+      CHECK(f.link.busbw == rel(bw, 1e-9));
+      CHECK(f.points == 21);
+      CHECK(f.rel_rms < 1e-9);
+    }
+  // By hand, 2 points: (1 MB, 60 µs) and (2 MB, 110 µs) lie on α = 10 µs, 1/bw = 50 µs/MB: bw = 20 GB/s.
+  std::vector<ff::P2PSample> two = {pair_at(false, 1, 1e6, 10 * us, 20 * GB), pair_at(false, 1, 2e6, 10 * us, 20 * GB)};
+  CHECK(two[0].median_s() == rel(60 * us));
+  CHECK(two[1].median_s() == rel(110 * us));
+  ff::LinkFit f = ff::fit_p2p(two);
+  CHECK(f.link.alpha_s == rel(10 * us, 1e-9));
+  CHECK(f.link.busbw == rel(20 * GB, 1e-9));
+  CHECK(contains(input_error_of([] { ff::fit_p2p({pair_at(false, 1, 1e6, us, GB)}); }), "at least 2"));
+}
+
+TEST_CASE("a record with pairs gives a p2p section: smallest stride inside, one pair per node across") {
+  ff::Measurement m = cpu_run();
+  add_pairs(m, false, 1, 5 * us, 8 * GB);
+  add_pairs(m, false, 2, 6 * us, 6 * GB);
+  add_pairs(m, true, 1, 20 * us, 2 * GB);
+  add_pairs(m, true, 2, 22 * us, 1.25 * GB);  // each of 2 pairs sharing a node: 2.5 GB/s in total
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "pairs");
+  ff::MachineProfile p = ff::machine_from_json(j, "pairs.json");
+  REQUIRE(p.has_p2p);
+  CHECK(p.p2p_intra.alpha_s == rel(5 * us, 1e-9));
+  CHECK(p.p2p_intra.bw == rel(8 * GB, 1e-9));
+  CHECK(p.p2p_inter.alpha_s == rel(20 * us, 1e-9));
+  CHECK(p.p2p_inter.bw == rel(2 * GB, 1e-9));
+  const auto& s = j["p2p"];
+  CHECK(s["kind"] == "measured");
+  CHECK(s["intra_node"]["kind"] == "measured");
+  CHECK(s["inter_node"]["kind"] == "measured");
+  CHECK(contains(s["source"], "mpirun -np 4 measure --out run.json"));
+  CHECK(contains(s["inter_node"]["source"], "2 pairs sharing a node"));
+  CHECK(contains(s["inter_node"]["source"], "1.25 GB/s each way per pair (2.5 in total"));
+  REQUIRE(s["table"].size() == 4);
+  for (const auto& e : s["table"]) CHECK(e["fit"]["points"] == 15);  // 1 KiB .. 16 MiB
+  // The record rides along and refits to the same figures.
+  ff::Measurement again = ff::measurement_from_json(j, "pairs.json");
+  REQUIRE(again.p2p.size() == m.p2p.size());
+  CHECK(again.p2p[0].geometry.stride == 1);
+  ff::MachineProfile refit = ff::machine_from_json(ff::calibrate_profile(nullptr, again, "pairs"), "refit");
+  CHECK(refit.p2p_inter.bw == rel(2 * GB, 1e-9));
+  CHECK(j["raw"]["p2p"][0]["busbw_GBps"] == j["raw"]["p2p"][0]["algbw_GBps"]);  // nccl-tests' sendrecv
+}
+
+TEST_CASE("pairs measured on one side only: the other from the base's p2p, else from the profile's all-gather") {
+  // Only 2 pairs sharing a node across nodes: one pair alone is taken as 2 × each pair's bw.
+  ff::Measurement m = cpu_run();
+  add_pairs(m, true, 2, 22 * us, 1.25 * GB);
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "x");
+  ff::MachineProfile p = ff::machine_from_json(j, "x");
+  CHECK(p.p2p_inter.bw == rel(2.5 * GB, 1e-9));
+  CHECK(p.p2p_inter.alpha_s == rel(22 * us, 1e-9));
+  // No pair inside a node: cpu_run's stride-1 size-2 all-gather (α 20 µs, 5 GB/s):
+  // α·(2−1) + ½·(2·bytes)/busbw = α + bytes/busbw.
+  CHECK(p.p2p_intra.alpha_s == rel(20 * us, 1e-9));
+  CHECK(p.p2p_intra.bw == rel(5 * GB, 1e-9));
+  CHECK(j["p2p"]["intra_node"]["kind"] == "nominal");
+
+  // Inside only, with a base that has a p2p section: its inter_node stays.
+  nlohmann::json base = ff::profile_json("perlmutter");
+  base["p2p"] = {{"kind", "nominal"}, {"source", "stated"},
+                 {"intra_node", {{"alpha_us", 3}, {"bw_GBps", 100}}}, {"inter_node", {{"alpha_us", 9}, {"bw_GBps", 24}}}};
+  ff::Measurement n = cpu_run();
+  add_pairs(n, false, 1, 5 * us, 8 * GB);
+  nlohmann::json k = ff::calibrate_profile(base, n, "y");
+  ff::MachineProfile q = ff::machine_from_json(k, "y");
+  CHECK(q.p2p_intra.bw == rel(8 * GB, 1e-9));
+  CHECK(q.p2p_inter.bw == rel(24 * GB));
+  CHECK(q.p2p_inter.alpha_s == rel(9 * us));
+  CHECK(k["p2p"]["inter_node"]["kind"] == "nominal");
+  CHECK(contains(k["p2p"]["inter_node"]["source"], "from the base profile: stated"));
+
+  // A record without pairs or host rows leaves the base's sections as they were, or absent.
+  base["host"] = {{"kind", "nominal"}, {"link_GBps", 25}, {"memory_GiB", 256}};
+  nlohmann::json same = ff::calibrate_profile(base, cpu_run(), "z");
+  CHECK(same["p2p"] == base["p2p"]);
+  CHECK(same["host"] == base["host"]);
+  nlohmann::json none = ff::calibrate_profile(nullptr, cpu_run(), "w");
+  CHECK(!none.contains("p2p"));
+  CHECK(!none.contains("host"));
+  CHECK(!ff::machine_from_json(none, "w").has_host);
+}
+
+TEST_CASE("a record with host rows gives a host section") {
+  // 4 GPUs a node (cpu_run). Alone: h2d 20, d2h 18 GB/s; all 4 at once: 12 and 11 GB/s each.
+  ff::Measurement m = cpu_run();
+  add_copies(m, true, 1, 10 * us, 20 * GB);
+  add_copies(m, false, 1, 12 * us, 18 * GB);
+  add_copies(m, true, 4, 10 * us, 12 * GB);
+  add_copies(m, false, 4, 12 * us, 11 * GB);
+  m.host_link_kind = "cuda-pinned";
+  m.host_memory_bytes = 512 * GiB;
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "host");
+  ff::MachineProfile p = ff::machine_from_json(j, "host.json");
+  REQUIRE(p.has_host);
+  CHECK(p.host_link_bw == rel(18 * GB, 1e-9));      // the slower direction alone
+  CHECK(p.host_node_bw == rel(4 * 11 * GB, 1e-9));  // 4 × the slower direction, all at once
+  CHECK(p.host_memory == rel(512 * GiB));
+  CHECK(p.host_bw_per_gpu() == rel(11 * GB, 1e-9)); // min(18, 44 / 4)
+  CHECK(j["host"]["kind"] == "measured");
+  CHECK(contains(j["host"]["source"], "pinned cudaMemcpyAsync"));
+  CHECK(j["host"]["fit"]["h2d_1_gpus"]["alpha_us"].get<double>() == rel(10, 1e-9));
+  CHECK(j["host"]["fit"]["d2h_4_gpus"]["bw_GBps"].get<double>() == rel(11, 1e-9));
+
+  // The record's JSON keeps the rows and what they time; the stand-in says it is one.
+  ff::Measurement again = ff::measurement_from_json(ff::to_json(m), "rec.json");
+  CHECK(again.host_link.size() == m.host_link.size());
+  CHECK(again.host_link_kind == "cuda-pinned");
+  CHECK(again.host_memory_bytes == rel(512 * GiB));
+  m.host_link_kind = "host-memcpy";
+  nlohmann::json s = ff::calibrate_profile(nullptr, m, "standin");
+  CHECK(contains(s["host"]["source"], "stands in for the GPU link"));
+  CHECK(contains(s["raw"]["host_link"]["what"], "not a GPU link"));
+
+  // Without host memory in the record: memory per rank × ranks per node (8 GiB × 4).
+  m.host_memory_bytes = 0;
+  CHECK(ff::machine_from_json(ff::calibrate_profile(nullptr, m, "x"), "x").host_memory == rel(32 * GiB));
+
+  // Bad rows name their field.
+  nlohmann::json bad = ff::to_json(m);
+  bad["host_link"]["samples"][0]["direction"] = "sideways";
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "r.json"); }), "host_link.samples[0].direction"));
+  bad = ff::to_json(m);
+  bad["host_link"]["kind"] = "pcie";
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "r.json"); }), "host_link.kind"));
+}

@@ -101,6 +101,24 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
             << fixed(p["inter_node"]["alpha_us"].get<double>(), 2) << " µs, busbw "
             << fixed(p["inter_node"]["node_busbw_GBps"].get<double>(), 1) << " GB/s ("
             << p["inter_node"].value("kind", std::string("kind not stated")) << ")\n";
+  auto kind = [](const nlohmann::json& e, const nlohmann::json& section) {
+    return e.value("kind", section.value("kind", std::string("kind not stated")));
+  };
+  if (p.contains("p2p")) {
+    const auto& s = p["p2p"];
+    auto pair = [&](const char* tier) {
+      const auto& e = s[tier];
+      return "α " + fixed(e["alpha_us"].get<double>(), 2) + " µs, " + gbps(e["bw_GBps"].get<double>()) + " GB/s each way (" +
+             kind(e, s) + ")";
+    };
+    std::cout << "  pairs (send-recv): inside a node " << pair("intra_node") << "; across nodes " << pair("inter_node") << "\n";
+  }
+  if (p.contains("host")) {
+    const auto& h = p["host"];
+    std::cout << "  host link: " << gbps(h["link_GBps"].get<double>()) << " GB/s each way one GPU alone";
+    if (h.contains("node_link_GBps")) std::cout << ", " << gbps(h["node_link_GBps"].get<double>()) << " GB/s a node in all";
+    std::cout << "; host memory " << fixed(h["memory_GiB"].get<double>(), 1) << " GiB a node (" << kind(h, h) << ")\n";
+  }
   for (const auto& n : notes) std::cout << "  note: " << n << "\n";
 }
 

@@ -48,6 +48,27 @@ ops = {"all-reduce", "all-gather", "reduce-scatter"}
 for e in prof["intra_node"]["table"] + prof["inter_node"]["table"]:
     assert set(e["nonblocking_by_op"]) == ops and e["fit"]["points"] == 3 * 7, e
 PY
+# Pairs and the host link are timed by default: 2 strides inside a node of 4, 1 .. 4 pairs sharing a node across.
+python3 - "$T/raw.json" "$T/p.json" <<'PY' || fail "pairs or host link missing from the record or profile"
+import json, math, sys
+raw = json.load(open(sys.argv[1])); prof = json.load(open(sys.argv[2]))
+p = raw["p2p"]
+geos = sorted({(s["tier"], s["stride"] if s["tier"] == "intra" else s["pairs_per_node"]) for s in p})
+assert geos == [("inter", 1), ("inter", 2), ("inter", 3), ("inter", 4), ("intra", 1), ("intra", 2)], geos
+assert len(p) == 6 * 7 and all(len(s["times_us"]) == 3 and min(s["times_us"]) > 0 for s in p)
+assert all(s["busbw_GBps"] == s["algbw_GBps"] for s in p)
+h = raw["host_link"]
+assert h["kind"] == "host-memcpy" and "not a GPU link" in h["what"], h["kind"]
+assert sorted({(s["direction"], s["gpus"]) for s in h["samples"]}) == [("d2h", 1), ("d2h", 4), ("h2d", 1), ("h2d", 4)]
+assert raw["host_memory_GiB"] > 0
+assert prof["p2p"]["kind"] == "measured" and prof["p2p"]["inter_node"]["kind"] == "measured"
+assert prof["p2p"]["intra_node"]["bw_GBps"] > 0 and "4 pairs sharing a node" in prof["p2p"]["inter_node"]["source"]
+assert prof["host"]["kind"] == "measured" and "stands in for the GPU link" in prof["host"]["source"]
+assert prof["host"]["link_GBps"] > 0 and prof["host"]["node_link_GBps"] > 0 and prof["host"]["memory_GiB"] > 0
+PY
+grep -q '^# send-recv  inter 2 pairs/node  (2 pairs at once, both directions' "$T/out" || fail "table lacks send-recv inter 2 pairs/node"
+grep -q '^# host link h2d (memcpy stand-in)  4 GPUs of a node  (every rank at once' "$T/out" || fail "table lacks the host link"
+grep -q '^\[p2p 18/18\] send-recv  inter 4 pairs/node, repeat 3/3' "$T/err" || fail "no p2p progress line [p2p 18/18]"
 "$ADVISOR" recommend --model "$ROOT/examples/models/gpt-tiny.json" --gpus 8 --machine "$T/p.json" >"$T/rec" 2>&1 ||
   { fail "advisor recommend rejects the measured profile"; cat "$T/rec"; }
 # Refitted from its record, the table lists each collective's own figures, non-blocking ones too.
@@ -90,6 +111,31 @@ assumed = "is assumed, not fitted to the engine step" in m["source"] and "leave 
 assert (fitted or assumed) and "0.5 (LayerNorm" not in m["source"], m["source"]
 PY
 
+# 2c. Pairs only, 4 ranks as 2 nodes of 2: the table and record hold intra and
+# inter pair rows, every message checked; a profile on a base loads.
+run 4 --gpus-per-node 2 --ops send-recv --skip-gemm --skip-host --quick --raw "$T/p2p.json" >"$T/pout" 2>"$T/perr" ||
+  { fail "send-recv on 4 ranks"; cat "$T/perr"; }
+grep -q '^contents checked: every pair geometry, both directions' "$T/perr" || fail "pairs' contents not checked"
+grep -q '^# send-recv  intra stride 1  (2 pairs at once, both directions' "$T/pout" || fail "no intra pair rows in the table"
+grep -q '^# send-recv  inter 1 pairs/node  (1 pair at once, both directions' "$T/pout" || fail "no inter pair rows in the table"
+python3 - "$T/p2p.json" <<'PY' || fail "pairs-only record"
+import json, math, sys
+raw = json.load(open(sys.argv[1]))
+assert raw["ranks"] == 4 and raw["gpus_per_node"] == 2 and raw["nodes"] == 2
+assert raw["collectives"] == [] and "host_link" not in raw and "gemm" not in raw
+p = raw["p2p"]
+assert {(s["tier"], s["pairs_per_node"] if s["tier"] == "inter" else s["stride"]) for s in p} == {("intra", 1), ("inter", 1), ("inter", 2)}
+assert len(p) == 3 * 7
+for s in p:
+    assert all(t > 0 and math.isfinite(t) for t in s["times_us"]) and s["median_us"] > 0, s
+PY
+"$ADVISOR" calibrate --base perlmutter --from "$T/p2p.json" -o "$T/p2p-prof.json" >"$T/pcal" 2>&1 ||
+  { fail "advisor calibrate from a pairs-only record"; cat "$T/pcal"; }
+grep -q 'pairs (send-recv): inside a node α .* (measured); across nodes α .* (measured)' "$T/pcal" ||
+  { fail "calibrate does not report the pairs"; cat "$T/pcal"; }
+"$ADVISOR" predict --model "$ROOT/examples/models/gpt-tiny.json" --gpus 4 --grid 1,1,1,4 --machine "$T/p2p-prof.json" \
+  >"$T/ppred" 2>&1 || { fail "advisor rejects the pairs profile"; cat "$T/ppred"; }
+
 # 3. --help: once, from rank 0, exit 0.
 run 2 --help >"$T/help" 2>&1 || fail "--help exited non-zero"
 [ "$(grep -c -- '^Usage: ' "$T/help")" -eq 1 ] || fail "--help not printed exactly once"
@@ -116,7 +162,16 @@ bad 2 "--max-bytes '0': a message size must be a positive whole number" --max-by
 bad 2 "--max-bytes '1T': unknown unit" --max-bytes 1T
 bad 2 "--backend 'gloo': expected mpi" --backend gloo
 bad 2 '--backend nccl: ' --backend nccl
-bad 2 "--ops 'all-to-all': unknown collective" --ops all-to-all
+bad 2 "--ops 'all-to-all': unknown operation 'all-to-all' (all-reduce, all-gather, reduce-scatter, send-recv)" --ops all-to-all
+bad 1 'measure needs at least 2 ranks (send-recv: 2 to a pair)' --ops send-recv
+bad 3 '--gpus-per-node 2: 3 ranks do not fill whole nodes of 2' --gpus-per-node 2 --ops send-recv
+bad 4 '--ops send-recv: no pair among the geometries measured' --gpus-per-node 4 --ops send-recv --intra 1x4 --inter none
+# Pairs by default only where the geometries asked for hold one: --intra 1x4 alone times no pair.
+run 4 --gpus-per-node 4 --intra 1x4 --inter none --quick --skip-gemm --skip-host --repeats 1 --no-nonblocking \
+  --raw "$T/nopair.json" >/dev/null 2>"$T/nperr" || { fail "--intra 1x4 without --ops"; cat "$T/nperr"; }
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert 'p2p' not in r and len(r['collectives']) == 3 * 7" \
+  "$T/nopair.json" || fail "--intra 1x4 without --ops timed pairs"
+bad 4 '--ops send-recv times no collective, so --out needs --base' --gpus-per-node 2 --ops send-recv
 bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 3
 bad 1 'measure needs at least 2 ranks' --quick
 bad 2 "--raw '$T/nodir/x.json': directory" --raw "$T/nodir/x.json"

@@ -112,6 +112,13 @@ struct OffByOne : ff::measure::Backend {
     inner->run(op, g, s, r, n, nb);
     r[n / 2] += 1;  // a wrong element in the middle
   }
+  void send_recv(ff::measure::Group& g, const float* s, float* r, size_t n) override { inner->send_recv(g, s, r, n); }
+  float* alloc_host(size_t n) override { return inner->alloc_host(n); }
+  void release_host(float* b) override { inner->release_host(b); }
+  void copy_host(ff::measure::Group& g, bool to_device, float* h, float* d, size_t n) override {
+    inner->copy_host(g, to_device, h, d, n);
+  }
+  std::string host_link_kind() const override { return inner->host_link_kind(); }
   void sync(ff::measure::Group& g) override { inner->sync(g); }
   void stamp(ff::measure::Group& g, int i) override { inner->stamp(g, i); }
   std::vector<double> elapsed(ff::measure::Group& g, int n) override { return inner->elapsed(g, n); }
