@@ -53,12 +53,13 @@ nlohmann::json to_json(const Config& c) {
           {"micro_batch", c.micro_batch},
           {"recompute", c.recompute},
           {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}}},
-          {"dtype", dtype_name(c.dtype)}};
+          {"dtype", dtype_name(c.dtype)},
+          {"offload", c.offload}};
 }
 
 std::string config_label(const Config& c) {
   return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
-         c.overlap.str();
+         c.overlap.str() + (c.offload ? " offload" : "");
 }
 
 nlohmann::json per_axis_json(const PerAxis<double>& v) {
@@ -94,8 +95,9 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
     *flag = o.json().at(key).get<bool>();
   }
   std::string dt = f.string("dtype");
-  if (dt != "bf16" && dt != "fp32") f.fail("dtype", "\"bf16\" or \"fp32\"");
+  if (dt != "bf16" && dt != "fp16" && dt != "fp32") f.fail("dtype", "\"bf16\", \"fp16\" or \"fp32\"");
   c.dtype = parse_dtype(dt);
+  c.offload = f.boolean_or("offload", false);  // absent in records written before offload
   return c;
 }
 

@@ -33,6 +33,7 @@ struct Config {
   bool recompute = false;
   Overlap overlap;
   Dtype dtype = Dtype::BF16;
+  bool offload = false;  // master weights and Adam state in host memory (MODEL.md §9)
   bool operator==(const Config&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #include "cost_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "compute_model.hpp"
@@ -152,6 +153,10 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
        kGradBytes, 1, true);
   double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
   work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
+  const double params = lp.sharded + lp.replicated;
+  plan.host_copy_bytes = params * offload_host_bytes(dt);
+  plan.host_bw = p.has_host ? p.host_bw_per_gpu() : 0;
+  plan.offload_chunks = std::max(1.0, std::ceil(std::ceil(params / kOffloadBucket) / kOffloadChunk));
 
   plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = 0;
   for (const auto& c : plan.compute) {

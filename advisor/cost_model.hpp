@@ -60,6 +60,11 @@ struct Plan {
   double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
   double compute_step_s = 0;                    // once per iteration (the optimizer)
   double message_elements = 0; // a stage message: the activation shard [t, H/G_x] (MODEL.md §9)
+  // Offload (MODEL.md §9): host-link bytes each way per iteration, the
+  // bandwidth one GPU gets while its node's GPUs all copy, and the chunks the
+  // data-parallel all-reduce is split into (0 bandwidth: the profile has no host link).
+  double host_copy_bytes = 0, host_bw = 0;
+  double offload_chunks = 1;
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak
@@ -88,7 +93,8 @@ struct Estimate {
   double compute_s = 0;
   PerAxis<double> comm_s{};          // before hiding
   PerAxis<double> exposed_comm_s{};  // what compute did not hide
-  double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed (0 without stages)
+  double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed − host_s (0 without stages)
+  double host_s = 0;                 // offload: host-link time the data-parallel all-reduce did not hide
   double mfu = 0, hfu = 0, tokens_per_s = 0;
   // One micro-step's forward and backward (compute plus exposed
   // communication), and what runs once an iteration: a stage's f, b and

@@ -18,6 +18,7 @@ EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch
   a.model = model_arg;
   a.grid = c.grid.str();
   a.pipeline = c.grid.p;
+  a.offload = c.offload;
   a.order = c.order.str();
   a.micro_batch = c.micro_batch;
   a.recompute = c.recompute;
@@ -41,6 +42,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
                              num(a.micro_batch)};
   if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
   if (a.recompute) v.push_back("--recompute");
+  if (a.offload) v.push_back("--offload");
   for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
                                std::string("--dtype"), a.dtype})
     v.push_back(s);
@@ -76,6 +78,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
       ->capture_default_str();
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
+  app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
   app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
       ->capture_default_str();
   app.add_option("--device", a.device, "Where the math runs: cpu (OpenBLAS and plain loops)")->capture_default_str();

@@ -19,6 +19,7 @@ struct EngineArgs {
   std::string model = "examples/models/gpt-tiny.json";
   std::string grid = "1,1,1,1";
   int pipeline = 1;
+  bool offload = false;
   std::string order = Order().str();
   int micro_batch = 1;
   bool recompute = false;

@@ -12,9 +12,10 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
-  if (c.grid.p > 1)
-    device_note = "the engine does not run pipeline stages yet and refuses --pipeline " + s(c.grid.p) +
-                  " with a message; AxoNN's ax.init below trains this configuration";
+  if (c.grid.p > 1 || c.offload)
+    device_note = std::string("the engine does not run ") + (c.grid.p > 1 ? "pipeline stages" : "") +
+                  (c.grid.p > 1 && c.offload ? " or " : "") + (c.offload ? "offload" : "") +
+                  " yet and refuses this line with a message; AxoNN below trains this configuration";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,

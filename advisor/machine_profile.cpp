@@ -105,7 +105,8 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
 
   Fields compute = f.object("compute");
   Fields peak = compute.object("peak_tflops");
-  p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
+  // V100 and older have no bf16: such a profile gives fp16 instead.
+  if (peak.has("bf16") || !peak.has("fp16")) p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
   p.peak_flops_fp32 = figure(peak, "fp32", TFLOPS);
   p.attention_efficiency = efficiency(compute, "attention_efficiency");
   if (peak.has("fp16")) p.peak_flops_fp16 = figure(peak, "fp16", TFLOPS);

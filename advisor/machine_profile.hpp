@@ -76,7 +76,7 @@ struct MachineProfile {
   LinkParams inter_node;             // one group per node: alpha and the node's busbw
   std::vector<InterEntry> inter;
   GemmTable gemm_bf16, gemm_fp32;
-  double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16)
+  double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
   // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a
   // 2-rank all-gather on the same ranks, whose wire pattern it is (MODEL.md §9).
   bool has_p2p = false;

@@ -15,20 +15,34 @@ struct MemoryUse {
   double activations = 0;   // saved for backward, plus the backward working set
   double logits = 0;        // logits and their fp32 gradient
   double reserve = 0;       // framework, communication buffers, fragmentation
-  double total() const { return states + gathered + grad_buffers + activations + logits + reserve; }
+  double buckets = 0;       // offload: the optimizer's fp32 bucket buffers
+  double host = 0;          // offload: master weights and Adam state in host memory (not in total())
+  double total() const { return states + gathered + grad_buffers + activations + logits + reserve + buckets; }
 };
+// Offload (MODEL.md §9): the optimizer runs bucket by bucket through four
+// fp32 buffers of this many elements, and the data-parallel all-reduce is
+// issued in chunks of kOffloadChunk buckets.
+inline constexpr double kOffloadBucket = 4.0 * 1024 * 1024;
+inline constexpr int kOffloadChunk = 4;
+// Bytes per parameter offload keeps on the GPU (training-dtype weight and the
+// fp32 gradient shard) and in host memory (fp32 master unless the weight is
+// it, Adam m and v), and so copies each way every iteration.
+inline double offload_gpu_bytes(Dtype t) { return low_precision(t) ? 2 + 4 : 4 + 4; }
+inline double offload_host_bytes(Dtype t) { return low_precision(t) ? 4 + 8 : 8; }
 // A rank of stage `s`, holding `in_flight` micro-batches' activations.
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
-                       const Overlap& ov, const Stage& s, int in_flight);
+                       const Overlap& ov, const Stage& s, int in_flight, bool offload = false);
 // Micro-batches whose activations stage i holds at once (MODEL.md §9): under
 // the static 1F1B order min(M, G_p − i); under arrival order (no tensor axes)
 // min(M, G_p) on every stage but the last, which holds one.
 int in_flight(const Grid& g, long long micro_steps, int stage);
 // Every stage's rank, in stage order.
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch,
-                                       bool recompute, const Overlap& ov);
+                                       bool recompute, const Overlap& ov, bool offload = false);
 // The rank that needs the most, which decides whether the configuration fits.
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
-                     const Overlap& ov);
+                     const Overlap& ov, bool offload = false);
+// Host memory one GPU's offloaded state may use: the node's, shared.
+inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }
 
 }  // namespace ff

@@ -144,7 +144,34 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
   }
   const Plan& first = sp.plan[0];
   out.message_s = first.grid.p > 1 ? message_time(first.message_elements * dtype_bytes(first.dtype), pairs) : 0;
+  const AxisLink& d = links[static_cast<int>(Axis::D)];
+  const int ar = static_cast<int>(Coll::AllReduce);
+  const double alpha = d.size > 1 ? std::max(d.inside ? d.intra_alpha[ar] : 0.0, d.across ? d.inter_alpha[ar] : 0.0) : 0;
+  for (int k = 0; k < sp.kinds.count; ++k) {
+    const Plan& pl = sp.plan[k];
+    out.host_copy_s[k] = pl.host_bw > 0 ? pl.host_copy_bytes / pl.host_bw : 0;
+    out.chunk_latency_s[k] = pl.offload_chunks * 2.0 * (d.size - 1) * alpha;
+  }
 }
+
+namespace {
+
+// Offload's host link against the data-parallel all-reduce it overlaps with,
+// chunk by chunk (MODEL.md §9).
+void add_offload(Estimate& e, const Plan& plan, double copy_s, double latency_s) {
+  const double A = e.exposed_comm_s[static_cast<int>(Axis::D)], C = copy_s, n = plan.offload_chunks;
+  e.host_s = std::max(A, C) + std::min(A, C) / n + latency_s - A;
+  e.step_s += e.host_s;
+  e.time_s += e.host_s;
+}
+
+void rates(Estimate& e, const Plan& plan, double batch_tokens) {
+  e.mfu = plan.model_flops / (e.time_s * plan.peak_flops_all);
+  e.hfu = plan.hardware_flops / (e.time_s * plan.peak_flops_all);
+  e.tokens_per_s = batch_tokens / e.time_s;
+}
+
+}  // namespace
 
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind) {
   std::vector<StageTime> v;
@@ -153,10 +180,16 @@ std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estima
   return v;
 }
 
-Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
-                        std::array<Estimate, 3>* per_kind, Schedule* schedule) {
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
+                        double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
   std::array<Estimate, 3> kind;
-  for (int k = 0; k < sp.kinds.count; ++k) kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
+  for (int k = 0; k < sp.kinds.count; ++k) {
+    kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
+    if (offload) {
+      add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
+      rates(kind[k], sp.plan[k], batch_tokens);
+    }
+  }
   if (per_kind) *per_kind = kind;
   const Plan& plan0 = sp.plan[0];
   if (plan0.grid.p == 1) {
@@ -177,12 +210,10 @@ Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overl
   e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * st.message_s;
   e.exposed_comm_s[pipe] = 2.0 * (P - 1) * st.message_s;
   e.time_s = s.time_s;
-  double busy = e.compute_s;
+  double busy = e.compute_s + e.host_s;
   for (double x : e.exposed_comm_s) busy += x;
   e.bubble_s = std::max(0.0, e.time_s - busy);
-  e.mfu = plan0.model_flops / (e.time_s * plan0.peak_flops_all);
-  e.hfu = plan0.hardware_flops / (e.time_s * plan0.peak_flops_all);
-  e.tokens_per_s = batch_tokens / e.time_s;
+  rates(e, plan0, batch_tokens);
   return e;
 }
 

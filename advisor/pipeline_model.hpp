@@ -51,15 +51,20 @@ void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, in
 struct StagedTimes {
   std::array<std::vector<double>, 3> times;
   double message_s = 0;  // one stage message each way on the P axis' pairs
+  // Offload, per kind: the host-link copies of an iteration, and the latency
+  // the all-reduce's chunks add, n·2(G_d − 1)·α.
+  std::array<double, 3> host_copy_s{}, chunk_latency_s{};
 };
 void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, const PairLink& pairs,
                        StagedTimes& out);
 
-// The iteration: without stages exactly combine(); with them the schedule,
-// its breakdown taken from the stage that sets the time. `per_kind`
+// The iteration: without stages or offload exactly combine(); with stages
+// the schedule, its breakdown taken from the stage that sets the time; with
+// offload each stage's step adds the host link the data-parallel all-reduce
+// does not hide, max(A, C) + min(A, C)/n + n·2(G_d − 1)·α − A. `per_kind`
 // (optional) receives each kind's own estimate, `schedule` the schedule.
-Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
-                        std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
+                        double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
 
 // Every stage's time in stage order, from the kinds' estimates.
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind);

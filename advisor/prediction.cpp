@@ -10,6 +10,9 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   if (c.grid.total() != job.gpus)
     input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
                 std::to_string(job.gpus));
+  if (c.offload && !p.has_host)
+    input_error("--offload: machine '" + p.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it or "
+                "add the figures, or drop --offload");
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
     input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
                 job.model.name + ": " + why);
@@ -22,7 +25,7 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   StagedTimes st;
   staged_term_times(pr.staged, pr.links, pr.pairs, st);
   pr.message_s = st.message_s;
-  pr.estimate = combine_staged(pr.staged, st, c.overlap, tokens, &pr.per_kind, &pr.schedule);
+  pr.estimate = combine_staged(pr.staged, st, c.overlap, c.offload, tokens, &pr.per_kind, &pr.schedule);
   pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1;
   if (c.grid.p > 1)
     pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,
@@ -34,8 +37,9 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   pr.term_seconds = st.times[k];
   pr.term_hidden.resize(pr.plan.comm.size());
   combine(pr.plan, pr.term_seconds.data(), c.overlap, tokens, pr.term_hidden.data());
-  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
-  if (P > 1) pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap);
+  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, c.offload);
+  if (P > 1) pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, c.offload);
+  pr.host_copy_s = st.host_copy_s[k];
   return pr;
 }
 

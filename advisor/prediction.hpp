@@ -25,6 +25,7 @@ struct Prediction {
   PairLink pairs;
   double message_s = 0;
   std::vector<MemoryUse> stage_memory;
+  double host_copy_s = 0;            // offload: the critical stage's host-link copies each way per iteration
 };
 // Throws InputError when the grid cannot split the job.
 Prediction predict(const Job& job, const MachineProfile& p, const Config& c);

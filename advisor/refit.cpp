@@ -150,6 +150,7 @@ MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
   for (auto& e : p.intra) scale_link(e.link, 1, f[Knob::Alpha]);
   for (auto& e : p.inter) scale_link(e.link, 1, f[Knob::Alpha]);
   p.peak_flops_bf16 *= f[Knob::Gemm];
+  p.peak_flops_fp16 *= f[Knob::Gemm];
   p.peak_flops_fp32 *= f[Knob::Gemm];
   p.hbm_bandwidth *= f[Knob::Elementwise];
   p.overlap_efficiency = f[Knob::Overlap];

@@ -12,7 +12,7 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8 };
+enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16 };
 
 Overlap overlap_of(uint8_t flags) { return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag)}; }
 
@@ -82,6 +82,7 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   cfg.recompute = c.flags & kRecompute;
   cfg.overlap = overlap_of(c.flags);
   cfg.dtype = dt;
+  cfg.offload = c.flags & kOffload;
   return cfg;
 }
 
@@ -99,6 +100,10 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   std::vector<bool> recompute_choices;
   if (opt.recompute_on) recompute_choices.push_back(true);  // the smaller footprint first
   if (opt.recompute_off) recompute_choices.push_back(false);
+  std::vector<bool> offload_choices;
+  if (opt.offload_on && p.has_host) offload_choices.push_back(true);  // the smaller footprint first
+  if (opt.offload_off) offload_choices.push_back(false);
+  const double host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
 
   std::vector<Grid> grids;
   for (int P : pipeline_choices(job, opt))
@@ -127,40 +132,52 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     for (size_t i = 0; i < all_orders.size(); ++i)
       if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
     std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
-    r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size());
+    r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size() *
+                               offload_choices.size());
 
     for (int mb : mbs) {
       // Memory grows with the micro-batch: once the smallest footprint of
       // this micro-batch does not fit, no larger one will.
-      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{});
+      const bool least_off = !offload_choices.empty() && offload_choices.front();
+      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{}, least_off);
       if (least.total() < r.smallest_footprint) {
         r.smallest_footprint = least.total();
-        r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype};
+        r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype, least_off};
       }
       bool any_fit = false;
       for (bool rc : recompute_choices) {
-        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{});
-        if (base.total() > capacity) {
-          if (opt.keep_rejected)
-            r.rejected.push_back({g, mb, rc,
-                                  "needs " + gib(base.total()) + " of " + gib(capacity) + " (states " +
-                                      gib(base.states) + ", activations " + gib(base.activations) + ")"});
-          continue;
+        // OAG and ORS hold more buffers, offload fewer: per offload choice,
+        // the flag sets that fit (GPU and host memory).
+        std::array<std::vector<uint8_t>, 2> fitting;
+        for (bool off : offload_choices) {
+          MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, off);
+          if (base.total() > capacity || (off && base.host > host_capacity)) {
+            if (opt.keep_rejected)
+              r.rejected.push_back({g, mb, rc,
+                                    base.total() > capacity
+                                        ? "needs " + gib(base.total()) + " of " + gib(capacity) + " (states " +
+                                              gib(base.states) + ", activations " + gib(base.activations) + ")" +
+                                              (off ? " with offload" : "")
+                                        : "offload needs " + gib(base.host) + " of host memory per GPU, " +
+                                              gib(host_capacity) + " there"});
+            continue;
+          }
+          for (uint8_t f : flag_choices)
+            if (memory_use(job, p, g, mb, rc, overlap_of(f), off).total() <= capacity) fitting[off].push_back(f);
         }
+        if (fitting[0].empty() && fitting[1].empty()) continue;
         any_fit = true;
         make_staged_plan(job, p, g, mb, rc, plan);
-        // OAG and ORS hold more buffers: not every flag set fits.
-        std::vector<uint8_t> fitting;
-        for (uint8_t f : flag_choices)
-          if (memory_use(job, p, g, mb, rc, overlap_of(f)).total() <= capacity) fitting.push_back(f);
         for (uint8_t oi : order_ids) {
           auto links = placement_links(p, g, all_orders[oi], &cache);
           const PairLink& pairs = cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
           staged_term_times(plan, links, pairs, times);
-          for (uint8_t f : fitting) {
-            Estimate e = combine_staged(plan, times, overlap_of(f), batch_tokens);
-            r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi, uint8_t(f | (rc ? kRecompute : 0))});
-          }
+          for (bool off : offload_choices)
+            for (uint8_t f : fitting[off]) {
+              Estimate e = combine_staged(plan, times, overlap_of(f), off, batch_tokens);
+              r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi,
+                                      uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
+            }
         }
       }
       if (!any_fit) break;

@@ -21,6 +21,8 @@ struct SearchOptions {
   int top = 10;
   bool keep_rejected = false;          // record why (grid, micro-batch, recompute) did not fit
   std::vector<int> pipelines;          // if set, only these stage counts (else every divisor of L and G)
+  // Offload is tried where the profile has a host link, unless one is excluded.
+  bool offload_on = true, offload_off = true;
 };
 // The stage counts a search tries.
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
@@ -45,7 +47,7 @@ struct Candidate {
   uint32_t grid;       // index into SearchResult::grids
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag
+  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 

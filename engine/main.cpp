@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     opts.model = load_model(cli.model);
     Config& c = opts.config;
     c.grid = parse_grid(cli.grid);
+    if (cli.offload) input_error("--offload: this engine does not offload the optimizer state yet");
     if (cli.pipeline != 1)
       input_error("--pipeline " + std::to_string(cli.pipeline) +
                   ": this engine does not run pipeline stages yet (only 1); AxoNN's ax.init(G_inter=...) does");

@@ -51,7 +51,7 @@ for x in c:
     assert set(x["exposed_comm_s"]) == {"x", "y", "z", "pipe", "data"}
     for k in ["micro_batch", "recompute", "dtype", "time_s", "compute_s", "memory_gib", "mfu", "tokens_per_s"]:
         assert k in x, k
-    busy = x["compute_s"] + sum(x["exposed_comm_s"].values()) + x["pipeline_idle_s"]
+    busy = x["compute_s"] + sum(x["exposed_comm_s"].values()) + x["pipeline_idle_s"] + x["host_link_s"]
     assert abs(busy - x["time_s"]) < 1e-9 * x["time_s"], (busy, x["time_s"])
     assert 0 < x["mfu"] < 1
 print("contract ok")
@@ -73,7 +73,7 @@ PY
 
 # Bad input.
 expect 2 'unknown model .*gpt-80b' -- "$advisor" recommend --model gpt-81b --gpus 1024
-expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine summit
+expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine sumit
 for g in 0 -4 1.5 abc; do
   expect 2 "expected a whole number of GPUs" -- "$advisor" recommend --model gpt-80b --gpus "$g"
 done
@@ -167,7 +167,7 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['collectives'][3]
 expect 2 "run-bad.json: field 'collectives\[3\]\.bytes': expected a number" -- "$advisor" calibrate --from "$tmp/cal/run-bad.json" -o "$tmp/cal/bad5.json"
 expect 2 "needs --gpus-per-node" -- "$advisor" calibrate --base perlmutter --from-nccl-tests "$fx/all_reduce_perf-old.log" -o "$tmp/cal/bad6.json"
 expect 2 "lacks GEMM samples" -- "$advisor" calibrate --gpus-per-node 4 --from-nccl-tests "$fx/all_reduce_perf-old.log" -o "$tmp/cal/bad7.json"
-expect 2 "unknown machine 'summit'" -- "$advisor" calibrate --base summit --from "$tmp/cal/run.json" -o "$tmp/cal/bad8.json"
+expect 2 "unknown machine 'sumit'" -- "$advisor" calibrate --base sumit --from "$tmp/cal/run.json" -o "$tmp/cal/bad8.json"
 expect 2 "out is required" -- "$advisor" calibrate --from "$tmp/cal/run.json"
 for i in 1 2 3 4 5 6 7 8; do expect 0 "absent" -- sh -c '[ ! -e "$1" ] && echo absent' _ "$tmp/cal/bad$i.json"; done
 # A failed run leaves an existing profile as it was, and no temporary beside it.

@@ -184,7 +184,7 @@ TEST_CASE("pipeline: one stage prices exactly as the 4D model") {
   StagedTimes st;
   staged_term_times(sp, links, pair_link(p, 8, axis_stride(g, Order{}, Axis::P), 1), st);
   for (Overlap ov : {Overlap{}, Overlap{true, true, true}}) {
-    Estimate a = combine(plan, times.data(), ov, 8 * 16), b = combine_staged(sp, st, ov, 8 * 16);
+    Estimate a = combine(plan, times.data(), ov, 8 * 16), b = combine_staged(sp, st, ov, false, 8 * 16);
     CHECK(a.time_s == b.time_s);  // exactly: the same arithmetic
     CHECK(b.bubble_s == 0);
   }

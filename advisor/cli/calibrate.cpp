@@ -94,8 +94,11 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
   std::cout << t.str("  ");
   const auto& g = p["gemm"];
   std::cout << "\n  GEMM table " << g["m"].size() << "×" << g["n"].size() << "×" << g["k"].size() << " (m×n×k), "
-            << g.value("kind", std::string("kind not stated")) << "; peak bf16 " << fixed(p["compute"]["peak_tflops"]["bf16"].get<double>(), 2)
-            << ", fp32 " << fixed(p["compute"]["peak_tflops"]["fp32"].get<double>(), 2) << " TFLOP/s\n";
+            << g.value("kind", std::string("kind not stated")) << "; peak";
+  // The dtypes the profile gives (a V100 profile has fp16 and no bf16).
+  for (const auto& [dt, tflops] : p["compute"]["peak_tflops"].items())
+    std::cout << " " << dt << " " << fixed(tflops.get<double>(), 2);
+  std::cout << " TFLOP/s\n";
   std::cout << "  intra default: α " << fixed(p["intra_node"]["default"]["alpha_us"].get<double>(), 2) << " µs, busbw "
             << fixed(p["intra_node"]["default"]["busbw_GBps"].get<double>(), 1) << " GB/s; inter node: α "
             << fixed(p["inter_node"]["alpha_us"].get<double>(), 2) << " µs, busbw "

@@ -16,7 +16,7 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [max(4 Mi tokens, GPUs/2 sequences)]");
   app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
       ->excludes(b);
-  app->add_option("--dtype", o.dtype, "Training precision: bf16, fp16 (V100 and older) or fp32")->capture_default_str();
+  app->add_option("--dtype", o.dtype, "Training precision: bf16, fp16 (V100 and older) or fp32 [bf16, or fp16 where the machine has no bf16]");
 }
 
 long long default_batch(const ModelSpec& m, long long gpus) {
@@ -39,13 +39,17 @@ long long parse_gpus(const std::string& text) {
 
 LoadedJob load_job(const JobOptions& o) {
   LoadedJob l;
-  l.job.dtype = parse_dtype(o.dtype);
+  if (!o.dtype.empty()) l.job.dtype = parse_dtype(o.dtype);
   l.job.gpus = parse_gpus(o.gpus);
   l.job.model = load_model(o.model);
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
-  if (l.job.dtype == Dtype::FP16 && l.machine.peak_flops_fp16 <= 0)
-    input_error("--dtype fp16: machine '" + l.machine.name +
-                "' gives no fp16 peak (compute.peak_tflops.fp16); use --dtype bf16 or fp32, or add the figure");
+  if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
+  if (l.machine.peak_flops(l.job.dtype) <= 0) {
+    const char* d = dtype_name(l.job.dtype);
+    input_error(std::string("--dtype ") + d + ": machine '" + l.machine.name + "' gives no " + d +
+                " peak (compute.peak_tflops." + d + "); use " + (l.job.dtype == Dtype::FP16 ? "bf16" : "fp16") +
+                " or fp32, or add the figure");
+  }
   const int S = l.job.model.seq_len;
   if (o.batch == 0 || o.batch < -1)
     input_error("--batch " + std::to_string(o.batch) + ": expected a number of sequences >= 1");

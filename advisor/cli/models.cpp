@@ -43,12 +43,12 @@ void setup_machines(CLI::App& app) {
   sub->add_flag("--json", *json, "Print JSON");
   sub->callback([json] {
     nlohmann::json out = nlohmann::json::array();
-    Table t({"<name", "GPUs/node", "bf16 TFLOP/s", "HBM GiB", "HBM GB/s", "node net GB/s", "<description"});
+    Table t({"<name", "GPUs/node", "bf16|fp16 TFLOP/s", "HBM GiB", "HBM GB/s", "node net GB/s", "<description"});
     for (const auto& name : bundled_machines()) {
       MachineProfile p = load_machine(name);
       out.push_back({{"name", p.name}, {"gpus_per_node", p.gpus_per_node}, {"description", p.description}});
       t.row({p.name + (name == default_machine() ? " (default)" : ""), std::to_string(p.gpus_per_node),
-             fixed(p.peak_flops_bf16 / 1e12, 1), gib(p.hbm_capacity), fixed(p.hbm_bandwidth / 1e9, 0),
+             fixed((p.peak_flops_bf16 > 0 ? p.peak_flops_bf16 : p.peak_flops_fp16) / 1e12, 1), gib(p.hbm_capacity), fixed(p.hbm_bandwidth / 1e9, 0),
              fixed(p.inter_node.busbw / 1e9, 0), p.description});
     }
     if (*json) {

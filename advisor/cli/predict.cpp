@@ -22,6 +22,7 @@ struct PredictOptions {
   int micro_batch = 1;
   int pipeline = 1;
   bool recompute = false;
+  bool offload = false;
   bool json = false;
 };
 
@@ -138,12 +139,14 @@ void run(const PredictOptions& o) {
   c.recompute = o.recompute;
   c.overlap = parse_overlap(o.overlap);
   c.dtype = l.job.dtype;
+  c.offload = o.offload;
   const Job& job = l.job;
   const MachineProfile& m = l.machine;
   Prediction pr = predict(job, m, c);
   const Plan& plan = pr.plan;
   const Estimate& e = pr.estimate;
-  const bool fits = pr.memory.total() <= m.hbm_capacity;
+  const bool host_fits = !c.offload || pr.memory.host <= host_memory_per_gpu(m);
+  const bool fits = pr.memory.total() <= m.hbm_capacity && host_fits;
 
   if (o.json) {
     nlohmann::json out = to_json(c);
@@ -163,6 +166,15 @@ void run(const PredictOptions& o) {
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
     if (c.grid.p > 1) out["pipeline"] = pipeline_json(pr);
+    out["pipeline_idle_s"] = e.bubble_s;
+    out["host_link_s"] = e.host_s;
+    if (c.offload)
+      out["offload"] = {{"host_bytes_per_gpu", pr.memory.host},
+                        {"host_memory_per_gpu", host_memory_per_gpu(m)},
+                        {"copy_bytes_each_way", pr.plan.host_copy_bytes},
+                        {"copy_s", pr.host_copy_s},
+                        {"chunks", pr.plan.offload_chunks},
+                        {"exposed_s", e.host_s}};
     out["launch"] = launch_json(launch_lines(job, o.job.model, m.gpus_per_node, c));
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
@@ -181,9 +193,13 @@ void run(const PredictOptions& o) {
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},
                                 {"per_iteration", per_iteration(plan, w)}});
     const MemoryUse& u = pr.memory;
-    out["memory_bytes"] = {{"states", u.states},       {"gathered", u.gathered}, {"grad_buffers", u.grad_buffers},
-                           {"activations", u.activations}, {"logits", u.logits},  {"reserve", u.reserve}};
+    out["memory_bytes"] = {{"states", u.states},           {"gathered", u.gathered}, {"grad_buffers", u.grad_buffers},
+                           {"activations", u.activations}, {"logits", u.logits},     {"reserve", u.reserve},
+                           {"offload_buckets", u.buckets}, {"host", u.host}};
     std::cout << out.dump(2) << "\n";
+    if (!host_fits)
+      throw NoConfigError("offload needs " + gib(u.host) + " GiB of host memory per GPU, " +
+                          gib(host_memory_per_gpu(m)) + " GiB there");
     if (!fits) throw NoConfigError("configuration needs " + gib(pr.memory.total()) + " GiB of " + gib(m.hbm_capacity) + " GiB per GPU");
     return;
   }
@@ -192,7 +208,8 @@ void run(const PredictOptions& o) {
             << (c.grid.p > 1 ? ", " + std::to_string(c.grid.p) + " pipeline stages" : std::string())
             << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
-            << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str() << ", "
+            << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str()
+            << (c.offload ? ", offload" : "") << ", "
             << dtype_name(c.dtype) << "\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
   Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
   for (Axis a : kAxes) {
@@ -238,26 +255,38 @@ void run(const PredictOptions& o) {
   const MemoryUse& u = pr.memory;
   std::cout << "\nMemory per GPU" << (c.grid.p > 1 ? " (the stage that needs the most)" : "") << ":\n";
   Table mem({"<term", "GiB"});
-  mem.row({"weights + optimizer state + fp32 grad shards", gib(u.states)});
+  mem.row({c.offload ? "weights + fp32 grad shards (master, m, v offloaded)" : "weights + optimizer state + fp32 grad shards",
+           gib(u.states)});
+  if (c.offload) mem.row({"optimizer bucket buffers (4 × fp32)", gib(u.buckets)});
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
   mem.row({std::string("unsharded gradient buffers") + (c.overlap.ors ? " (2 in flight)" : ""), gib(u.grad_buffers)});
   mem.row({c.recompute ? "activations (layer inputs + one layer)" : "activations (all layers)", gib(u.activations)});
   mem.row({"logits + fp32 gradient", gib(u.logits)});
   mem.row({"reserve", gib(u.reserve)});
   mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});
+  if (c.offload) mem.row({"host memory: master, m, v", gib(u.host) + " of " + gib(host_memory_per_gpu(m))});
   std::cout << mem.str("  ");
+  if (c.offload)
+    std::cout << "\nOffload: " << bytes_h(pr.plan.host_copy_bytes) << " each way per iteration over the host link at "
+              << bandwidth(pr.plan.host_bw) << " (every GPU of a node copying at once): " << seconds(pr.host_copy_s)
+              << ", overlapped with the data-parallel all-reduce in " << fixed(pr.plan.offload_chunks, 0)
+              << " chunks of " << kOffloadChunk << " buckets; exposed " << seconds(e.host_s) << "\n";
 
   std::cout << "\nTime per iteration " << seconds(e.time_s) << " = compute " << seconds(e.compute_s)
             << " + exposed";
   for (Axis a : kAxes)
     if (a != Axis::P || c.grid.p > 1)
       std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
+  if (c.offload) std::cout << " + host link " << seconds(e.host_s);
   if (c.grid.p > 1) std::cout << " + pipeline idle " << seconds(e.bubble_s);
   std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
   std::cout << "\nLaunch:\n";
   std::cout << launch_text(launch_lines(job, o.job.model, m.gpus_per_node, c));
+  if (!host_fits)
+    throw NoConfigError("does not fit: offload needs " + gib(u.host) + " GiB of host memory per GPU, " +
+                        gib(host_memory_per_gpu(m)) + " GiB there (more data or tensor parallelism shares it)");
   if (!fits)
     throw NoConfigError("does not fit: needs " + gib(u.total()) + " GiB of " + gib(m.hbm_capacity) +
                         " GiB per GPU (try --recompute, a smaller --micro-batch, or a larger G_z)");
@@ -274,6 +303,7 @@ void setup_predict(CLI::App& app) {
   sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
   sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "Full activation recomputation");
+  sub->add_flag("--offload", o->offload, "Master weights and Adam state in host memory, copied over the host link");
   sub->add_option("--overlap", o->overlap, "oar,ors,oag | none | all")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON");
   sub->callback([o] { run(*o); });

@@ -31,6 +31,7 @@ struct RecommendOptions {
   bool recompute_only = false, no_recompute = false;
   std::string order, overlap;
   std::vector<int> pipelines;
+  bool offload_only = false, no_offload = false;
 };
 
 [[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
@@ -110,6 +111,11 @@ void run(const RecommendOptions& o) {
                   " layers and the " + grouped(job.gpus) + " GPUs");
   }
   so.pipelines = o.pipelines;
+  if (o.offload_only && !m.has_host)
+    input_error("--offload: machine '" + m.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it "
+                "or add the figures, or drop --offload");
+  so.offload_off = !o.offload_only;
+  so.offload_on = !o.no_offload;
 
   SearchResult r = search(job, m, so);
   if (o.show_infeasible && !o.json) print_rejected(r, 40);
@@ -146,6 +152,7 @@ void run(const RecommendOptions& o) {
       c["exposed_comm_s"] = per_axis_json(x.estimate.exposed_comm_s);
       c["comm_s"] = per_axis_json(x.estimate.comm_s);
       c["pipeline_idle_s"] = x.estimate.bubble_s;
+      c["host_link_s"] = x.estimate.host_s;
       c["memory_gib"] = x.memory.total() / 1073741824.0;
       c["mfu"] = x.estimate.mfu;
       c["hfu"] = x.estimate.hfu;
@@ -173,15 +180,18 @@ void run(const RecommendOptions& o) {
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
   // The pipe and idle columns appear when some pick has stages.
-  bool staged = false;
-  for (const Ranked& x : r.top) staged |= x.config.grid.p > 1;
+  bool staged = false, offloaded = false;
+  for (const Ranked& x : r.top) staged |= x.config.grid.p > 1, offloaded |= x.config.offload;
   auto shown = [&](Axis a) { return a != Axis::P || staged; };
   std::vector<std::string> head = {"#", "<grid x,y,z,d"};
   if (staged) head.push_back("P");
-  for (const char* h : {"<order", "mb", "<rc", "<overlap", "time/it", "compute"}) head.push_back(h);
+  for (const char* h : {"<order", "mb", "<rc", "<overlap"}) head.push_back(h);
+  if (offloaded) head.push_back("<off");
+  for (const char* h : {"time/it", "compute"}) head.push_back(h);
   for (Axis a : kAxes)
     if (shown(a)) head.push_back(std::string("exp ") + axis_name(a));
   if (staged) head.push_back("idle");
+  if (offloaded) head.push_back("host");
   for (const char* h : {"GiB", "MFU", "tokens/s", "days", "margin", "<±20%"}) head.push_back(h);
   Table t(head);
   for (size_t i = 0; i < r.top.size(); ++i) {
@@ -192,11 +202,15 @@ void run(const RecommendOptions& o) {
     std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str()};
     if (staged) row.push_back(std::to_string(x.config.grid.p));
     for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(x.config.recompute ? "y" : "n"),
-                             x.config.overlap.str(), seconds(e.time_s), seconds(e.compute_s)})
+                             x.config.overlap.str()})
       row.push_back(std::move(cell));
+    if (offloaded) row.push_back(x.config.offload ? "y" : "n");
+    row.push_back(seconds(e.time_s));
+    row.push_back(seconds(e.compute_s));
     for (Axis a : kAxes)
       if (shown(a)) row.push_back(exposed(x.config, a, e));
     if (staged) row.push_back(x.config.grid.p == 1 ? "-" : seconds(e.bubble_s));
+    if (offloaded) row.push_back(x.config.offload ? seconds(e.host_s) : "-");
     for (std::string cell : {gib(x.memory.total()), fixed(100 * e.mfu, 1) + "%", si(e.tokens_per_s, ""),
                              fixed(tokens / e.tokens_per_s / 86400, 1),
                              i + 1 < r.candidates.size() ? fixed(100 * conf[i].margin, 2) + "%" : "-",
@@ -209,6 +223,7 @@ void run(const RecommendOptions& o) {
             << (staged ? " + pipeline idle (P stages: the slowest stage's compute and communication, its stage messages "
                          "on the pipe axis, idle in fill and drain)"
                        : "")
+            << (offloaded ? " + host link (off: optimizer state offloaded; what the data-parallel all-reduce did not hide)" : "")
             << "; days to train "
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
             << "order +N: N other placement orders cost exactly the same. margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
@@ -236,6 +251,8 @@ void setup_recommend(CLI::App& app) {
   auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only configurations with full recompute");
   sub->add_flag("--no-recompute", o->no_recompute, "Only configurations without recompute")->excludes(rc);
   sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzpd; xyzd places p inside d)");
+  auto* off = sub->add_flag("--offload", o->offload_only, "Only configurations with the optimizer state offloaded to host memory");
+  sub->add_flag("--no-offload", o->no_offload, "Only configurations without offload")->excludes(off);
   sub->add_option("--pipeline", o->pipelines, "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
       ->delimiter(',');
   sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");

@@ -31,12 +31,12 @@ expect 0 'final loss' -- $run 8 "$engine" --model "$tiny" "${cfg[@]}" --steps 3 
 check "run record has MODEL.md §3's fields and the configuration that ran" '
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "data": 2}, "order": "xyzd", "micro_batch": 2,
+assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "pipe": 1, "data": 2}, "order": "xyzpd", "micro_batch": 2,
                        "recompute": True, "overlap": {"oar": True, "ors": True, "oag": True}, "dtype": "fp32"}, r["config"]
 assert r["model"] == "gpt-tiny" and r["ranks"] == 8
 assert len(r["steps"]) == 3
 for s in r["steps"]:
-    assert set(s["comm_s"]) == {"x", "y", "z", "data"}
+    assert set(s["comm_s"]) == {"x", "y", "z", "pipe", "data"}
     assert 0 < s["compute_s"] <= s["time_s"] and s["loss"] > 0
     assert s["comm_s"]["z"] == 0  # G_z = 1: no Z collectives at all
 assert len(r["peak_memory_bytes"]) == 8 and min(r["peak_memory_bytes"]) > 1e6

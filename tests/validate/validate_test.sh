@@ -47,12 +47,12 @@ for run in r["runs"]:
     grids.add((c["grid"]["x"], c["grid"]["y"], c["grid"]["z"], c["grid"]["data"]))
     assert c["dtype"] == "fp32"
     p, m = run["predicted"], run["measured"]
-    assert p["time_s"] > 0 and set(p["exposed_comm_s"]) == {"x", "y", "z", "data"}
+    assert p["time_s"] > 0 and set(p["exposed_comm_s"]) == {"x", "y", "z", "pipe", "data"}
     assert len(run["repeats"]) == 1
     one = run["repeats"][0]
     assert one["repeat"] == 1 and one["status"] == "ok" and one["log"].endswith("_r1.log") and one["record"].endswith("_r1.json")
     assert one["wall_s"] > 0
-    assert one["time_s"] > 0 and set(one["comm_s"]) == {"x", "y", "z", "data"}
+    assert one["time_s"] > 0 and set(one["comm_s"]) == {"x", "y", "z", "pipe", "data"}
     # the steps stay in the engine record, not copied into the report
     assert "steps" not in one and one["steps_discarded"] == 1
     steps = json.load(open(one["record"]))["steps"]
@@ -113,7 +113,7 @@ for i, run in enumerate(new["runs"]):
     def close(x, y): return abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-300)
     assert close(m["time_s"], (a + b) / 2), (m["time_s"], a, b)  # the median of two
     assert close(m["compute_s"], (reps[0]["compute_s"] + reps[1]["compute_s"]) / 2)
-    for ax in ("x", "y", "z", "data"):
+    for ax in ("x", "y", "z", "pipe", "data"):
         assert close(m["comm_s"][ax], (reps[0]["comm_s"][ax] + reps[1]["comm_s"][ax]) / 2)
     sp = m["spread"]
     assert sp["min_s"] == min(a, b) and sp["max_s"] == max(a, b) and m["repeats_ok"] == 2
