@@ -91,6 +91,35 @@ expect 2 "--batch-tokens 100: expected a positive multiple" -- "$advisor" recomm
 expect 2 "--dtype .fp8.: expected bf16, fp16 or fp32" -- "$advisor" recommend --model gpt-5b --gpus 8 --dtype fp8
 expect 2 "gives no fp16 peak" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine cpu-8x2core --dtype fp16
 
+# Pipeline stages and offload (MODEL.md §9): predict explains every stage and
+# the host link; recommend ranks pipelined configurations among the rest.
+expect 0 'simulated event by event' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
+expect 0 '1 \*? +21 blocks \+ final LN, LM head, loss' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
+expect 0 'Offload: .* each way per iteration' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute --offload
+expect 0 'ax.init\(G_inter=2, G_data=8' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
+"$advisor" recommend --model gpt-160b --gpus 1024 --pipeline 2,4 --top 3 --json >"$tmp/pipe.json"
+expect 0 'pipe ok' -- python3 - "$tmp/pipe.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["configs"]:
+    g = c["grid"]
+    assert g["pipe"] in (2, 4) and g["x"] * g["y"] * g["z"] * g["pipe"] * g["data"] == 1024, g
+    assert c["pipeline_idle_s"] > 0 and c["exposed_comm_s"]["pipe"] > 0
+    assert sorted(c["order"]) == sorted("xyzpd")
+print("pipe ok")
+PY
+expect 0 'fp16' -- "$advisor" recommend --model gpt-5b --gpus 48 --machine summit --top 2
+expect 2 '--pipeline 0: expected a number of stages >= 1' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 0
+expect 2 'layers 42 are not divisible by G_pipe=4' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,4 --pipeline 4
+expect 2 'has 1,?536 ranks, not --gpus 1024' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 3
+expect 2 '--pipeline 5: stages must divide the 42 layers and the 1,024 GPUs' -- "$advisor" recommend --model gpt-80b --gpus 1024 --pipeline 5
+expect 2 "--offload: machine 'frontier' gives no host link" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,16 --machine frontier --offload
+expect 2 "--offload: machine 'frontier' gives no host link" -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine frontier --offload
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['host']['memory_GiB']=0.001; json.dump(d, open(sys.argv[2],'w'))" \
+  "$(dirname "$0")/../profiles/perlmutter.json" "$tmp/small-host.json"
+expect 3 'offload needs [0-9.]+ GiB of host memory per GPU' -- "$advisor" predict --model gpt-80b --gpus 512 --grid 1,2,32,8 --recompute --offload --machine "$tmp/small-host.json"
+expect 2 'gives no bf16 peak .*use fp16 or fp32' -- "$advisor" recommend --model gpt-5b --gpus 48 --machine summit --dtype bf16
+
 echo '{"layers": 2, "hidden": 64, "heads": 4,' >"$tmp/broken.json"
 expect 2 "broken.json: malformed JSON near line" -- "$advisor" recommend --model "$tmp/broken.json" --gpus 8
 echo '{"layers": 2, "hidden": 64, "heads": 4, "vocab": 100}' >"$tmp/nolen.json"

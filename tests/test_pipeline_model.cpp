@@ -265,3 +265,55 @@ TEST_CASE("pipeline: a job no 4D grid can split is split by stages") {
   for (const Ranked& x : r.top) CHECK(x.config.grid.p == 7);
   CHECK(pipeline_choices(job, opt) == std::vector<int>{1, 7});
 }
+
+TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
+  // toy_model(2) on one GPU: parameters = head 8,192 + embedding 8,192 +
+  // 2·49,152 blocks + 2·832 replicated per block + 128 final LayerNorm +
+  // 1,024 positions = 117,504. bf16: 6 bytes each stay on the GPU (weight 2,
+  // fp32 gradient shard 4), 12 go to the host (master 4, m 4, v 4); four
+  // fp32 buckets of min(4 Mi, 117,504) elements.
+  Job job{fftest::toy_model(2), 1, 8, Dtype::BF16};
+  MachineProfile p = fftest::toy_machine(4);
+  const Grid g{1, 1, 1, 1};
+  MemoryUse off = memory_use(job, p, g, 1, false, Overlap{}, true);
+  MemoryUse on_gpu = memory_use(job, p, g, 1, false, Overlap{}, false);
+  CHECK(off.states == rel(117504.0 * 6));
+  CHECK(off.host == rel(117504.0 * 12));
+  CHECK(off.buckets == rel(4 * 117504.0 * 4));
+  CHECK(on_gpu.states == rel(117504.0 * 18));
+  CHECK(on_gpu.host == 0);
+  // fp32: weight and gradient on the GPU (8), m and v on the host (8).
+  job.dtype = Dtype::FP32;
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, true).states == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, true).host == rel(117504.0 * 8));
+}
+
+TEST_CASE("offload: the host link's time against the data-parallel all-reduce, by hand") {
+  MachineProfile p = fftest::toy_machine(4);
+  p.has_host = true;
+  p.host_link_bw = 10e9;
+  p.host_node_bw = 40e9;  // 4 GPUs copying at once get 10 GB/s each
+  p.host_memory = 1e12;
+  Job job{fftest::toy_model(2), 2, 8, Dtype::BF16};
+  const double tokens = 8 * 16;
+  auto price = [&](const Grid& g, bool offload) {
+    StagedPlan sp;
+    make_staged_plan(job, p, g, 1, false, sp);
+    StagedTimes st;
+    staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, g.total(), 1, 1), st);
+    return combine_staged(sp, st, Overlap{}, offload, tokens);
+  };
+  // One rank (no data parallelism): the copies, 117,504·12 bytes each way at
+  // 10 GB/s = 141.0048 µs, are not hidden at all.
+  job.gpus = 1;
+  Estimate a = price(Grid{1, 1, 1, 1}, false), b = price(Grid{1, 1, 1, 1}, true);
+  CHECK(b.host_s == rel(117504.0 * 12 / 10e9));
+  CHECK(b.time_s == rel(a.time_s + 117504.0 * 12 / 10e9));
+  // Two data-parallel ranks inside a node: the parameters fit one bucket, so
+  // one chunk: max(A, C) + min(A, C)/1 + 1·2·(2 − 1)·α − A = C + 2α, α = 5 µs.
+  job.gpus = 2;
+  Estimate c = price(Grid{1, 1, 1, 2}, false), d = price(Grid{1, 1, 1, 2}, true);
+  CHECK(d.host_s == rel(117504.0 * 12 / 10e9 + 2 * 5e-6));
+  CHECK(d.time_s == rel(c.time_s + d.host_s));
+  CHECK(d.exposed_comm_s[int(Axis::D)] == rel(c.exposed_comm_s[int(Axis::D)]));
+}
