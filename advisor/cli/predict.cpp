@@ -1,4 +1,5 @@
 // advisor predict: one configuration, explained term by term.
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -123,8 +124,9 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
   const double idle = pr.estimate.bubble_s / pr.estimate.time_s;
   std::cout << "  per micro-batch u " << seconds(pr.schedule.per_micro_s) << ", drained at " << seconds(pr.schedule.drained_s)
             << "; iteration " << seconds(pr.schedule.time_s) << " (stage * sets it), idle " << fixed(100 * idle, 1)
-            << "%\n  simulated event by event: " << seconds(pr.simulated.time_s) << " ("
-            << fixed(100 * (pr.schedule.time_s / pr.simulated.time_s - 1), 1) << "% from the closed form)\n";
+            << "%\n  simulated event by event: " << seconds(pr.simulated.time_s) << " (the closed form is "
+            << fixed(100 * std::abs(pr.schedule.time_s / pr.simulated.time_s - 1), 1) << "% "
+            << (pr.schedule.time_s >= pr.simulated.time_s ? "above" : "below") << " it)\n";
 }
 
 void run(const PredictOptions& o) {
@@ -205,7 +207,7 @@ void run(const PredictOptions& o) {
   }
 
   std::cout << job.model.name << " on " << grouped(job.gpus) << " × " << m.name << ", grid " << c.grid.str()
-            << (c.grid.p > 1 ? ", " + std::to_string(c.grid.p) + " pipeline stages" : std::string())
+            << (c.grid.p > 1 ? ", " + std::to_string(c.grid.p) + " pipeline stages," : std::string())
             << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
             << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str()
@@ -215,6 +217,13 @@ void run(const PredictOptions& o) {
   for (Axis a : kAxes) {
     const AxisLink& k = pr.links[int(a)];
     std::string bw, alpha;
+    if (a == Axis::P && k.size > 1) {  // stage messages between pairs, not collectives
+      const PairLink& q = pr.pairs;
+      const P2PLink& b = q.across ? q.inter : q.intra;
+      place.row({axis_name(a), std::to_string(c.grid.size(a)), std::to_string(axis_stride(c.grid, c.order, a)),
+                 "pairs " + pair_text(q), bandwidth(b.bw) + " each way", fixed(b.alpha_s * 1e6, 1) + " µs"});
+      continue;
+    }
     if (k.size > 1) {
       const LinkParams& b = k.across ? k.inter : k.intra;
       bw = bandwidth(b.busbw);
