@@ -13,7 +13,7 @@ namespace {
 // colours stand ready for more axes.
 constexpr const char* kComputeColour = "#bbbbbb";
 constexpr const char* kAxisColours[] = {"#e69f00", "#56b4e9", "#009e73", "#cc79a7", "#0072b2", "#d55e00", "#f0e442"};
-static_assert(std::size(kAxisColours) >= size_t(kAxisCount), "a colour per axis");
+static_assert(std::size(kAxisColours) >= size_t(kBreakdownParts - 1), "a colour per axis, idle and host link");
 
 constexpr double kPad = 16, kLabelFont = 12, kMonoAdvance = 0.62 * kLabelFont;
 constexpr double kPlotW = 560, kBarH = 22, kRowH = 32, kTop = 68;
@@ -60,13 +60,19 @@ double nice_step(double span) {
 
 }  // namespace
 
-BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s) {
+BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s, double idle_s, double host_s) {
   BreakdownParts p{compute_s};
   for (int a = 0; a < kAxisCount; ++a) p[1 + a] = comm_s[a];
+  p[1 + kAxisCount] = idle_s;
+  p[2 + kAxisCount] = host_s;
   return p;
 }
 
-const char* part_name(int k) { return k == 0 ? "compute" : axis_name(kAxes[k - 1]); }
+const char* part_name(int k) {
+  if (k == 0) return "compute";
+  if (k <= kAxisCount) return axis_name(kAxes[k - 1]);
+  return k == 1 + kAxisCount ? "pipeline idle" : "host link";
+}
 const char* part_colour(int k) { return k == 0 ? kComputeColour : kAxisColours[k - 1]; }
 
 std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::string& title) {
@@ -90,7 +96,7 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
   size_t longest = 0, longest_end = 0;
   double tmax = 0;
   for (const auto& b : bars) {
-    BreakdownParts s = breakdown_parts(b.compute_s, b.exposed_s);
+    BreakdownParts s = breakdown_parts(b.compute_s, b.exposed_s, b.idle_s, b.host_s);
     double total = 0;
     for (double& v : s) total += v = clean(v);
     seg.push_back(s);

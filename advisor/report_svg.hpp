@@ -9,11 +9,12 @@
 namespace ff {
 
 // What the pictures stack: compute, then each axis' exposed communication,
-// in one palette so every picture reads alike.
-inline constexpr int kBreakdownParts = 1 + kAxisCount;
+// then pipeline idle and the offload's exposed host link (MODEL.md §9), in
+// one palette so every picture reads alike.
+inline constexpr int kBreakdownParts = 1 + kAxisCount + 2;
 using BreakdownParts = std::array<double, kBreakdownParts>;
-BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s);
-const char* part_name(int k);    // "compute", then axis_name
+BreakdownParts breakdown_parts(double compute_s, const PerAxis<double>& comm_s, double idle_s = 0, double host_s = 0);
+const char* part_name(int k);    // "compute", then axis_name, "pipeline idle", "host link"
 const char* part_colour(int k);  // fill colour, "#rrggbb"
 
 struct BreakdownBar {
@@ -21,6 +22,7 @@ struct BreakdownBar {
   double compute_s = 0;              // seconds per iteration
   PerAxis<double> exposed_s{};       // exposed communication per axis
   double memory_gib = 0;             // shown as text at the bar's end
+  double idle_s = 0, host_s = 0;     // pipeline idle, offload's exposed host link
 };
 
 // A self-contained SVG document: one horizontal stacked bar per entry (top to

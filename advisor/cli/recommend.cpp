@@ -128,7 +128,7 @@ void run(const RecommendOptions& o) {
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Ranked& x = r.top[i];
     bars.push_back({"#" + std::to_string(i + 1) + "  " + config_label(x.config), x.estimate.compute_s,
-                    x.estimate.exposed_comm_s, x.memory.total() / 1073741824.0});
+                    x.estimate.exposed_comm_s, x.memory.total() / 1073741824.0, x.estimate.bubble_s, x.estimate.host_s});
   }
   if (!o.plot.empty()) {
     write_file_atomic(o.plot, breakdown_svg(bars, job.model.name + " on " + grouped(job.gpus) + " × " + m.name +
