@@ -277,6 +277,23 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
   return out;
 }
 
+namespace {
+
+// A timed row's nccl-tests fields, the same for collectives and pairs.
+template <class Row>
+void timing_fields(nlohmann::json& j, const Row& c, double algbw, double busbw) {
+  j["bytes"] = c.bytes;
+  j["iters"] = c.iters;
+  j["times_us"] = micros(c.times_s);
+  j["median_us"] = c.median_s() / us;
+  j["min_us"] = c.min_s() / us;
+  j["max_us"] = c.max_s() / us;
+  j["algbw_GBps"] = algbw;
+  j["busbw_GBps"] = busbw;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Measurement& m) {
   nlohmann::json colls = nlohmann::json::array();
   for (const auto& c : m.collectives) {
@@ -287,15 +304,8 @@ nlohmann::json to_json(const Measurement& m) {
                      {"stride", c.geometry.stride},
                      {"size", c.geometry.size},
                      {"groups_per_node", c.geometry.groups_per_node},
-                     {"members_per_node", c.geometry.members_per_node},
-                     {"bytes", c.bytes},
-                     {"iters", c.iters},
-                     {"times_us", micros(c.times_s)},
-                     {"median_us", t / us},
-                     {"min_us", c.min_s() / us},
-                     {"max_us", c.max_s() / us},
-                     {"algbw_GBps", algbw},
-                     {"busbw_GBps", algbw * busbw_factor(c.op, c.geometry.size)}});
+                     {"members_per_node", c.geometry.members_per_node}});
+    timing_fields(colls.back(), c, algbw, algbw * busbw_factor(c.op, c.geometry.size));
     if (c.nonblocking) colls.back()["nonblocking"] = true;
   }
   nlohmann::json j = {{"format", kMeasurementFormat},
@@ -334,15 +344,8 @@ nlohmann::json to_json(const Measurement& m) {
       rows.push_back({{"op", "send-recv"},
                       {"tier", c.geometry.inter ? "inter" : "intra"},
                       {"stride", c.geometry.stride},
-                      {"pairs_per_node", c.geometry.groups_per_node},
-                      {"bytes", c.bytes},
-                      {"iters", c.iters},
-                      {"times_us", micros(c.times_s)},
-                      {"median_us", t / us},
-                      {"min_us", c.min_s() / us},
-                      {"max_us", c.max_s() / us},
-                      {"algbw_GBps", bw},
-                      {"busbw_GBps", bw}});
+                      {"pairs_per_node", c.geometry.groups_per_node}});
+      timing_fields(rows.back(), c, bw, bw);
     }
     j["p2p"] = rows;
   }

@@ -40,6 +40,30 @@ TEST_CASE("pipeline: the closed form and the simulation, 2 unequal stages by han
   CHECK(simulate_schedule(st, 4, 0.25, false).drained_s == rel(19.5));
 }
 
+TEST_CASE("pipeline: 4 unequal stages, one micro-batch, by hand") {
+  // f = 1, 2, 1, 3; b = 2, 2, 3, 4; a message 0.5; M = 1: nothing overlaps.
+  //   closed form: T = Σs + 2·3·0.5 = 18 + 3 = 21 (u is never used);
+  //   by hand: F0 [0,1] F1 [1.5,3.5] F2 [4,5] F3 [5.5,8.5] B3 [8.5,12.5]
+  //   B2 [13,16] B1 [16.5,18.5] B0 [19,21].
+  // Steps 0.5, 0.2, 0.3, 4: the closed form ends stage i at T − Σ_{j<i} b_j
+  // (21, 19, 17, 14; it leaves out the drain's messages: 18.5, 16, 12.5 by
+  // hand), so stage 3 sets it at 14 + 4 = 18 < 21.5: stage 0 at 21.5.
+  const std::vector<StageTime> st = {{1, 2, 0.5}, {2, 2, 0.2}, {1, 3, 0.3}, {3, 4, 4}};
+  Schedule c = flush_schedule(st, 1, 0.5), s = simulate_schedule(st, 1, 0.5, true);
+  CHECK(c.drained_s == rel(21));
+  CHECK(s.drained_s == rel(21));
+  CHECK(c.time_s == rel(21.5));
+  CHECK(c.critical_stage == 0);
+  CHECK(s.time_s == rel(21.5));
+  // A last stage with a long step sets the time: step 10 → 14 + 10 = 24
+  // (closed form) and 12.5 + 10 = 22.5 (by hand).
+  std::vector<StageTime> heavy = st;
+  heavy[3].step = 10;
+  CHECK(flush_schedule(heavy, 1, 0.5).time_s == rel(24));
+  CHECK(flush_schedule(heavy, 1, 0.5).critical_stage == 3);
+  CHECK(simulate_schedule(heavy, 1, 0.5, true).time_s == rel(22.5));
+}
+
 TEST_CASE("pipeline: equal stages and free messages idle (P−1)/(M+P−1)") {
   for (int P : {2, 4, 8})
     for (long long M : {1, 3, 8, 32}) {
