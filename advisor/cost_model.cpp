@@ -109,39 +109,39 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // Embedding (untied): a Vp/G_y × H/G_x block sharded over Z; rows outside
   // this Y block contribute zero, so the lookup is summed over Y.
   if (st.first) {
-  LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
-  comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
-  comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
-  comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
-  comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
-  work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
-  work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
-  work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)), 1);
+    LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
+    comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
+    comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
+    comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
+    comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
+    work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
+    work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
+    work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)), 1);
   }
 
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
   // vocabulary split over Y. Not recomputed: the head's backward follows its forward.
   if (st.last) {
-  comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
-  comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
-  work("final_layernorm", "fwd", ln_fwd, 1);
-  work("final_layernorm", "bwd", ln_bwd, 1);
-  LinearLayer head = lm_head(m);
-  LocalWeight hw = local_weight(head, g);
-  comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
-  comm("lm_head", "fwd output all-reduce", Axis::X, Coll::AllReduce, t * hw.n_local, b, 1);
-  comm("lm_head", "bwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
-  comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
-  comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
-  comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
-  work("lm_head", "fwd GEMM", gemm_time(p, dt, t, hw.n_local, hw.k_local), 1);
-  work("lm_head", "bwd input-grad GEMM", gemm_time(p, dt, t, hw.k_local, hw.n_local), 1);
-  work("lm_head", "bwd weight-grad GEMM", gemm_time(p, dt, hw.k_local, hw.n_local, t), 1);
-  work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)), 1);
-  comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
-  comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
-  work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
-  work("cross_entropy", "bwd softmax gradient (fp32)", ew(2 * t * vy * 4), 1);
+    comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
+    comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
+    work("final_layernorm", "fwd", ln_fwd, 1);
+    work("final_layernorm", "bwd", ln_bwd, 1);
+    LinearLayer head = lm_head(m);
+    LocalWeight hw = local_weight(head, g);
+    comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
+    comm("lm_head", "fwd output all-reduce", Axis::X, Coll::AllReduce, t * hw.n_local, b, 1);
+    comm("lm_head", "bwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
+    comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
+    comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
+    comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
+    work("lm_head", "fwd GEMM", gemm_time(p, dt, t, hw.n_local, hw.k_local), 1);
+    work("lm_head", "bwd input-grad GEMM", gemm_time(p, dt, t, hw.k_local, hw.n_local), 1);
+    work("lm_head", "bwd weight-grad GEMM", gemm_time(p, dt, hw.k_local, hw.n_local, t), 1);
+    work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)), 1);
+    comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
+    comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
+    work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
+    work("cross_entropy", "bwd softmax gradient (fp32)", ew(2 * t * vy * 4), 1);
   }
 
   // Once per iteration: replicated parameters' gradients over Z, then D; the
