@@ -27,6 +27,7 @@ std::string Overlap::str() const {
   if (oar) s += "oar";
   if (ors) s += s.empty() ? "ors" : ",ors";
   if (oag) s += s.empty() ? "oag" : ",oag";
+  if (odp) s += s.empty() ? "odp" : ",odp";
   return s.empty() ? "none" : s;
 }
 
@@ -40,7 +41,9 @@ Overlap parse_overlap(const std::string& s) {
     if (part == "oar") o.oar = true;
     else if (part == "ors") o.ors = true;
     else if (part == "oag") o.oag = true;
-    else input_error("--overlap '" + s + "': unknown '" + part + "' (expected a list of oar, ors, oag; or none, all)");
+    else if (part == "odp") o.odp = true;
+    else if (part == "all") o.oar = o.ors = o.oag = true;
+    else input_error("--overlap '" + s + "': unknown '" + part + "' (expected a list of oar, ors, oag, odp; or none, all)");
   }
   return o;
 }
@@ -52,7 +55,7 @@ nlohmann::json to_json(const Config& c) {
           {"order", c.order.str()},
           {"micro_batch", c.micro_batch},
           {"recompute", c.recompute},
-          {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}}},
+          {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}, {"odp", c.overlap.odp}}},
           {"dtype", dtype_name(c.dtype)},
           {"offload", c.offload}};
 }
@@ -94,6 +97,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
     if (!o.has(key) || !o.json().at(key).is_boolean()) o.fail(key, "true or false");
     *flag = o.json().at(key).get<bool>();
   }
+  c.overlap.odp = o.boolean_or("odp", false);  // absent in records written before it
   std::string dt = f.string("dtype");
   if (dt != "bf16" && dt != "fp16" && dt != "fp32") f.fail("dtype", "\"bf16\", \"fp16\" or \"fp32\"");
   c.dtype = parse_dtype(dt);

@@ -21,10 +21,15 @@ struct Overlap {
   bool oar = false;  // input-gradient all-reduce under the weight-gradient GEMM
   bool ors = false;  // weight-gradient reduce-scatter under the next layers' backward
   bool oag = false;  // next layer's weight all-gather prefetched under this compute
-  std::string str() const;  // "oar,ors,oag" or "none"
+  // Data-parallel gradients reduced in buckets, each started as the last
+  // micro-step's backward produces it (MODEL.md §10).
+  bool odp = false;
+  std::string str() const;  // "oar,ors,oag,odp" or "none"
   bool operator==(const Overlap&) const = default;
 };
-Overlap parse_overlap(const std::string& s);  // "oar,ors", "none", "all"; throws InputError
+// "oar,ors", "none", "all" (oar, ors and oag: the tensor-parallel overlaps, as
+// records written before odp mean it); throws InputError.
+Overlap parse_overlap(const std::string& s);
 
 struct Config {
   Grid grid;

@@ -65,6 +65,7 @@ struct Plan {
   // data-parallel all-reduce is split into (0 bandwidth: the profile has no host link).
   double host_copy_bytes = 0, host_bw = 0;
   double offload_chunks = 1;
+  double dp_bucket_bytes = 0;  // ODP's bucket size (MODEL.md §10)
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak

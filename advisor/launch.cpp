@@ -1,5 +1,7 @@
 #include "launch.hpp"
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "engine_args.hpp"
@@ -12,9 +14,12 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
-  if (c.grid.p > 1 || c.offload)
-    device_note = std::string("the engine does not run ") + (c.grid.p > 1 ? "pipeline stages" : "") +
-                  (c.grid.p > 1 && c.offload ? " or " : "") + (c.offload ? "offload" : "") +
+  std::string missing;
+  for (auto [has, what] : {std::pair{c.grid.p > 1, "pipeline stages"}, {c.offload, "offload"},
+                           {c.overlap.odp, "bucketed data-parallel overlap (odp)"}})
+    if (has) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  if (!missing.empty())
+    device_note = "the engine does not run " + missing +
                   " yet and refuses this line with a message; AxoNN below trains this configuration";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
@@ -42,6 +47,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.oar) mega += " --overlap-axonn-comm";
   if (c.overlap.ors) mega += " --overlap-axonn-reduce-scatter";
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
+  if (c.overlap.odp) mega += " --overlap-grad-reduce";
   out.push_back({"megatron-axonn", mega, placement_note});
   return out;
 }

@@ -124,6 +124,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.nonblocking_slowdown = ov.number_or("nonblocking_slowdown", 1.0);
   if (!(p.nonblocking_slowdown >= 1 && p.nonblocking_slowdown <= kHighest))
     ov.fail("nonblocking_slowdown", "a number from 1 to 1e+09");
+  if (ov.has("dp_bucket_MiB")) p.dp_bucket_bytes = figure(ov, "dp_bucket_MiB", 1048576);
 
   Fields intra = f.object("intra_node");
   p.intra_default = link_from(intra.object("default"));

@@ -1,6 +1,7 @@
 #include "pipeline_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace ff {
@@ -151,10 +152,39 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
     const Plan& pl = sp.plan[k];
     out.host_copy_s[k] = pl.host_bw > 0 ? pl.host_copy_bytes / pl.host_bw : 0;
     out.chunk_latency_s[k] = pl.offload_chunks * 2.0 * (d.size - 1) * alpha;
+    double dp_bytes = 0;
+    for (const CommTerm& c : pl.comm)
+      if (c.axis == Axis::D && c.per_step) dp_bytes += c.bytes() * c.count;
+    const double n = dp_bytes > 0 ? std::ceil(dp_bytes / pl.dp_bucket_bytes) : 0;
+    out.dp_buckets[k] = n;
+    out.dp_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, std::min(dp_bytes, pl.dp_bucket_bytes), d) : 0;
+    out.dp_last_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, dp_bytes - (n - 1) * pl.dp_bucket_bytes, d) : 0;
   }
 }
 
+double bucketed_exposed(double n, double each, double last, double backward_s) {
+  if (n <= 0) return 0;
+  // Buckets arrive every backward/n; the link either keeps up (only the last
+  // bucket runs past the backward) or is the bottleneck from the first on.
+  return std::max(last, backward_s / n + (n - 1) * each + last - backward_s);
+}
+
 namespace {
+
+// ODP: the per-layer data-parallel all-reduces become bucketed ones, hidden
+// (at the overlap efficiency) under the last micro-step's backward.
+void add_odp(Estimate& e, const Plan& plan, const StagedTimes& st, int k) {
+  const int d = static_cast<int>(Axis::D);
+  const double n = st.dp_buckets[k];
+  const double total = n > 0 ? (n - 1) * st.dp_bucket_s[k] + st.dp_last_bucket_s[k] : 0;
+  const double ideal = bucketed_exposed(n, st.dp_bucket_s[k], st.dp_last_bucket_s[k], e.bwd_s);
+  const double exposed = total - plan.overlap_efficiency * (total - ideal);
+  const double delta = exposed - e.exposed_comm_s[d];
+  e.comm_s[d] = total;
+  e.exposed_comm_s[d] = exposed;
+  e.step_s += delta;
+  e.time_s += delta;
+}
 
 // Offload's host link against the data-parallel all-reduce it overlaps with,
 // chunk by chunk (MODEL.md §9).
@@ -185,10 +215,9 @@ Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overl
   std::array<Estimate, 3> kind;
   for (int k = 0; k < sp.kinds.count; ++k) {
     kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
-    if (offload) {
-      add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
-      rates(kind[k], sp.plan[k], batch_tokens);
-    }
+    if (ov.odp && sp.plan[k].grid.d > 1) add_odp(kind[k], sp.plan[k], st, k);
+    if (offload) add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
+    if (offload || ov.odp) rates(kind[k], sp.plan[k], batch_tokens);
   }
   if (per_kind) *per_kind = kind;
   const Plan& plan0 = sp.plan[0];

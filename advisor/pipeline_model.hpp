@@ -54,7 +54,15 @@ struct StagedTimes {
   // Offload, per kind: the host-link copies of an iteration, and the latency
   // the all-reduce's chunks add, n·2(G_d − 1)·α.
   std::array<double, 3> host_copy_s{}, chunk_latency_s{};
+  // ODP, per kind: the data-parallel gradients in buckets, how many, and one
+  // full and the last bucket's all-reduce.
+  std::array<double, 3> dp_buckets{}, dp_bucket_s{}, dp_last_bucket_s{};
 };
+
+// ODP (MODEL.md §10): `buckets` all-reduces of `each` seconds (the last
+// `last`), bucket j ready at (j+1)/n of a backward of `backward_s`, issued in
+// order on one link; what runs past the end of that backward.
+double bucketed_exposed(double buckets, double each, double last, double backward_s);
 void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, const PairLink& pairs,
                        StagedTimes& out);
 

@@ -40,6 +40,8 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, c.offload);
   if (P > 1) pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, c.offload);
   pr.host_copy_s = st.host_copy_s[k];
+  pr.dp_buckets = st.dp_buckets[k];
+  pr.dp_bucket_s = st.dp_bucket_s[k];
   return pr;
 }
 

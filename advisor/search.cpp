@@ -12,23 +12,29 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16 };
+enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32 };
 
-Overlap overlap_of(uint8_t flags) { return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag)}; }
+Overlap overlap_of(uint8_t flags) {
+  return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag), bool(flags & kOdp)};
+}
 
-uint8_t flags_of(const Overlap& o) { return uint8_t((o.oar ? kOar : 0) | (o.ors ? kOrs : 0) | (o.oag ? kOag : 0)); }
+uint8_t flags_of(const Overlap& o) {
+  return uint8_t((o.oar ? kOar : 0) | (o.ors ? kOrs : 0) | (o.oag ? kOag : 0) | (o.odp ? kOdp : 0));
+}
 
 // Overlap flags that change something on this grid: OAR needs an X or Y
-// axis, ORS and OAG a Z axis. A flag with nothing to hide is not a new
-// configuration.
+// axis, ORS and OAG a Z axis, ODP a data axis. A flag with nothing to hide is
+// not a new configuration.
 std::vector<uint8_t> overlap_choices(const Grid& g, const SearchOptions& opt) {
   if (opt.fixed_overlap) return {flags_of(opt.overlap)};
   std::vector<uint8_t> out;
-  for (uint8_t f = 0; f < 16; f += 2) {
-    if ((f & kOar) && g.x == 1 && g.y == 1) continue;
-    if ((f & (kOrs | kOag)) && g.z == 1) continue;
-    out.push_back(f);
-  }
+  for (uint8_t odp : {uint8_t(0), uint8_t(kOdp)})
+    for (uint8_t f = 0; f < 16; f += 2) {
+      if ((f & kOar) && g.x == 1 && g.y == 1) continue;
+      if ((f & (kOrs | kOag)) && g.z == 1) continue;
+      if (odp && g.d == 1) continue;
+      out.push_back(uint8_t(f | odp));
+    }
   return out;
 }
 

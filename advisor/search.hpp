@@ -47,7 +47,7 @@ struct Candidate {
   uint32_t grid;       // index into SearchResult::grids
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload
+  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 

@@ -238,6 +238,9 @@ TEST_CASE("inputs: dtype and overlap flags") {
   CHECK(parse_dtype("fp16") == Dtype::FP16);
   CHECK_THROWS_AS(parse_dtype("fp8"), InputError);
   CHECK(parse_overlap("none") == Overlap{});
+  CHECK(parse_overlap("odp") == Overlap{false, false, false, true});
+  CHECK(parse_overlap("all,odp") == Overlap{true, true, true, true});
+  CHECK(Overlap{true, false, false, true}.str() == "oar,odp");
   CHECK(parse_overlap("all") == Overlap{true, true, true});
   CHECK(parse_overlap("oag,oar") == Overlap{true, false, true});
   CHECK(Overlap{true, false, true}.str() == "oar,oag");

@@ -341,3 +341,47 @@ TEST_CASE("offload: the host link's time against the data-parallel all-reduce, b
   CHECK(d.time_s == rel(c.time_s + d.host_s));
   CHECK(d.exposed_comm_s[int(Axis::D)] == rel(c.exposed_comm_s[int(Axis::D)]));
 }
+
+TEST_CASE("odp: buckets against the backward they hide under, by hand") {
+  // 4 buckets of 1 s (the last 0.5 s) over a backward of 8 s: one arrives
+  // every 2 s and the link keeps up, so only the last runs past the end.
+  CHECK(bucketed_exposed(4, 1, 0.5, 8) == rel(0.5));
+  // Over a backward of 2 s the link is the bottleneck from the first bucket:
+  // ready at 0.5, then 3 more of 1 s and the last 0.5: 0.5 + 3 + 0.5 − 2 = 2.
+  CHECK(bucketed_exposed(4, 1, 0.5, 2) == rel(2));
+  // One bucket is ready only when the backward ends: nothing hidden.
+  CHECK(bucketed_exposed(1, 3, 3, 10) == rel(3));
+  CHECK(bucketed_exposed(0, 0, 0, 10) == 0);
+}
+
+TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
+  // toy_model(2) on grid 1,1,1,2: 117,504 parameters' fp32 gradients,
+  // 470,016 bytes, in buckets of 117,504 bytes: 4 all-reduces of 2 ranks
+  // inside a node, each 2·5 µs + 117,504 B / 100 GB/s = 11.17504 µs.
+  Job job{fftest::toy_model(2), 2, 8, Dtype::BF16};
+  MachineProfile p = fftest::toy_machine(4);
+  p.dp_bucket_bytes = 117504;
+  const Grid g{1, 1, 1, 2};
+  const double a = 2 * 5e-6 + 117504 / 100e9;
+  auto price = [&](const Overlap& ov, double h) {
+    p.overlap_efficiency = h;
+    StagedPlan sp;
+    make_staged_plan(job, p, g, 1, false, sp);
+    StagedTimes st;
+    staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
+    CHECK(st.dp_buckets[0] == 4);
+    CHECK(st.dp_bucket_s[0] == rel(a));
+    return combine_staged(sp, st, ov, false, 8 * 16);
+  };
+  const Overlap odp{false, false, false, true};
+  // No overlap efficiency: the 4 buckets are all exposed, in place of the
+  // per-layer all-reduces.
+  Estimate off = price(Overlap{}, 0), none = price(odp, 0);
+  CHECK(none.exposed_comm_s[int(Axis::D)] == rel(4 * a));
+  CHECK(none.time_s == rel(off.time_s - off.exposed_comm_s[int(Axis::D)] + 4 * a));
+  // Full efficiency: what runs past the last micro-step's backward b.
+  Estimate all = price(odp, 1);
+  const double b = all.bwd_s;
+  CHECK(all.exposed_comm_s[int(Axis::D)] == rel(std::max(a, b / 4 + 3 * a + a - b)));
+  CHECK(all.comm_s[int(Axis::D)] == rel(4 * a));
+}

@@ -70,13 +70,14 @@ TEST_CASE("search: evaluated counts each distinct configuration once (2 GPUs, B 
   // Grids 2,1,1,1 and 1,2,1,1: one placement each; micro-batch 1 or 2 (B/(G_z·G_d) = 2);
   // recompute on/off; overlap none or OAR (ORS and OAG need G_z > 1) → 1·2·2·2 = 8 each.
   // 1,1,2,1: micro-batch 1; recompute ×2; none, ORS, OAG, ORS+OAG (OAR needs G_x
-  // or G_y > 1) → 1·2·4 = 8. 1,1,1,2: micro-batch 1, recompute ×2, no flag → 2.
+  // or G_y > 1) → 1·2·4 = 8. 1,1,1,2: micro-batch 1, recompute ×2, none or
+  // ODP (bucketed data-parallel gradients need G_d > 1) → 4.
   SearchOptions one_stage;
   one_stage.pipelines = {1};
   SearchResult r = search(toy_job(2, 2), fftest::toy_machine(4), one_stage);
   CHECK(r.grids_divisible == 4);
-  CHECK(r.evaluated == 8 + 8 + 8 + 2);
-  CHECK(r.feasible == 26);  // toy_machine has room for everything
+  CHECK(r.evaluated == 8 + 8 + 8 + 4);
+  CHECK(r.feasible == 28);  // toy_machine has room for everything
 
   // The toy's 2 layers make 2 stages possible: grid 1,1,1,1 with P = 2, one
   // placement, micro-batch 1 or 2, recompute ×2, no flag (no X, Y or Z) → 4.
@@ -90,7 +91,7 @@ TEST_CASE("search: evaluated counts each distinct configuration once (2 GPUs, B 
   // By default both depths are searched.
   SearchResult both = search(toy_job(2, 2), fftest::toy_machine(4), SearchOptions{});
   CHECK(both.grids_divisible == 5);
-  CHECK(both.evaluated == 26 + 4);
+  CHECK(both.evaluated == 28 + 4);
 }
 
 TEST_CASE("search: gpt-80b on 1024 Perlmutter GPUs") {

@@ -170,6 +170,11 @@ void run(const PredictOptions& o) {
     if (c.grid.p > 1) out["pipeline"] = pipeline_json(pr);
     out["pipeline_idle_s"] = e.bubble_s;
     out["host_link_s"] = e.host_s;
+    if (c.overlap.odp)
+      out["odp"] = {{"buckets", pr.dp_buckets},
+                    {"bucket_bytes", plan.dp_bucket_bytes},
+                    {"bucket_s", pr.dp_bucket_s},
+                    {"exposed_s", e.exposed_comm_s[int(Axis::D)]}};
     if (c.offload)
       out["offload"] = {{"host_bytes_per_gpu", pr.memory.host},
                         {"host_memory_per_gpu", host_memory_per_gpu(m)},
@@ -275,6 +280,12 @@ void run(const PredictOptions& o) {
   mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});
   if (c.offload) mem.row({"host memory: master, m, v", gib(u.host) + " of " + gib(host_memory_per_gpu(m))});
   std::cout << mem.str("  ");
+  if (c.overlap.odp && c.grid.d > 1)
+    std::cout << "\nData-parallel gradients (odp): " << fixed(pr.dp_buckets, 0) << " buckets of up to "
+              << bytes_h(plan.dp_bucket_bytes) << ", " << seconds(pr.dp_bucket_s) << " each ("
+              << seconds(e.comm_s[int(Axis::D)]) << " in all, in place of the per-layer all-reduces above), started "
+              << "as the last micro-step's backward produces them; exposed " << seconds(e.exposed_comm_s[int(Axis::D)])
+              << "\n";
   if (c.offload)
     std::cout << "\nOffload: " << bytes_h(pr.plan.host_copy_bytes) << " each way per iteration over the host link at "
               << bandwidth(pr.plan.host_bw) << " (every GPU of a node copying at once): " << seconds(pr.host_copy_s)
