@@ -57,12 +57,13 @@ nlohmann::json to_json(const Config& c) {
           {"recompute", c.recompute},
           {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}, {"odp", c.overlap.odp}}},
           {"dtype", dtype_name(c.dtype)},
-          {"offload", c.offload}};
+          {"offload", c.offload},
+          {"shard_optimizer", c.shard_optimizer}};
 }
 
 std::string config_label(const Config& c) {
   return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
-         c.overlap.str() + (c.offload ? " offload" : "");
+         c.overlap.str() + (c.offload ? " offload" : "") + (c.shard_optimizer ? " zero1" : "");
 }
 
 nlohmann::json per_axis_json(const PerAxis<double>& v) {
@@ -102,6 +103,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   if (dt != "bf16" && dt != "fp16" && dt != "fp32") f.fail("dtype", "\"bf16\", \"fp16\" or \"fp32\"");
   c.dtype = parse_dtype(dt);
   c.offload = f.boolean_or("offload", false);  // absent in records written before offload
+  c.shard_optimizer = f.boolean_or("shard_optimizer", false);
   return c;
 }
 

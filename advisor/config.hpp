@@ -39,6 +39,7 @@ struct Config {
   Overlap overlap;
   Dtype dtype = Dtype::BF16;
   bool offload = false;  // master weights and Adam state in host memory (MODEL.md §9)
+  bool shard_optimizer = false;  // master weights and Adam state divided over D (ZeRO-1, MODEL.md §10)
   bool operator==(const Config&) const = default;
 };
 

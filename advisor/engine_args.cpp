@@ -19,6 +19,7 @@ EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch
   a.grid = c.grid.str();
   a.pipeline = c.grid.p;
   a.offload = c.offload;
+  a.shard_optimizer = c.shard_optimizer;
   a.order = c.order.str();
   a.micro_batch = c.micro_batch;
   a.recompute = c.recompute;
@@ -43,6 +44,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
+  if (a.shard_optimizer) v.push_back("--shard-optimizer");
   for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
                                std::string("--dtype"), a.dtype})
     v.push_back(s);
@@ -79,6 +81,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
   app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
+  app.add_flag("--shard-optimizer", a.shard_optimizer, "Optimizer state divided over the data axis (not yet in this engine)");
   app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
       ->capture_default_str();
   app.add_option("--device", a.device, "Where the math runs: cpu (OpenBLAS and plain loops)")->capture_default_str();

@@ -20,6 +20,7 @@ struct EngineArgs {
   std::string grid = "1,1,1,1";
   int pipeline = 1;
   bool offload = false;
+  bool shard_optimizer = false;
   std::string order = Order().str();
   int micro_batch = 1;
   bool recompute = false;

@@ -16,8 +16,10 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
   std::string missing;
   for (auto [has, what] : {std::pair{c.grid.p > 1, "pipeline stages"}, {c.offload, "offload"},
-                           {c.overlap.odp, "bucketed data-parallel overlap (odp)"}})
+                           {c.overlap.odp, "bucketed data-parallel overlap (odp)"},
+                           {c.shard_optimizer, "a sharded optimizer"}})
     if (has) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  if (const auto comma = missing.rfind(", "); comma != std::string::npos) missing.replace(comma, 2, " or ");
   if (!missing.empty())
     device_note = "the engine does not run " + missing +
                   " yet and refuses this line with a message; AxoNN below trains this configuration";
@@ -48,6 +50,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.ors) mega += " --overlap-axonn-reduce-scatter";
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
+  if (c.shard_optimizer) mega += " --use-distributed-optimizer";
   out.push_back({"megatron-axonn", mega, placement_note});
   return out;
 }

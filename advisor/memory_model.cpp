@@ -5,7 +5,7 @@
 namespace ff {
 
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                       const Overlap& ov, const Stage& st, int n_in_flight, bool offload) {
+                       const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
   // bf16: bf16 weight, fp32 master, Adam m and v, fp32 gradient accumulator.
@@ -14,7 +14,11 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   LocalParams lp = local_params(m, g, st);
   MemoryUse u;
   const double params = lp.sharded + lp.replicated;
-  u.states = params * (offload ? offload_gpu_bytes(job.dtype) : state_bytes);
+  const bool offload = os.offload;
+  // Sharded (ZeRO-1): the master, m and v divided over D; the weight and the
+  // fp32 gradient shard stay whole.
+  const double kept = offload_gpu_bytes(job.dtype), moved = offload_host_bytes(job.dtype);
+  u.states = params * (offload ? kept : os.sharded ? kept + moved / g.d : state_bytes);
   if (offload) {
     u.host = params * offload_host_bytes(job.dtype);
     u.buckets = 4 * std::min(kOffloadBucket, params) * 4;
@@ -45,23 +49,23 @@ int in_flight(const Grid& g, long long micro_steps, int stage) {
 }
 
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                                       const Overlap& ov, bool offload) {
+                                       const Overlap& ov, OptimizerState os) {
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   std::vector<MemoryUse> out;
   for (int i = 0; i < g.p; ++i)
-    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), offload));
+    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os));
   return out;
 }
 
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                     const Overlap& ov, bool offload) {
-  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, offload);
+                     const Overlap& ov, OptimizerState os) {
+  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, os);
   // Stages 1 … G_p − 2 hold the same weights and no more in flight than
   // stage 1: first, second and last decide.
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   MemoryUse most;
   for (int i : {0, std::min(1, g.p - 1), g.p - 1}) {
-    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), offload);
+    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os);
     if (u.total() > most.total()) most = u;
     most.host = std::max(most.host, u.host);
   }

@@ -30,18 +30,24 @@ inline constexpr int kOffloadChunk = 4;
 inline double offload_gpu_bytes(Dtype t) { return low_precision(t) ? 2 + 4 : 4 + 4; }
 inline double offload_host_bytes(Dtype t) { return low_precision(t) ? 4 + 8 : 8; }
 // A rank of stage `s`, holding `in_flight` micro-batches' activations.
+// Where the optimizer state lives: on the GPU (replicated over D, or
+// divided over it) or in host memory.
+struct OptimizerState {
+  bool offload = false;
+  bool sharded = false;
+};
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
-                       const Overlap& ov, const Stage& s, int in_flight, bool offload = false);
+                       const Overlap& ov, const Stage& s, int in_flight, OptimizerState os = {});
 // Micro-batches whose activations stage i holds at once (MODEL.md §9): under
 // the static 1F1B order min(M, G_p − i); under arrival order (no tensor axes)
 // min(M, G_p) on every stage but the last, which holds one.
 int in_flight(const Grid& g, long long micro_steps, int stage);
 // Every stage's rank, in stage order.
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch,
-                                       bool recompute, const Overlap& ov, bool offload = false);
+                                       bool recompute, const Overlap& ov, OptimizerState os = {});
 // The rank that needs the most, which decides whether the configuration fits.
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
-                     const Overlap& ov, bool offload = false);
+                     const Overlap& ov, OptimizerState os = {});
 // Host memory one GPU's offloaded state may use: the node's, shared.
 inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }
 

@@ -156,9 +156,20 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
     for (const CommTerm& c : pl.comm)
       if (c.axis == Axis::D && c.per_step) dp_bytes += c.bytes() * c.count;
     const double n = dp_bytes > 0 ? std::ceil(dp_bytes / pl.dp_bucket_bytes) : 0;
+    const double full = std::min(dp_bytes, pl.dp_bucket_bytes), last = dp_bytes - (n - 1) * pl.dp_bucket_bytes;
     out.dp_buckets[k] = n;
-    out.dp_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, std::min(dp_bytes, pl.dp_bucket_bytes), d) : 0;
-    out.dp_last_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, dp_bytes - (n - 1) * pl.dp_bucket_bytes, d) : 0;
+    out.dp_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, full, d) : 0;
+    out.dp_last_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, last, d) : 0;
+    out.dp_rs_bucket_s[k] = n > 0 ? collective_time(Coll::ReduceScatter, full, d) : 0;
+    out.dp_rs_last_bucket_s[k] = n > 0 ? collective_time(Coll::ReduceScatter, last, d) : 0;
+    // Layer by layer: each fp32 gradient reduce-scattered, each weight (in
+    // the training dtype) all-gathered back.
+    out.dp_reduce_scatter_s[k] = out.dp_all_gather_s[k] = 0;
+    for (const CommTerm& c : pl.comm)
+      if (c.axis == Axis::D && c.per_step) {
+        out.dp_reduce_scatter_s[k] += c.count * collective_time(Coll::ReduceScatter, c.bytes(), d);
+        out.dp_all_gather_s[k] += c.count * collective_time(Coll::AllGather, c.elements * dtype_bytes(pl.dtype), d);
+      }
   }
 }
 
@@ -171,14 +182,31 @@ double bucketed_exposed(double n, double each, double last, double backward_s) {
 
 namespace {
 
-// ODP: the per-layer data-parallel all-reduces become bucketed ones, hidden
-// (at the overlap efficiency) under the last micro-step's backward.
-void add_odp(Estimate& e, const Plan& plan, const StagedTimes& st, int k) {
+// The data-parallel step as the flags price it, in place of combine()'s
+// per-layer all-reduces: the gradient reduction (all-reduce, or
+// reduce-scatter when sharded) layer by layer, or with ODP in buckets hidden
+// (at the overlap efficiency) under the last micro-step's backward; sharded,
+// the weights all-gathered after the optimizer, which runs on 1/G_d of the
+// state.
+void price_data_parallel(Estimate& e, const Plan& plan, const StagedTimes& st, int k, bool odp, bool sharded) {
   const int d = static_cast<int>(Axis::D);
-  const double n = st.dp_buckets[k];
-  const double total = n > 0 ? (n - 1) * st.dp_bucket_s[k] + st.dp_last_bucket_s[k] : 0;
-  const double ideal = bucketed_exposed(n, st.dp_bucket_s[k], st.dp_last_bucket_s[k], e.bwd_s);
-  const double exposed = total - plan.overlap_efficiency * (total - ideal);
+  double total = e.comm_s[d], exposed = e.exposed_comm_s[d];
+  if (sharded) total = exposed = st.dp_reduce_scatter_s[k];
+  if (odp) {
+    const double n = st.dp_buckets[k];
+    const double each = sharded ? st.dp_rs_bucket_s[k] : st.dp_bucket_s[k];
+    const double last = sharded ? st.dp_rs_last_bucket_s[k] : st.dp_last_bucket_s[k];
+    total = n > 0 ? (n - 1) * each + last : 0;
+    exposed = total - plan.overlap_efficiency * (total - bucketed_exposed(n, each, last, e.bwd_s));
+  }
+  if (sharded) {
+    total += st.dp_all_gather_s[k];
+    exposed += st.dp_all_gather_s[k];
+    const double saved = plan.compute_step_s * (1 - 1.0 / plan.grid.d);
+    e.compute_s -= saved;
+    e.step_s -= saved;
+    e.time_s -= saved;
+  }
   const double delta = exposed - e.exposed_comm_s[d];
   e.comm_s[d] = total;
   e.exposed_comm_s[d] = exposed;
@@ -210,14 +238,15 @@ std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estima
   return v;
 }
 
-Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
                         double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
   std::array<Estimate, 3> kind;
+  const bool odp = ov.odp && sp.plan[0].grid.d > 1, sharded = os.sharded && sp.plan[0].grid.d > 1;
   for (int k = 0; k < sp.kinds.count; ++k) {
     kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
-    if (ov.odp && sp.plan[k].grid.d > 1) add_odp(kind[k], sp.plan[k], st, k);
-    if (offload) add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
-    if (offload || ov.odp) rates(kind[k], sp.plan[k], batch_tokens);
+    if (odp || sharded) price_data_parallel(kind[k], sp.plan[k], st, k, odp, sharded);
+    if (os.offload) add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
+    if (os.offload || odp || sharded) rates(kind[k], sp.plan[k], batch_tokens);
   }
   if (per_kind) *per_kind = kind;
   const Plan& plan0 = sp.plan[0];

@@ -57,6 +57,10 @@ struct StagedTimes {
   // ODP, per kind: the data-parallel gradients in buckets, how many, and one
   // full and the last bucket's all-reduce.
   std::array<double, 3> dp_buckets{}, dp_bucket_s{}, dp_last_bucket_s{};
+  // The optimizer state sharded over D (ZeRO-1): the gradients
+  // reduce-scattered instead (layer by layer, or a bucket and the last), the
+  // updated weights all-gathered after the optimizer.
+  std::array<double, 3> dp_reduce_scatter_s{}, dp_rs_bucket_s{}, dp_rs_last_bucket_s{}, dp_all_gather_s{};
 };
 
 // ODP (MODEL.md §10): `buckets` all-reduces of `each` seconds (the last
@@ -66,12 +70,15 @@ double bucketed_exposed(double buckets, double each, double last, double backwar
 void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, const PairLink& pairs,
                        StagedTimes& out);
 
-// The iteration: without stages or offload exactly combine(); with stages
-// the schedule, its breakdown taken from the stage that sets the time; with
-// offload each stage's step adds the host link the data-parallel all-reduce
-// does not hide, max(A, C) + min(A, C)/n + n·2(G_d − 1)·α − A. `per_kind`
-// (optional) receives each kind's own estimate, `schedule` the schedule.
-Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
+// The iteration: without stages, ODP, offload or sharding exactly combine();
+// with stages the schedule, its breakdown taken from the stage that sets the
+// time. Each stage's data-parallel step is priced as the flags say: sharded,
+// reduce-scatter then all-gather, the optimizer on 1/G_d of the state; ODP,
+// the gradient reduction in buckets under the last backward; offload, the host
+// link the reduction does not hide, max(A, C) + min(A, C)/n + n·2(G_d − 1)·α −
+// A. `per_kind` (optional) receives each kind's own estimate, `schedule` the
+// schedule.
+Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
                         double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
 
 // Every stage's time in stage order, from the kinds' estimates.

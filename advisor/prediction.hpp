@@ -26,7 +26,7 @@ struct Prediction {
   double message_s = 0;
   std::vector<MemoryUse> stage_memory;
   double host_copy_s = 0;            // offload: the critical stage's host-link copies each way per iteration
-  double dp_buckets = 0, dp_bucket_s = 0;  // odp: the critical stage's gradient buckets, one's all-reduce
+  double dp_buckets = 0, dp_bucket_s = 0;  // odp: the critical stage's gradient buckets, one's reduction
 };
 // Throws InputError when the grid cannot split the job.
 Prediction predict(const Job& job, const MachineProfile& p, const Config& c);

@@ -145,7 +145,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       // Memory grows with the micro-batch: once the smallest footprint of
       // this micro-batch does not fit, no larger one will.
       const bool least_off = !offload_choices.empty() && offload_choices.front();
-      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{}, least_off);
+      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{}, {least_off, false});
       if (least.total() < r.smallest_footprint) {
         r.smallest_footprint = least.total();
         r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype, least_off};
@@ -156,7 +156,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
         // the flag sets that fit (GPU and host memory).
         std::array<std::vector<uint8_t>, 2> fitting;
         for (bool off : offload_choices) {
-          MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, off);
+          MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, {off, false});
           if (base.total() > capacity || (off && base.host > host_capacity)) {
             if (opt.keep_rejected)
               r.rejected.push_back({g, mb, rc,
@@ -169,7 +169,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
             continue;
           }
           for (uint8_t f : flag_choices)
-            if (memory_use(job, p, g, mb, rc, overlap_of(f), off).total() <= capacity) fitting[off].push_back(f);
+            if (memory_use(job, p, g, mb, rc, overlap_of(f), {off, false}).total() <= capacity) fitting[off].push_back(f);
         }
         if (fitting[0].empty() && fitting[1].empty()) continue;
         any_fit = true;
@@ -180,7 +180,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
           staged_term_times(plan, links, pairs, times);
           for (bool off : offload_choices)
             for (uint8_t f : fitting[off]) {
-              Estimate e = combine_staged(plan, times, overlap_of(f), off, batch_tokens);
+              Estimate e = combine_staged(plan, times, overlap_of(f), {off, false}, batch_tokens);
               r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi,
                                       uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
             }

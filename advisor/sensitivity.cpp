@@ -37,7 +37,7 @@ std::vector<double> reprice(const Job& job, const MachineProfile& q, const Searc
     }
     const PairLink& pairs = cache.pair(axis_stride(cfg.grid, cfg.order, Axis::P), cfg.grid.p);
     staged_term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), pairs, times);
-    out.push_back(combine_staged(it->second, times, cfg.overlap, cfg.offload, tokens).time_s);
+    out.push_back(combine_staged(it->second, times, cfg.overlap, {cfg.offload, cfg.shard_optimizer}, tokens).time_s);
   }
   return out;
 }

@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
     Config& c = opts.config;
     c.grid = parse_grid(cli.grid);
     if (cli.offload) input_error("--offload: this engine does not offload the optimizer state yet");
+    if (cli.shard_optimizer) input_error("--shard-optimizer: this engine does not shard the optimizer state yet");
     if (c.overlap.odp) input_error("--overlap odp: this engine does not bucket the data-parallel reduction yet");
     if (cli.pipeline != 1)
       input_error("--pipeline " + std::to_string(cli.pipeline) +

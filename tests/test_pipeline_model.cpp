@@ -208,7 +208,7 @@ TEST_CASE("pipeline: one stage prices exactly as the 4D model") {
   StagedTimes st;
   staged_term_times(sp, links, pair_link(p, 8, axis_stride(g, Order{}, Axis::P), 1), st);
   for (Overlap ov : {Overlap{}, Overlap{true, true, true}}) {
-    Estimate a = combine(plan, times.data(), ov, 8 * 16), b = combine_staged(sp, st, ov, false, 8 * 16);
+    Estimate a = combine(plan, times.data(), ov, 8 * 16), b = combine_staged(sp, st, ov, {}, 8 * 16);
     CHECK(a.time_s == b.time_s);  // exactly: the same arithmetic
     CHECK(b.bubble_s == 0);
   }
@@ -299,8 +299,8 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   Job job{fftest::toy_model(2), 1, 8, Dtype::BF16};
   MachineProfile p = fftest::toy_machine(4);
   const Grid g{1, 1, 1, 1};
-  MemoryUse off = memory_use(job, p, g, 1, false, Overlap{}, true);
-  MemoryUse on_gpu = memory_use(job, p, g, 1, false, Overlap{}, false);
+  MemoryUse off = memory_use(job, p, g, 1, false, Overlap{}, {true, false});
+  MemoryUse on_gpu = memory_use(job, p, g, 1, false, Overlap{}, {false, false});
   CHECK(off.states == rel(117504.0 * 6));
   CHECK(off.host == rel(117504.0 * 12));
   CHECK(off.buckets == rel(4 * 117504.0 * 4));
@@ -308,8 +308,8 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   CHECK(on_gpu.host == 0);
   // fp32: weight and gradient on the GPU (8), m and v on the host (8).
   job.dtype = Dtype::FP32;
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, true).states == rel(117504.0 * 8));
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, true).host == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).states == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).host == rel(117504.0 * 8));
 }
 
 TEST_CASE("offload: the host link's time against the data-parallel all-reduce, by hand") {
@@ -325,7 +325,7 @@ TEST_CASE("offload: the host link's time against the data-parallel all-reduce, b
     make_staged_plan(job, p, g, 1, false, sp);
     StagedTimes st;
     staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, g.total(), 1, 1), st);
-    return combine_staged(sp, st, Overlap{}, offload, tokens);
+    return combine_staged(sp, st, Overlap{}, {offload, false}, tokens);
   };
   // One rank (no data parallelism): the copies, 117,504·12 bytes each way at
   // 10 GB/s = 141.0048 µs, are not hidden at all.
@@ -371,7 +371,7 @@ TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
     staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
     CHECK(st.dp_buckets[0] == 4);
     CHECK(st.dp_bucket_s[0] == rel(a));
-    return combine_staged(sp, st, ov, false, 8 * 16);
+    return combine_staged(sp, st, ov, {}, 8 * 16);
   };
   const Overlap odp{false, false, false, true};
   // No overlap efficiency: the 4 buckets are all exposed, in place of the
@@ -384,4 +384,44 @@ TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
   const double b = all.bwd_s;
   CHECK(all.exposed_comm_s[int(Axis::D)] == rel(std::max(a, b / 4 + 3 * a + a - b)));
   CHECK(all.comm_s[int(Axis::D)] == rel(4 * a));
+}
+
+TEST_CASE("sharded optimizer: memory, collectives and the optimizer over D, by hand") {
+  // toy_model(2) on grid 1,1,1,2 (117,504 parameters a rank), bf16: the
+  // weight and the fp32 gradient shard whole (6 bytes), master, m and v
+  // halved (12/2): 117,504·12 = 1,410,048 bytes.
+  Job job{fftest::toy_model(2), 2, 8, Dtype::BF16};
+  MachineProfile p = fftest::toy_machine(4);
+  const Grid g{1, 1, 1, 2};
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {false, true}).states == rel(117504.0 * 12));
+  CHECK(memory_use(job, p, Grid{1, 1, 1, 1}, 1, false, Overlap{}, {false, true}).states == rel(117504.0 * 18));
+  // The data axis: 11 reductions (4 layers × 2 blocks, embedding, head,
+  // replicated), 2 ranks inside a node (α 5 µs, 100 GB/s): reduce-scatter of
+  // the fp32 gradients, α + ½·4·elements/bw each, then all-gather of the bf16
+  // weights, α + ½·2·elements/bw each; 117,504 elements in all:
+  //   RS 11·5 µs + 2·117,504/100e9, AG 11·5 µs + 117,504/100e9.
+  const double rs = 11 * 5e-6 + 2 * 117504 / 100e9, ag = 11 * 5e-6 + 117504 / 100e9;
+  StagedPlan sp;
+  make_staged_plan(job, p, g, 1, false, sp);
+  StagedTimes st;
+  staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
+  CHECK(st.dp_reduce_scatter_s[0] == rel(rs));
+  CHECK(st.dp_all_gather_s[0] == rel(ag));
+  Estimate plain = combine_staged(sp, st, Overlap{}, {}, 8 * 16);
+  Estimate sharded = combine_staged(sp, st, Overlap{}, {false, true}, 8 * 16);
+  CHECK(sharded.exposed_comm_s[int(Axis::D)] == rel(rs + ag));
+  // The optimizer (AdamW: 34 bytes a parameter at 1 TB/s × 0.5) on half.
+  const double adam = 117504.0 * 34 / 0.5e12;
+  CHECK(sp.plan[0].compute_step_s == rel(adam));
+  CHECK(sharded.compute_s == rel(plain.compute_s - adam / 2));
+  CHECK(sharded.time_s ==
+        rel(plain.time_s - plain.exposed_comm_s[int(Axis::D)] + rs + ag - adam / 2));
+  // One data-parallel rank: nothing to shard, nothing changes.
+  job.gpus = 1;
+  StagedPlan one;
+  make_staged_plan(job, p, Grid{1, 1, 1, 1}, 1, false, one);
+  StagedTimes t1;
+  staged_term_times(one, placement_links(p, Grid{1, 1, 1, 1}, Order{}), pair_link(p, 1, 1, 1), t1);
+  CHECK(combine_staged(one, t1, Overlap{}, {false, true}, 8 * 16).time_s ==
+        combine_staged(one, t1, Overlap{}, {}, 8 * 16).time_s);
 }

@@ -24,6 +24,7 @@ struct PredictOptions {
   int pipeline = 1;
   bool recompute = false;
   bool offload = false;
+  bool shard_optimizer = false;
   bool json = false;
 };
 
@@ -142,6 +143,7 @@ void run(const PredictOptions& o) {
   c.overlap = parse_overlap(o.overlap);
   c.dtype = l.job.dtype;
   c.offload = o.offload;
+  c.shard_optimizer = o.shard_optimizer;
   const Job& job = l.job;
   const MachineProfile& m = l.machine;
   Prediction pr = predict(job, m, c);
@@ -216,7 +218,7 @@ void run(const PredictOptions& o) {
             << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
             << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str()
-            << (c.offload ? ", offload" : "") << ", "
+            << (c.offload ? ", offload" : "") << (c.shard_optimizer ? ", optimizer sharded over data" : "") << ", "
             << dtype_name(c.dtype) << "\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
   Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
   for (Axis a : kAxes) {
@@ -269,7 +271,9 @@ void run(const PredictOptions& o) {
   const MemoryUse& u = pr.memory;
   std::cout << "\nMemory per GPU" << (c.grid.p > 1 ? " (the stage that needs the most)" : "") << ":\n";
   Table mem({"<term", "GiB"});
-  mem.row({c.offload ? "weights + fp32 grad shards (master, m, v offloaded)" : "weights + optimizer state + fp32 grad shards",
+  mem.row({c.offload           ? "weights + fp32 grad shards (master, m, v offloaded)"
+           : c.shard_optimizer ? "weights + fp32 grad shards + 1/" + std::to_string(c.grid.d) + " of master, m, v"
+                               : "weights + optimizer state + fp32 grad shards",
            gib(u.states)});
   if (c.offload) mem.row({"optimizer bucket buffers (4 × fp32)", gib(u.buckets)});
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
@@ -280,12 +284,17 @@ void run(const PredictOptions& o) {
   mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});
   if (c.offload) mem.row({"host memory: master, m, v", gib(u.host) + " of " + gib(host_memory_per_gpu(m))});
   std::cout << mem.str("  ");
+  if (c.shard_optimizer && c.grid.d > 1)
+    std::cout << "\nOptimizer state sharded over data (" << c.grid.d << " ways): the gradients reduce-scattered"
+              << (c.overlap.odp ? " (in the buckets below)" : " layer by layer")
+              << " and the updated weights all-gathered, in place of the all-reduces above; the optimizer on 1/"
+              << c.grid.d << " of the state\n";
   if (c.overlap.odp && c.grid.d > 1)
     std::cout << "\nData-parallel gradients (odp): " << fixed(pr.dp_buckets, 0) << " buckets of up to "
-              << bytes_h(plan.dp_bucket_bytes) << ", " << seconds(pr.dp_bucket_s) << " each ("
-              << seconds(e.comm_s[int(Axis::D)]) << " in all, in place of the per-layer all-reduces above), started "
-              << "as the last micro-step's backward produces them; exposed " << seconds(e.exposed_comm_s[int(Axis::D)])
-              << "\n";
+              << bytes_h(plan.dp_bucket_bytes) << ", each " << (c.shard_optimizer ? "reduce-scattered" : "all-reduced")
+              << " in " << seconds(pr.dp_bucket_s) << " (in place of the per-layer all-reduces above), started as the "
+              << "last micro-step's backward produces them; data axis " << seconds(e.comm_s[int(Axis::D)])
+              << ", exposed " << seconds(e.exposed_comm_s[int(Axis::D)]) << "\n";
   if (c.offload)
     std::cout << "\nOffload: " << bytes_h(pr.plan.host_copy_bytes) << " each way per iteration over the host link at "
               << bandwidth(pr.plan.host_bw) << " (every GPU of a node copying at once): " << seconds(pr.host_copy_s)
@@ -324,6 +333,8 @@ void setup_predict(CLI::App& app) {
   sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "Full activation recomputation");
   sub->add_flag("--offload", o->offload, "Master weights and Adam state in host memory, copied over the host link");
+  sub->add_flag("--shard-optimizer", o->shard_optimizer,
+                "Master weights and Adam state divided over the data axis (ZeRO-1, Megatron's distributed optimizer)");
   sub->add_option("--overlap", o->overlap, "oar,ors,oag | none | all")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON");
   sub->callback([o] { run(*o); });
