@@ -78,10 +78,29 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 
   // Attention: whole heads per Y rank, whole sequences per Z·D rank,
   // replicated over X. Causal flash attention skips the masked half.
-  double attn_fwd = attention_time(p, dt, 2.0 * mb * S * S * (H / g.y));
-  double attn_bwd = 2.5 * attn_fwd;
-  work("attention", "fwd (flash, causal)", attn_fwd, fwd_count);
-  work("attention", "bwd", attn_bwd, L);
+  double attn_fwd = 0, attn_bwd = 0;
+  if (m.attention == Attention::Flash) {
+    attn_fwd = attention_time(p, dt, 2.0 * mb * S * S * (H / g.y));
+    attn_bwd = 2.5 * attn_fwd;
+    work("attention", "fwd (flash, causal)", attn_fwd, fwd_count);
+    work("attention", "bwd", attn_bwd, L);
+  } else {
+    // Unfused (MODEL.md §10): QKᵀ and PV over the full S×S (the masked half
+    // too), backward twice that; E = mb·(A/G_y)·S² scores, whose softmax
+    // reads and writes them (2bE), its backward reads two and writes one
+    // (3bE); dropout reads and writes them and writes a byte mask (2bE + E),
+    // its backward the same.
+    const double E = mb * (double(m.heads) / g.y) * S * S, drop = m.attention_dropout ? 2 * b * E + E : 0;
+    const double gemm_fwd = attention_time(p, dt, 4.0 * mb * S * S * (H / g.y));
+    const double ew_fwd = ew(2 * b * E + drop), ew_bwd = ew(3 * b * E + drop);
+    work("attention", "fwd QK^T and PV (unfused, full S×S)", gemm_fwd, fwd_count);
+    work("attention", m.attention_dropout ? "fwd scores softmax + dropout (unfused)" : "fwd scores softmax (unfused)",
+         ew_fwd, fwd_count);
+    work("attention", "bwd QK^T and PV (unfused)", 2 * gemm_fwd, L);
+    work("attention", "bwd softmax (unfused)", ew_bwd, L);
+    attn_fwd = gemm_fwd + ew_fwd;
+    attn_bwd = 2 * gemm_fwd + ew_bwd;
+  }
   // Element-wise work by memory traffic: LayerNorm and residuals on
   // [t, H/G_x] (replicated over Y), GELU on [t, F/G_y] (replicated over X).
   double ln_fwd = ew(2 * t * hx * b), ln_bwd = ew(3 * t * hx * b);

@@ -32,6 +32,9 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   // Saved per block: LN1 in and out, QKV out, attention out, LN2 in and out,
   // FC1 out, GELU out; fp32 softmax log-sum-exp per head and LayerNorm stats.
   double block = t * (4 * hx + 3 * hy + hy + 2 * fy) * b + t * (double(m.heads) / g.y) * 4 + 2 * 2 * t * 4;
+  // Unfused attention keeps the S×S probabilities (and a byte mask with dropout).
+  if (m.attention == Attention::Unfused)
+    block += t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
   double working = 2 * t * std::max({hx, 3 * hy, fy}) * b;  // gradients in flight in backward
   // Recompute keeps each block's input per micro-batch in flight and one
   // block's full activations while it is recomputed.

@@ -46,9 +46,13 @@ double model_flops(const ModelSpec& m, double batch) {
 }
 
 nlohmann::json to_json(const ModelSpec& m) {
-  return {{"name", m.name},         {"layers", m.layers}, {"hidden", m.hidden},
-          {"heads", m.heads},       {"ffn", m.ffn},       {"vocab", m.vocab},
-          {"padded_vocab", m.padded_vocab}, {"seq_len", m.seq_len}};
+  nlohmann::json j = {{"name", m.name},         {"layers", m.layers}, {"hidden", m.hidden},
+                      {"heads", m.heads},       {"ffn", m.ffn},       {"vocab", m.vocab},
+                      {"padded_vocab", m.padded_vocab}, {"seq_len", m.seq_len}};
+  // Written only where not the default, so files without them read back the same.
+  if (m.attention == Attention::Unfused) j["attention"] = "unfused";
+  if (m.attention_dropout) j["attention_dropout"] = true;
+  return j;
 }
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -73,6 +77,14 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   if (m.padded_vocab < m.vocab) f.fail("padded_vocab", "an integer >= vocab (" + std::to_string(m.vocab) + ")");
   if (m.hidden % m.heads != 0)
     f.fail("heads", "a divisor of hidden (" + std::to_string(m.hidden) + ")");
+  if (f.has("attention")) {
+    const std::string a = f.string("attention");
+    if (a == "unfused") m.attention = Attention::Unfused;
+    else if (a != "flash") f.fail("attention", "\"flash\" or \"unfused\"");
+  }
+  m.attention_dropout = f.boolean_or("attention_dropout", false);
+  if (m.attention_dropout && m.attention == Attention::Flash)
+    f.fail("attention_dropout", "false with flash attention (its dropout never reaches memory; set attention to \"unfused\")");
   return m;
 }
 

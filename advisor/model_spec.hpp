@@ -7,6 +7,11 @@
 
 namespace ff {
 
+// How attention runs (MODEL.md §10): fused flash attention (causal half,
+// no S×S matrix in memory), or unfused: full S×S scores per head written,
+// softmaxed and (with dropout) masked in memory, the masked half computed too.
+enum class Attention { Flash, Unfused };
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -16,6 +21,8 @@ struct ModelSpec {
   int vocab = 0;         // V, the tokenizer's size
   int padded_vocab = 0;  // Vp ≥ V, rows of the embedding and LM head
   int seq_len = 0;       // S
+  Attention attention = Attention::Flash;
+  bool attention_dropout = false;  // unfused: dropout on the probabilities (a mask in memory)
 };
 
 // Parameters as stored: padded vocabulary rows included, embedding untied from

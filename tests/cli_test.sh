@@ -118,6 +118,17 @@ expect 2 "--offload: machine 'frontier' gives no host link" -- "$advisor" recomm
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['host']['memory_GiB']=0.001; json.dump(d, open(sys.argv[2],'w'))" \
   "$(dirname "$0")/../profiles/perlmutter.json" "$tmp/small-host.json"
 expect 3 'offload needs [0-9.]+ GiB of host memory per GPU' -- "$advisor" predict --model gpt-80b --gpus 512 --grid 1,2,32,8 --recompute --offload --machine "$tmp/small-host.json"
+# Production terms (MODEL.md §10): a Megatron-style job, Y only with data parallelism.
+expect 0 'Optimizer state sharded over data \(128 ways\)' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
+expect 0 'buckets of up to 25.0 MiB, each reduce-scattered' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
+expect 0 '--use-distributed-optimizer' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
+expect 0 'G_data = 1: --shard-optimizer changes nothing' -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --shard-optimizer
+expect 2 'with --shard-optimizer: the pair .* is not priced yet' -- "$advisor" predict --model gpt-80b --gpus 512 --grid 1,2,32,8 --recompute --offload --shard-optimizer
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['overlap']['dp_bucket_MiB']=0; json.dump(d, open(sys.argv[2],'w'))" \
+  "$(dirname "$0")/../profiles/perlmutter.json" "$tmp/zero-bucket.json"
+expect 2 "zero-bucket.json: field 'overlap.dp_bucket_MiB'" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine "$tmp/zero-bucket.json"
+echo '{"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 16, "attention": "fused"}' >"$tmp/attn.json"
+expect 2 "attn.json: field 'attention': expected \"flash\" or \"unfused\"" -- "$advisor" recommend --model "$tmp/attn.json" --gpus 8
 expect 2 'gives no bf16 peak .*use fp16 or fp32' -- "$advisor" recommend --model gpt-5b --gpus 48 --machine summit --dtype bf16
 
 echo '{"layers": 2, "hidden": 64, "heads": 4,' >"$tmp/broken.json"

@@ -284,6 +284,9 @@ void run(const PredictOptions& o) {
   mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});
   if (c.offload) mem.row({"host memory: master, m, v", gib(u.host) + " of " + gib(host_memory_per_gpu(m))});
   std::cout << mem.str("  ");
+  if ((c.shard_optimizer || c.overlap.odp) && c.grid.d == 1)
+    std::cout << "\nG_data = 1: " << (c.shard_optimizer ? "--shard-optimizer" : "odp")
+              << " changes nothing here (no data-parallel reduction to shard or hide)\n";
   if (c.shard_optimizer && c.grid.d > 1)
     std::cout << "\nOptimizer state sharded over data (" << c.grid.d << " ways): the gradients reduce-scattered"
               << (c.overlap.odp ? " (in the buckets below)" : " layer by layer")
