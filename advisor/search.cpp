@@ -1,9 +1,13 @@
 #include "search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
+#include <exception>
+#include <iterator>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "error.hpp"
@@ -86,24 +90,137 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   return cfg;
 }
 
-SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt) {
-  auto start = std::chrono::steady_clock::now();
-  SearchResult r;
-  LinkCache cache(p, job.gpus);
+namespace {
+
+// What the search space looks like whatever the grid.
+struct Choices {
+  std::vector<bool> recompute, offload;  // the smaller footprint first
+  double capacity = 0, host_capacity = 0, batch_tokens = 0;
+};
+
+// A grid's share of the result. Threads fill these by grid, the merge reads
+// them in grid order: the result does not depend on which thread priced what.
+struct GridShare {
+  uint32_t grid_index = 0;  // into SearchResult::grids, when divisible
+  std::vector<int> micro_batches;  // empty: not divisible
+  std::vector<Candidate> candidates;
+  std::vector<Rejected> rejected;
+  long long evaluated = 0;
+  double smallest_footprint = 1e300;
+  Config smallest_config;
+};
+
+// What a thread reuses from grid to grid.
+struct Scratch {
+  LinkCache cache;
   StagedPlan plan;
   StagedTimes times;
+};
+
+void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch, const Grid& g,
+                Scratch& s, GridShare& out) {
+  std::vector<Order> all_orders = distinct_orders(g);
+  std::vector<uint8_t> order_ids;
+  const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
+  for (size_t i = 0; i < all_orders.size(); ++i)
+    if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
+  std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  out.evaluated = (long long)(out.micro_batches.size() * order_ids.size() * ch.recompute.size() *
+                              flag_choices.size() * ch.offload.size());
+
+  for (int mb : out.micro_batches) {
+    // Memory grows with the micro-batch: once the smallest footprint of
+    // this micro-batch does not fit, no larger one will.
+    const bool least_off = !ch.offload.empty() && ch.offload.front();
+    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, least_off);
+    if (least.total() < out.smallest_footprint) {
+      out.smallest_footprint = least.total();
+      out.smallest_config = Config{g, all_orders[0], mb, ch.recompute.front(), Overlap{}, job.dtype, least_off};
+    }
+    bool any_fit = false;
+    for (bool rc : ch.recompute) {
+      // OAG and ORS hold more buffers, offload fewer: per offload choice,
+      // the flag sets that fit (GPU and host memory).
+      std::array<std::vector<uint8_t>, 2> fitting;
+      for (bool off : ch.offload) {
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, off);
+        if (base.total() > ch.capacity || (off && base.host > ch.host_capacity)) {
+          if (opt.keep_rejected)
+            out.rejected.push_back({g, mb, rc,
+                                    base.total() > ch.capacity
+                                        ? "needs " + gib(base.total()) + " of " + gib(ch.capacity) + " (states " +
+                                              gib(base.states) + ", activations " + gib(base.activations) + ")" +
+                                              (off ? " with offload" : "")
+                                        : "offload needs " + gib(base.host) + " of host memory per GPU, " +
+                                              gib(ch.host_capacity) + " there"});
+          continue;
+        }
+        for (uint8_t f : flag_choices)
+          if (memory_use(job, p, g, mb, rc, overlap_of(f), off).total() <= ch.capacity) fitting[off].push_back(f);
+      }
+      if (fitting[0].empty() && fitting[1].empty()) continue;
+      any_fit = true;
+      make_staged_plan(job, p, g, mb, rc, s.plan);
+      for (uint8_t oi : order_ids) {
+        auto links = placement_links(p, g, all_orders[oi], &s.cache);
+        const PairLink& pairs = s.cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
+        staged_term_times(s.plan, links, pairs, s.times);
+        for (bool off : ch.offload)
+          for (uint8_t f : fitting[off]) {
+            Estimate e = combine_staged(s.plan, s.times, overlap_of(f), off, ch.batch_tokens);
+            out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
+                                      uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
+          }
+      }
+    }
+    if (!any_fit) break;
+  }
+}
+
+// Hands the divisible grids out one at a time (their costs differ by orders
+// of magnitude), on `threads` threads, the calling one included.
+void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch,
+                 const std::vector<Grid>& grids, std::vector<GridShare>& shares, int threads) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < grids.size(); ++i)
+    if (!shares[i].micro_batches.empty()) todo.push_back(i);
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
+  auto work = [&](int t) {
+    try {
+      Scratch s{LinkCache(p, job.gpus), {}, {}};
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();)
+        price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
+    } catch (...) {
+      failed[size_t(t)] = std::current_exception();
+      next = todo.size();  // the others stop after their current grid
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(work, t);
+  work(0);
+  for (auto& h : helpers) h.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt) {
+  auto start = std::chrono::steady_clock::now();
+  if (opt.threads < 0) input_error("threads " + std::to_string(opt.threads) + ": expected 0 (every core) or more");
+  SearchResult r;
   std::map<std::string, long long> split_counts;
-  const double capacity = p.hbm_capacity;
-  const double batch_tokens = double(job.batch) * job.model.seq_len;
   r.smallest_footprint = 1e300;
 
-  std::vector<bool> recompute_choices;
-  if (opt.recompute_on) recompute_choices.push_back(true);  // the smaller footprint first
-  if (opt.recompute_off) recompute_choices.push_back(false);
-  std::vector<bool> offload_choices;
-  if (opt.offload_on && p.has_host) offload_choices.push_back(true);  // the smaller footprint first
-  if (opt.offload_off) offload_choices.push_back(false);
-  const double host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
+  Choices ch;
+  if (opt.recompute_on) ch.recompute.push_back(true);
+  if (opt.recompute_off) ch.recompute.push_back(false);
+  if (opt.offload_on && p.has_host) ch.offload.push_back(true);
+  if (opt.offload_off) ch.offload.push_back(false);
+  ch.capacity = p.hbm_capacity;
+  ch.host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
+  ch.batch_tokens = double(job.batch) * job.model.seq_len;
 
   std::vector<Grid> grids;
   for (int P : pipeline_choices(job, opt))
@@ -111,76 +228,41 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       g.p = P;
       grids.push_back(g);
     }
-  for (const Grid& g : grids) {
+  // Divisibility first, in grid order: it numbers the divisible grids.
+  std::vector<GridShare> shares(grids.size());
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const Grid& g = grids[i];
     ++r.grids_total;
     if (std::string why = split_problem(job, g, 1); !why.empty()) {
       ++split_counts[reason_kind(why)];
-      if (opt.keep_rejected) r.rejected.push_back({g, 0, false, why});
+      if (opt.keep_rejected) shares[i].rejected.push_back({g, 0, false, why});
       continue;
     }
-    std::vector<int> mbs = micro_batch_choices(job, g, opt);
-    if (mbs.empty()) {
+    shares[i].micro_batches = micro_batch_choices(job, g, opt);
+    if (shares[i].micro_batches.empty()) {
       ++split_counts["no requested micro-batch divides the batch share of G_z·G_data"];
       continue;
     }
     ++r.grids_divisible;
-    const uint32_t grid_index = uint32_t(r.grids.size());
+    shares[i].grid_index = uint32_t(r.grids.size());
     r.grids.push_back(g);
-    std::vector<Order> all_orders = distinct_orders(g);
-    std::vector<uint8_t> order_ids;
-    const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
-    for (size_t i = 0; i < all_orders.size(); ++i)
-      if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
-    std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
-    r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size() *
-                               offload_choices.size());
+  }
 
-    for (int mb : mbs) {
-      // Memory grows with the micro-batch: once the smallest footprint of
-      // this micro-batch does not fit, no larger one will.
-      const bool least_off = !offload_choices.empty() && offload_choices.front();
-      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{}, least_off);
-      if (least.total() < r.smallest_footprint) {
-        r.smallest_footprint = least.total();
-        r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype, least_off};
-      }
-      bool any_fit = false;
-      for (bool rc : recompute_choices) {
-        // OAG and ORS hold more buffers, offload fewer: per offload choice,
-        // the flag sets that fit (GPU and host memory).
-        std::array<std::vector<uint8_t>, 2> fitting;
-        for (bool off : offload_choices) {
-          MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, off);
-          if (base.total() > capacity || (off && base.host > host_capacity)) {
-            if (opt.keep_rejected)
-              r.rejected.push_back({g, mb, rc,
-                                    base.total() > capacity
-                                        ? "needs " + gib(base.total()) + " of " + gib(capacity) + " (states " +
-                                              gib(base.states) + ", activations " + gib(base.activations) + ")" +
-                                              (off ? " with offload" : "")
-                                        : "offload needs " + gib(base.host) + " of host memory per GPU, " +
-                                              gib(host_capacity) + " there"});
-            continue;
-          }
-          for (uint8_t f : flag_choices)
-            if (memory_use(job, p, g, mb, rc, overlap_of(f), off).total() <= capacity) fitting[off].push_back(f);
-        }
-        if (fitting[0].empty() && fitting[1].empty()) continue;
-        any_fit = true;
-        make_staged_plan(job, p, g, mb, rc, plan);
-        for (uint8_t oi : order_ids) {
-          auto links = placement_links(p, g, all_orders[oi], &cache);
-          const PairLink& pairs = cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
-          staged_term_times(plan, links, pairs, times);
-          for (bool off : offload_choices)
-            for (uint8_t f : fitting[off]) {
-              Estimate e = combine_staged(plan, times, overlap_of(f), off, batch_tokens);
-              r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi,
-                                      uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
-            }
-        }
-      }
-      if (!any_fit) break;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  r.threads = int(std::min<long long>(opt.threads > 0 ? opt.threads : cores, std::max(1LL, r.grids_divisible)));
+  price_grids(job, p, opt, ch, grids, shares, r.threads);
+
+  size_t total = 0;
+  for (const GridShare& s : shares) total += s.candidates.size();
+  r.candidates.reserve(total);
+  for (GridShare& s : shares) {
+    r.evaluated += s.evaluated;
+    r.candidates.insert(r.candidates.end(), s.candidates.begin(), s.candidates.end());
+    std::vector<Candidate>().swap(s.candidates);
+    std::move(s.rejected.begin(), s.rejected.end(), std::back_inserter(r.rejected));
+    if (s.smallest_footprint < r.smallest_footprint) {
+      r.smallest_footprint = s.smallest_footprint;
+      r.smallest_config = s.smallest_config;
     }
   }
   r.feasible = (long long)r.candidates.size();

@@ -23,6 +23,8 @@ struct SearchOptions {
   std::vector<int> pipelines;          // if set, only these stage counts (else every divisor of L and G)
   // Offload is tried where the profile has a host link, unless one is excluded.
   bool offload_on = true, offload_off = true;
+  // Threads pricing grids (0: every core). The result does not depend on it.
+  int threads = 0;
 };
 // The stage counts a search tries.
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
@@ -67,6 +69,7 @@ struct SearchResult {
   double smallest_footprint = 0;         // bytes: the least memory any divisible configuration needs
   Config smallest_config;
   double seconds = 0;                    // wall time of the search
+  int threads = 1;                       // threads that priced grids
 };
 
 SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt);

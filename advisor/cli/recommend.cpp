@@ -32,6 +32,7 @@ struct RecommendOptions {
   std::string order, overlap;
   std::vector<int> pipelines;
   bool offload_only = false, no_offload = false;
+  int threads = 0;  // 0: every core
 };
 
 [[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
@@ -116,6 +117,8 @@ void run(const RecommendOptions& o) {
                 "or add the figures, or drop --offload");
   so.offload_off = !o.offload_only;
   so.offload_on = !o.no_offload;
+  if (o.threads < 0) input_error("--threads " + std::to_string(o.threads) + ": expected 0 (every core) or more");
+  so.threads = o.threads;
 
   SearchResult r = search(job, m, so);
   if (o.show_infeasible && !o.json) print_rejected(r, 40);
@@ -140,7 +143,8 @@ void run(const RecommendOptions& o) {
                           {"gpus", job.gpus},         {"batch_sequences", job.batch},
                           {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
                           {"evaluated", r.evaluated}, {"feasible", r.feasible},
-                          {"search_seconds", r.seconds}, {"parameters", params},
+                          {"search_seconds", r.seconds}, {"search_threads", r.threads},
+                          {"parameters", params},
                           {"train_tokens", tokens}};
     out["configs"] = nlohmann::json::array();
     for (size_t i = 0; i < r.top.size(); ++i) {
@@ -178,7 +182,8 @@ void run(const RecommendOptions& o) {
             << " GPUs (" << m.gpus_per_node << " per node), batch " << grouped(job.batch) << " × "
             << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
-            << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
+            << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
+            << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";
   // The pipe and idle columns appear when some pick has stages.
   bool staged = false, offloaded = false;
   for (const Ranked& x : r.top) staged |= x.config.grid.p > 1, offloaded |= x.config.offload;
@@ -256,6 +261,8 @@ void setup_recommend(CLI::App& app) {
   sub->add_option("--pipeline", o->pipelines, "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
       ->delimiter(',');
   sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");
+  sub->add_option("--threads", o->threads, "Threads for the search; the answer does not depend on it [0: every core]")
+      ->capture_default_str();
   sub->callback([o] { run(*o); });
 }
 
