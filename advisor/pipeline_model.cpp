@@ -173,31 +173,47 @@ void rates(Estimate& e, const Plan& plan, double batch_tokens) {
 
 }  // namespace
 
+void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out) {
+  out.clear();
+  for (int k = 0; k < sp.kinds.count; ++k)
+    for (int c = 0; c < sp.kinds.copies[k]; ++c)
+      out.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
+}
+
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind) {
   std::vector<StageTime> v;
-  for (int k = 0; k < sp.kinds.count; ++k)
-    for (int c = 0; c < sp.kinds.copies[k]; ++c) v.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
+  stage_times(sp, per_kind, v);
   return v;
 }
 
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
                         double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
   std::array<Estimate, 3> kind;
-  for (int k = 0; k < sp.kinds.count; ++k) {
-    kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
-    if (offload) {
+  combine_kinds(sp, st, ov, batch_tokens, kind);
+  return finish_staged(sp, st, kind, offload, batch_tokens, per_kind, schedule);
+}
+
+void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                   std::array<Estimate, 3>& kind) {
+  for (int k = 0; k < sp.kinds.count; ++k) kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
+}
+
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, bool offload,
+                       double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
+  if (offload)
+    for (int k = 0; k < sp.kinds.count; ++k) {
       add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
       rates(kind[k], sp.plan[k], batch_tokens);
     }
-  }
   if (per_kind) *per_kind = kind;
   const Plan& plan0 = sp.plan[0];
   if (plan0.grid.p == 1) {
     if (schedule) *schedule = Schedule{kind[0].fwd_s + kind[0].bwd_s, kind[0].time_s, kind[0].time_s, 0};
     return kind[0];
   }
+  // Reused: this runs for every staged configuration a search prices.
   thread_local std::vector<StageTime> stages;
-  stages = stage_times(sp, kind);
+  stage_times(sp, kind, stages);
   Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s);
   if (schedule) *schedule = s;
   // The breakdown is the critical stage's: its compute and exposed

@@ -65,8 +65,16 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
 // (optional) receives each kind's own estimate, `schedule` the schedule.
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, bool offload,
                         double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
+// combine_staged in two halves, so that a search combines the flags once for
+// both offload choices: each kind's combine() under the flags, then offload
+// and the schedule.
+void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                   std::array<Estimate, 3>& kind);
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, bool offload,
+                       double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
 
 // Every stage's time in stage order, from the kinds' estimates.
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind);
+void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out);
 
 }  // namespace ff

@@ -115,6 +115,7 @@ struct Scratch {
   LinkCache cache;
   StagedPlan plan;
   StagedTimes times;
+  std::array<std::array<Estimate, 3>, 16> kinds;  // per overlap flag set
 };
 
 void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch, const Grid& g,
@@ -165,9 +166,14 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
         auto links = placement_links(p, g, all_orders[oi], &s.cache);
         const PairLink& pairs = s.cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
         staged_term_times(s.plan, links, pairs, s.times);
+        // The flags' combine() once for both offload choices (most of the cost).
+        for (uint8_t f : flag_choices)
+          if (fitting[0].end() != std::find(fitting[0].begin(), fitting[0].end(), f) ||
+              fitting[1].end() != std::find(fitting[1].begin(), fitting[1].end(), f))
+            combine_kinds(s.plan, s.times, overlap_of(f), ch.batch_tokens, s.kinds[f]);
         for (bool off : ch.offload)
           for (uint8_t f : fitting[off]) {
-            Estimate e = combine_staged(s.plan, s.times, overlap_of(f), off, ch.batch_tokens);
+            Estimate e = finish_staged(s.plan, s.times, s.kinds[f], off, ch.batch_tokens);
             out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
                                       uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
           }
@@ -188,7 +194,7 @@ void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& o
   std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
   auto work = [&](int t) {
     try {
-      Scratch s{LinkCache(p, job.gpus), {}, {}};
+      Scratch s{LinkCache(p, job.gpus), {}, {}, {}};
       for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();)
         price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
     } catch (...) {
