@@ -7,6 +7,7 @@
 #include <exception>
 #include <iterator>
 #include <map>
+#include <queue>
 #include <thread>
 #include <tuple>
 
@@ -105,7 +106,7 @@ struct GridShare {
   std::vector<int> micro_batches;  // empty: not divisible
   std::vector<Candidate> candidates;
   std::vector<Rejected> rejected;
-  long long evaluated = 0;
+  long long evaluated = 0, feasible = 0;
   double smallest_footprint = 1e300;
   Config smallest_config;
 };
@@ -116,7 +117,51 @@ struct Scratch {
   StagedPlan plan;
   StagedTimes times;
   std::array<std::array<Estimate, 3>, 16> kinds;  // per overlap flag set
+  // The `top` fastest times this thread has priced (a max-heap): the top-th
+  // of all candidates is at most its largest.
+  std::priority_queue<double> fastest;
+  // Per placement order of the grid: its links and its stage pairs' link.
+  std::vector<PerAxis<AxisLink>> links;
+  std::vector<const PairLink*> pairs;
 };
+
+// Whether no configuration of this plan can be kept by the ranking: it keeps
+// those within 1.5× of the top-th's time, and no configuration is faster
+// than any of its stages' compute (each stage runs it, M micro-batches and a
+// step, and waits or communicates on top; MODEL.md §9). The slack covers
+// rounding in the schedule's sums.
+bool hopeless(double least_s, const Scratch& s, size_t top) {
+  return s.fastest.size() == top && least_s * (1 - 1e-6) > 1.5 * s.fastest.top();
+}
+
+// The least time of any configuration of this plan: its slowest stage's compute.
+double least_time(const StagedPlan& plan) {
+  double least = 0;
+  for (int k = 0; k < plan.kinds.count; ++k) least = std::max(least, plan.plan[k].compute_s);
+  return least;
+}
+
+// With a placement's links: the compute plus the communication no overlap
+// flag can hide (each stage's f, b and step hold theirs).
+double least_time(const StagedPlan& plan, const StagedTimes& times) {
+  double least = 0;
+  for (int k = 0; k < plan.kinds.count; ++k) {
+    const Plan& pl = plan.plan[k];
+    double t = pl.compute_s;
+    for (size_t i = 0; i < pl.comm.size(); ++i)
+      if (pl.comm[i].hide == Hide::None) t += per_iteration(pl, pl.comm[i]) * times.times[k][i];
+    least = std::max(least, t);
+  }
+  return least;
+}
+
+void note_time(Scratch& s, double t, size_t top) {
+  if (s.fastest.size() < top) s.fastest.push(t);
+  else if (t < s.fastest.top()) {
+    s.fastest.pop();
+    s.fastest.push(t);
+  }
+}
 
 void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch, const Grid& g,
                 Scratch& s, GridShare& out) {
@@ -126,6 +171,15 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   for (size_t i = 0; i < all_orders.size(); ++i)
     if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
   std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  const size_t top = size_t(std::max(opt.top, 1));
+  // The links depend on the placement alone: once per grid, not per plan.
+  s.links.resize(order_ids.size());
+  s.pairs.resize(order_ids.size());
+  for (size_t i = 0; i < order_ids.size(); ++i) {
+    const Order& o = all_orders[order_ids[i]];
+    s.links[i] = placement_links(p, g, o, &s.cache);
+    s.pairs[i] = &s.cache.pair(axis_stride(g, o, Axis::P), g.p);
+  }
   out.evaluated = (long long)(out.micro_batches.size() * order_ids.size() * ch.recompute.size() *
                               flag_choices.size() * ch.offload.size());
 
@@ -162,10 +216,14 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       if (fitting[0].empty() && fitting[1].empty()) continue;
       any_fit = true;
       make_staged_plan(job, p, g, mb, rc, s.plan);
-      for (uint8_t oi : order_ids) {
-        auto links = placement_links(p, g, all_orders[oi], &s.cache);
-        const PairLink& pairs = s.cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
-        staged_term_times(s.plan, links, pairs, s.times);
+      const long long fit = (long long)((fitting[0].size() + fitting[1].size()) * order_ids.size());
+      out.feasible += fit;
+      // Counted, not priced: the ranking would drop every one of them.
+      if (opt.prune && hopeless(least_time(s.plan), s, top)) continue;
+      for (size_t i = 0; i < order_ids.size(); ++i) {
+        const uint8_t oi = order_ids[i];
+        staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
+        if (opt.prune && hopeless(least_time(s.plan, s.times), s, top)) continue;
         // The flags' combine() once for both offload choices (most of the cost).
         for (uint8_t f : flag_choices)
           if (fitting[0].end() != std::find(fitting[0].begin(), fitting[0].end(), f) ||
@@ -176,6 +234,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
             Estimate e = finish_staged(s.plan, s.times, s.kinds[f], off, ch.batch_tokens);
             out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
                                       uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
+            note_time(s, e.time_s, top);
           }
       }
     }
@@ -194,7 +253,7 @@ void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& o
   std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
   auto work = [&](int t) {
     try {
-      Scratch s{LinkCache(p, job.gpus), {}, {}, {}};
+      Scratch s{LinkCache(p, job.gpus), {}, {}, {}, {}};
       for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();)
         price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
     } catch (...) {
@@ -263,6 +322,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   r.candidates.reserve(total);
   for (GridShare& s : shares) {
     r.evaluated += s.evaluated;
+    r.feasible += s.feasible;
     r.candidates.insert(r.candidates.end(), s.candidates.begin(), s.candidates.end());
     std::vector<Candidate>().swap(s.candidates);
     std::move(s.rejected.begin(), s.rejected.end(), std::back_inserter(r.rejected));
@@ -271,7 +331,6 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       r.smallest_config = s.smallest_config;
     }
   }
-  r.feasible = (long long)r.candidates.size();
   for (const auto& [why, n] : split_counts)
     r.split_reasons.push_back(std::to_string(n) + (n == 1 ? " grid: " : " grids: ") + why);
 

@@ -25,6 +25,9 @@ struct SearchOptions {
   bool offload_on = true, offload_off = true;
   // Threads pricing grids (0: every core). The result does not depend on it.
   int threads = 0;
+  // Count without pricing the configurations a lower bound on their time
+  // shows the ranking would drop (false: price every one; the result is the same).
+  bool prune = true;
 };
 // The stage counts a search tries.
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
@@ -43,7 +46,7 @@ struct Rejected {
   std::string reason;
 };
 
-// One feasible configuration, small enough to keep all of them.
+// One feasible configuration, small enough to keep millions.
 struct Candidate {
   double time_s;
   uint32_t grid;       // index into SearchResult::grids
@@ -55,7 +58,7 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
 
 struct SearchResult {
   long long evaluated = 0;  // after the divisibility filter, each distinct placement once
-  long long feasible = 0;   // of those, the ones that fit in memory
+  long long feasible = 0;   // of those, the ones that fit in memory (priced or bounded out of the ranking)
   long long grids_total = 0, grids_divisible = 0;
   std::vector<Grid> grids;               // the divisible grids
   // The feasible configurations that can still trade places with the top

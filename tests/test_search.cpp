@@ -178,10 +178,11 @@ void check_same(const SearchResult& a, const SearchResult& b) {
 
 }  // namespace
 
-TEST_CASE("search: threads change nothing but the wall time") {
+TEST_CASE("search: threads and pruning change nothing but the wall time") {
   // gpt-80b on 1024 Perlmutter GPUs: stages, offload, grids that do not
-  // divide and configurations that do not fit; the toy on 12 GPUs: more
-  // threads than some depths have grids.
+  // divide, configurations that do not fit and many bounded out of the
+  // ranking; the toy on 12 GPUs: more threads than some depths have grids.
+  // The reference prices every configuration on one thread.
   Job big;
   big.model = load_model("gpt-80b");
   big.gpus = 1024;
@@ -195,10 +196,12 @@ TEST_CASE("search: threads change nothing but the wall time") {
   for (const Case& c : {Case{big, load_machine("perlmutter")}, Case{toy_job(12, 12), fftest::toy_machine(4)}}) {
     CAPTURE(c.job.model.name);
     opt.threads = 1;
+    opt.prune = false;
     SearchResult one = search(c.job, c.machine, opt);
     CHECK(one.threads == 1);
     REQUIRE_FALSE(one.top.empty());
-    for (int n : {2, 3}) {
+    opt.prune = true;
+    for (int n : {1, 2, 3}) {
       CAPTURE(n);
       opt.threads = n;
       SearchResult many = search(c.job, c.machine, opt);
