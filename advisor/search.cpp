@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <queue>
 #include <thread>
@@ -111,6 +112,15 @@ struct GridShare {
   Config smallest_config;
 };
 
+// The least top-th time any thread has seen: a bound for all of them.
+struct SharedBound {
+  std::atomic<double> s{std::numeric_limits<double>::infinity()};
+  void lower(double t) {
+    for (double now = s.load(std::memory_order_relaxed); t < now && !s.compare_exchange_weak(now, t);) {
+    }
+  }
+};
+
 // What a thread reuses from grid to grid.
 struct Scratch {
   LinkCache cache;
@@ -123,6 +133,7 @@ struct Scratch {
   // Per placement order of the grid: its links and its stage pairs' link.
   std::vector<PerAxis<AxisLink>> links;
   std::vector<const PairLink*> pairs;
+  SharedBound* bound;
 };
 
 // Whether no configuration of this plan can be kept by the ranking: it keeps
@@ -130,8 +141,8 @@ struct Scratch {
 // than any of its stages' compute (each stage runs it, M micro-batches and a
 // step, and waits or communicates on top; MODEL.md §9). The slack covers
 // rounding in the schedule's sums.
-bool hopeless(double least_s, const Scratch& s, size_t top) {
-  return s.fastest.size() == top && least_s * (1 - 1e-6) > 1.5 * s.fastest.top();
+bool hopeless(double least_s, const Scratch& s) {
+  return least_s * (1 - 1e-6) > 1.5 * s.bound->s.load(std::memory_order_relaxed);
 }
 
 // The least time of any configuration of this plan: its slowest stage's compute.
@@ -160,7 +171,8 @@ void note_time(Scratch& s, double t, size_t top) {
   else if (t < s.fastest.top()) {
     s.fastest.pop();
     s.fastest.push(t);
-  }
+  } else return;
+  if (s.fastest.size() == top) s.bound->lower(s.fastest.top());
 }
 
 void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch, const Grid& g,
@@ -219,11 +231,11 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       const long long fit = (long long)((fitting[0].size() + fitting[1].size()) * order_ids.size());
       out.feasible += fit;
       // Counted, not priced: the ranking would drop every one of them.
-      if (opt.prune && hopeless(least_time(s.plan), s, top)) continue;
+      if (opt.prune && hopeless(least_time(s.plan), s)) continue;
       for (size_t i = 0; i < order_ids.size(); ++i) {
         const uint8_t oi = order_ids[i];
         staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
-        if (opt.prune && hopeless(least_time(s.plan, s.times), s, top)) continue;
+        if (opt.prune && hopeless(least_time(s.plan, s.times), s)) continue;
         // The flags' combine() once for both offload choices (most of the cost).
         for (uint8_t f : flag_choices)
           if (fitting[0].end() != std::find(fitting[0].begin(), fitting[0].end(), f) ||
@@ -243,17 +255,19 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
 }
 
 // Hands the divisible grids out one at a time (their costs differ by orders
-// of magnitude), on `threads` threads, the calling one included.
+// of magnitude), in grid order (the early grids' times bound the later ones
+// best), on `threads` threads, the calling one included.
 void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch,
                  const std::vector<Grid>& grids, std::vector<GridShare>& shares, int threads) {
   std::vector<size_t> todo;
   for (size_t i = 0; i < grids.size(); ++i)
     if (!shares[i].micro_batches.empty()) todo.push_back(i);
+  SharedBound bound;
   std::atomic<size_t> next{0};
   std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
   auto work = [&](int t) {
     try {
-      Scratch s{LinkCache(p, job.gpus), {}, {}, {}, {}};
+      Scratch s{LinkCache(p, job.gpus), {}, {}, {}, {}, {}, {}, &bound};
       for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();)
         price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
     } catch (...) {
