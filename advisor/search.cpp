@@ -254,25 +254,21 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   }
 }
 
-// Hands the divisible grids out one at a time (their costs differ by orders
-// of magnitude), in grid order (the early grids' times bound the later ones
-// best), on `threads` threads, the calling one included.
-void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch,
-                 const std::vector<Grid>& grids, std::vector<GridShare>& shares, int threads) {
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < grids.size(); ++i)
-    if (!shares[i].micro_batches.empty()) todo.push_back(i);
-  SharedBound bound;
+// Runs each of n items once on `threads` threads, the calling one included,
+// handing them out one at a time in index order (their costs differ by
+// orders of magnitude); `make_worker()` gives a thread its worker, called
+// with each item's index. The first failure is rethrown once all stopped.
+template <class MakeWorker>
+void for_each_on_threads(size_t n, int threads, MakeWorker make_worker) {
   std::atomic<size_t> next{0};
   std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
   auto work = [&](int t) {
     try {
-      Scratch s{LinkCache(p, job.gpus), {}, {}, {}, {}, {}, {}, &bound};
-      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();)
-        price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
+      auto worker = make_worker();
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) worker(i);
     } catch (...) {
       failed[size_t(t)] = std::current_exception();
-      next = todo.size();  // the others stop after their current grid
+      next = n;  // the others stop after their current item
     }
   };
   std::vector<std::thread> helpers;
@@ -281,6 +277,21 @@ void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& o
   for (auto& h : helpers) h.join();
   for (const auto& e : failed)
     if (e) std::rethrow_exception(e);
+}
+
+// The divisible grids in grid order (the early grids' times bound the later
+// ones best), each thread with its own scratch and all with one bound.
+void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch,
+                 const std::vector<Grid>& grids, std::vector<GridShare>& shares, int threads) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < grids.size(); ++i)
+    if (!shares[i].micro_batches.empty()) todo.push_back(i);
+  SharedBound bound;
+  for_each_on_threads(todo.size(), threads, [&] {
+    return [&, s = Scratch{LinkCache(p, job.gpus), {}, {}, {}, {}, {}, {}, &bound}](size_t i) mutable {
+      price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
+    };
+  });
 }
 
 }  // namespace
@@ -381,11 +392,16 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     }
     r.candidates = std::move(kept);
     top = std::min(top, r.candidates.size());
-    for (size_t i = 0; i < top; ++i) {
-      Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
-      Prediction pr = predict(job, p, cfg);
-      r.top.push_back({cfg, pr.estimate, pr.memory, r.equivalent_orders[i]});
-    }
+    // In full, on the threads too: a deep pipeline's schedule is simulated
+    // event by event.
+    r.top.resize(top);
+    for_each_on_threads(top, std::min<int>(r.threads, int(top)), [&] {
+      return [&](size_t i) {
+        Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
+        Prediction pr = predict(job, p, cfg);
+        r.top[i] = {cfg, pr.estimate, pr.memory, r.equivalent_orders[i]};
+      };
+    });
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
