@@ -88,31 +88,34 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, do
     double best_start = kNever;
     Op best_op{};
     for (int i = 0; i < P; ++i) {
-      std::vector<Op> choices;
+      // At most two (no allocation: this runs P times per operation).
+      std::array<Op, 2> choice;
+      size_t n_choices = 0;
+      auto offer = [&](Op op) { choice[n_choices++] = op; };
       if (static_ord) {
-        if (next[i] < order[i].size()) choices.push_back(order[i][next[i]]);
+        if (next[i] < order[i].size()) offer(order[i][next[i]]);
       } else {
         // Arrival order: the next forward not yet run and the next backward.
         if (i == P - 1) {  // forward then its backward, at once
-          if (injected[i] < M && (injected[i] == bwd_count[i])) choices.push_back({injected[i], false});
-          else if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+          if (injected[i] < M && (injected[i] == bwd_count[i])) offer({injected[i], false});
+          else if (bwd_count[i] < injected[i]) offer({bwd_count[i], true});
         } else {
-          if (injected[i] < M) choices.push_back({injected[i], false});
-          if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+          if (injected[i] < M) offer({injected[i], false});
+          if (bwd_count[i] < injected[i]) offer({bwd_count[i], true});
         }
       }
       // This stage's pick: the operation it can start first; of two ready
       // when it frees, the message that arrived first, backward on a tie.
       int mine = -1;
       double mine_start = kNever, mine_ready = kNever;
-      for (size_t c = 0; c < choices.size(); ++c) {
-        double r = ready(i, choices[c]);
+      for (size_t c = 0; c < n_choices; ++c) {
+        double r = ready(i, choice[c]);
         if (r == kNever) continue;
         double start = std::max(free_at[i], r);
-        if (start < mine_start || (start == mine_start && (r < mine_ready || (r == mine_ready && choices[c].bwd))))
+        if (start < mine_start || (start == mine_start && (r < mine_ready || (r == mine_ready && choice[c].bwd))))
           mine = int(c), mine_start = start, mine_ready = r;
       }
-      if (mine >= 0 && mine_start < best_start) best = i, best_start = mine_start, best_op = choices[mine];
+      if (mine >= 0 && mine_start < best_start) best = i, best_start = mine_start, best_op = choice[size_t(mine)];
     }
     if (best < 0) break;  // cannot happen with M ≥ 1: the schedules are deadlock-free
     run(best, best_op, best_start);
