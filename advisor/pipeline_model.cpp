@@ -89,31 +89,34 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, do
     double best_start = kNever;
     Op best_op{};
     for (int i = 0; i < P; ++i) {
-      std::vector<Op> choices;
+      // At most two (no allocation: this runs P times per operation).
+      std::array<Op, 2> choice;
+      size_t n_choices = 0;
+      auto offer = [&](Op op) { choice[n_choices++] = op; };
       if (static_ord) {
-        if (next[i] < order[i].size()) choices.push_back(order[i][next[i]]);
+        if (next[i] < order[i].size()) offer(order[i][next[i]]);
       } else {
         // Arrival order: the next forward not yet run and the next backward.
         if (i == P - 1) {  // forward then its backward, at once
-          if (injected[i] < M && (injected[i] == bwd_count[i])) choices.push_back({injected[i], false});
-          else if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+          if (injected[i] < M && (injected[i] == bwd_count[i])) offer({injected[i], false});
+          else if (bwd_count[i] < injected[i]) offer({bwd_count[i], true});
         } else {
-          if (injected[i] < M) choices.push_back({injected[i], false});
-          if (bwd_count[i] < injected[i]) choices.push_back({bwd_count[i], true});
+          if (injected[i] < M) offer({injected[i], false});
+          if (bwd_count[i] < injected[i]) offer({bwd_count[i], true});
         }
       }
       // This stage's pick: the operation it can start first; of two ready
       // when it frees, the message that arrived first, backward on a tie.
       int mine = -1;
       double mine_start = kNever, mine_ready = kNever;
-      for (size_t c = 0; c < choices.size(); ++c) {
-        double r = ready(i, choices[c]);
+      for (size_t c = 0; c < n_choices; ++c) {
+        double r = ready(i, choice[c]);
         if (r == kNever) continue;
         double start = std::max(free_at[i], r);
-        if (start < mine_start || (start == mine_start && (r < mine_ready || (r == mine_ready && choices[c].bwd))))
+        if (start < mine_start || (start == mine_start && (r < mine_ready || (r == mine_ready && choice[c].bwd))))
           mine = int(c), mine_start = start, mine_ready = r;
       }
-      if (mine >= 0 && mine_start < best_start) best = i, best_start = mine_start, best_op = choices[mine];
+      if (mine >= 0 && mine_start < best_start) best = i, best_start = mine_start, best_op = choice[size_t(mine)];
     }
     if (best < 0) break;  // cannot happen with M ≥ 1: the schedules are deadlock-free
     run(best, best_op, best_start);
@@ -231,31 +234,49 @@ void rates(Estimate& e, const Plan& plan, double batch_tokens) {
 
 }  // namespace
 
+void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out) {
+  out.clear();
+  for (int k = 0; k < sp.kinds.count; ++k)
+    for (int c = 0; c < sp.kinds.copies[k]; ++c)
+      out.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
+}
+
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind) {
   std::vector<StageTime> v;
-  for (int k = 0; k < sp.kinds.count; ++k)
-    for (int c = 0; c < sp.kinds.copies[k]; ++c) v.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
+  stage_times(sp, per_kind, v);
   return v;
 }
 
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
                         double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
   std::array<Estimate, 3> kind;
+  combine_kinds(sp, st, ov, batch_tokens, kind);
+  return finish_staged(sp, st, kind, ov, os, batch_tokens, per_kind, schedule);
+}
+
+void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                   std::array<Estimate, 3>& kind) {
+  for (int k = 0; k < sp.kinds.count; ++k) kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
+}
+
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, const Overlap& ov,
+                       OptimizerState os, double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
   const bool odp = ov.odp && sp.plan[0].grid.d > 1, sharded = os.sharded && sp.plan[0].grid.d > 1;
-  for (int k = 0; k < sp.kinds.count; ++k) {
-    kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
-    if (odp || sharded) price_data_parallel(kind[k], sp.plan[k], st, k, odp, sharded);
-    if (os.offload) add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
-    if (os.offload || odp || sharded) rates(kind[k], sp.plan[k], batch_tokens);
-  }
+  if (odp || sharded || os.offload)
+    for (int k = 0; k < sp.kinds.count; ++k) {
+      if (odp || sharded) price_data_parallel(kind[k], sp.plan[k], st, k, odp, sharded);
+      if (os.offload) add_offload(kind[k], sp.plan[k], st.host_copy_s[k], st.chunk_latency_s[k]);
+      rates(kind[k], sp.plan[k], batch_tokens);
+    }
   if (per_kind) *per_kind = kind;
   const Plan& plan0 = sp.plan[0];
   if (plan0.grid.p == 1) {
     if (schedule) *schedule = Schedule{kind[0].fwd_s + kind[0].bwd_s, kind[0].time_s, kind[0].time_s, 0};
     return kind[0];
   }
+  // Reused: this runs for every staged configuration a search prices.
   thread_local std::vector<StageTime> stages;
-  stages = stage_times(sp, kind);
+  stage_times(sp, kind, stages);
   Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s);
   if (schedule) *schedule = s;
   // The breakdown is the critical stage's: its compute and exposed

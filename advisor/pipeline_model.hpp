@@ -80,8 +80,17 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
 // schedule.
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
                         double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
+// combine_staged in two halves, so that a search combines the flags once for
+// every optimizer-state choice: each kind's combine() under the flags, then
+// the data-parallel step (odp, sharding, offload) and the schedule.
+void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
+                   std::array<Estimate, 3>& kind);
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, const Overlap& ov,
+                       OptimizerState os, double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr,
+                       Schedule* schedule = nullptr);
 
 // Every stage's time in stage order, from the kinds' estimates.
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind);
+void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out);
 
 }  // namespace ff

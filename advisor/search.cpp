@@ -1,9 +1,15 @@
 #include "search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
+#include <exception>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <queue>
+#include <thread>
 #include <tuple>
 
 #include "error.hpp"
@@ -12,7 +18,8 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32 };
+enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64 };
+constexpr size_t kOverlapSets = 64;  // overlap flag sets are below kOdp·2
 
 Overlap overlap_of(uint8_t flags) {
   return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag), bool(flags & kOdp)};
@@ -89,27 +96,254 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   cfg.overlap = overlap_of(c.flags);
   cfg.dtype = dt;
   cfg.offload = c.flags & kOffload;
+  cfg.shard_optimizer = c.flags & kShard;
   return cfg;
 }
 
-SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt) {
-  auto start = std::chrono::steady_clock::now();
-  SearchResult r;
-  LinkCache cache(p, job.gpus);
+namespace {
+
+// What the search space looks like whatever the grid.
+struct Choices {
+  std::vector<bool> recompute, offload, shard;  // the smaller footprint first
+  double capacity = 0, host_capacity = 0, batch_tokens = 0;
+};
+
+// A grid's share of the result. Threads fill these by grid, the merge reads
+// them in grid order: the result does not depend on which thread priced what.
+struct GridShare {
+  uint32_t grid_index = 0;  // into SearchResult::grids, when divisible
+  std::vector<int> micro_batches;  // empty: not divisible
+  std::vector<Candidate> candidates;
+  std::vector<Rejected> rejected;
+  long long evaluated = 0, feasible = 0;
+  double smallest_footprint = 1e300;
+  Config smallest_config;
+};
+
+// The least top-th time any thread has seen: a bound for all of them.
+struct SharedBound {
+  std::atomic<double> s{std::numeric_limits<double>::infinity()};
+  void lower(double t) {
+    for (double now = s.load(std::memory_order_relaxed); t < now && !s.compare_exchange_weak(now, t);) {
+    }
+  }
+};
+
+// What a thread reuses from grid to grid.
+struct Scratch {
+  LinkCache cache;
   StagedPlan plan;
   StagedTimes times;
+  std::array<std::array<Estimate, 3>, kOverlapSets> kinds;  // per overlap flag set
+  // The `top` fastest times this thread has priced (a max-heap): the top-th
+  // of all candidates is at most its largest.
+  std::priority_queue<double> fastest;
+  // Per placement order of the grid: its links and its stage pairs' link.
+  std::vector<PerAxis<AxisLink>> links;
+  std::vector<const PairLink*> pairs;
+  SharedBound* bound;
+};
+
+// Whether no configuration of this plan can be kept by the ranking: it keeps
+// those within 1.5× of the top-th's time, and no configuration is faster
+// than any of its stages' compute (each stage runs it, M micro-batches and a
+// step, and waits or communicates on top; MODEL.md §9). The slack covers
+// rounding in the schedule's sums.
+bool hopeless(double least_s, const Scratch& s) {
+  return least_s * (1 - 1e-6) > 1.5 * s.bound->s.load(std::memory_order_relaxed);
+}
+
+// The least compute a stage of this plan runs: all of it, but a sharded
+// optimizer's step on 1/G_d of the state.
+double least_compute(const Plan& pl) { return pl.compute_s - pl.compute_step_s * (1 - 1.0 / pl.grid.d); }
+
+// The least time of any configuration of this plan: its slowest stage's compute.
+double least_time(const StagedPlan& plan) {
+  double least = 0;
+  for (int k = 0; k < plan.kinds.count; ++k) least = std::max(least, least_compute(plan.plan[k]));
+  return least;
+}
+
+// With a placement's links: the compute plus the communication no flag can
+// hide or replace (each stage's f, b and step hold theirs). The data axis'
+// reductions are left out: odp and sharding price them otherwise.
+double least_time(const StagedPlan& plan, const StagedTimes& times) {
+  double least = 0;
+  for (int k = 0; k < plan.kinds.count; ++k) {
+    const Plan& pl = plan.plan[k];
+    double t = least_compute(pl);
+    for (size_t i = 0; i < pl.comm.size(); ++i)
+      if (pl.comm[i].hide == Hide::None && pl.comm[i].axis != Axis::D)
+        t += per_iteration(pl, pl.comm[i]) * times.times[k][i];
+    least = std::max(least, t);
+  }
+  return least;
+}
+
+void note_time(Scratch& s, double t, size_t top) {
+  if (s.fastest.size() < top) s.fastest.push(t);
+  else if (t < s.fastest.top()) {
+    s.fastest.pop();
+    s.fastest.push(t);
+  } else return;
+  if (s.fastest.size() == top) s.bound->lower(s.fastest.top());
+}
+
+void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch, const Grid& g,
+                Scratch& s, GridShare& out) {
+  std::vector<Order> all_orders = distinct_orders(g);
+  std::vector<uint8_t> order_ids;
+  const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
+  for (size_t i = 0; i < all_orders.size(); ++i)
+    if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
+  std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  const size_t top = size_t(std::max(opt.top, 1));
+  // The links depend on the placement alone: once per grid, not per plan.
+  s.links.resize(order_ids.size());
+  s.pairs.resize(order_ids.size());
+  for (size_t i = 0; i < order_ids.size(); ++i) {
+    const Order& o = all_orders[order_ids[i]];
+    s.links[i] = placement_links(p, g, o, &s.cache);
+    s.pairs[i] = &s.cache.pair(axis_stride(g, o, Axis::P), g.p);
+  }
+  // Where the optimizer state may live on this grid: offload and sharding
+  // each where the search allows them (sharding needs a data axis), not both.
+  std::vector<OptimizerState> states;
+  for (bool off : ch.offload)
+    for (bool shard : ch.shard)
+      if (!(off && shard) && (!shard || g.d > 1)) states.push_back({off, shard});
+  out.evaluated = (long long)(out.micro_batches.size() * order_ids.size() * ch.recompute.size() *
+                              flag_choices.size() * states.size());
+
+  for (int mb : out.micro_batches) {
+    // Memory grows with the micro-batch: once the smallest footprint of
+    // this micro-batch does not fit, no larger one will.
+    // The smallest footprint: offload if tried, else sharding if tried.
+    OptimizerState small{};
+    for (const OptimizerState& os : states)
+      if (os.offload || (os.sharded && !small.offload)) small = os;
+    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small);
+    if (least.total() < out.smallest_footprint) {
+      out.smallest_footprint = least.total();
+      out.smallest_config = Config{g, all_orders[0], mb, ch.recompute.front(), Overlap{}, job.dtype, small.offload,
+                                   small.sharded};
+    }
+    bool any_fit = false;
+    for (bool rc : ch.recompute) {
+      // OAG and ORS hold more buffers, offload and sharding fewer: per
+      // optimizer state, the flag sets that fit (GPU and host memory).
+      std::vector<std::vector<uint8_t>> fitting(states.size());
+      size_t fit_sets = 0;
+      for (size_t si = 0; si < states.size(); ++si) {
+        const OptimizerState os = states[si];
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os);
+        if (base.total() > ch.capacity || (os.offload && base.host > ch.host_capacity)) {
+          if (opt.keep_rejected)
+            out.rejected.push_back({g, mb, rc,
+                                    base.total() > ch.capacity
+                                        ? "needs " + gib(base.total()) + " of " + gib(ch.capacity) + " (states " +
+                                              gib(base.states) + ", activations " + gib(base.activations) + ")" +
+                                              (os.offload ? " with offload" : os.sharded ? " with a sharded optimizer" : "")
+                                        : "offload needs " + gib(base.host) + " of host memory per GPU, " +
+                                              gib(ch.host_capacity) + " there"});
+          continue;
+        }
+        for (uint8_t f : flag_choices)
+          if (memory_use(job, p, g, mb, rc, overlap_of(f), os).total() <= ch.capacity) fitting[si].push_back(f);
+        fit_sets += fitting[si].size();
+      }
+      if (fit_sets == 0) continue;
+      any_fit = true;
+      make_staged_plan(job, p, g, mb, rc, s.plan);
+      const long long fit = (long long)(fit_sets * order_ids.size());
+      out.feasible += fit;
+      // Counted, not priced: the ranking would drop every one of them.
+      if (opt.prune && hopeless(least_time(s.plan), s)) continue;
+      for (size_t i = 0; i < order_ids.size(); ++i) {
+        const uint8_t oi = order_ids[i];
+        staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
+        if (opt.prune && hopeless(least_time(s.plan, s.times), s)) continue;
+        // The flags' combine() once for every optimizer state (most of the cost).
+        for (uint8_t f : flag_choices)
+          for (const auto& fits : fitting)
+            if (std::find(fits.begin(), fits.end(), f) != fits.end()) {
+              combine_kinds(s.plan, s.times, overlap_of(f), ch.batch_tokens, s.kinds[f]);
+              break;
+            }
+        for (size_t si = 0; si < states.size(); ++si)
+          for (uint8_t f : fitting[si]) {
+            const OptimizerState os = states[si];
+            Estimate e = finish_staged(s.plan, s.times, s.kinds[f], overlap_of(f), os, ch.batch_tokens);
+            out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
+                                      uint8_t(f | (rc ? kRecompute : 0) | (os.offload ? kOffload : 0) |
+                                              (os.sharded ? kShard : 0))});
+            note_time(s, e.time_s, top);
+          }
+      }
+    }
+    if (!any_fit) break;
+  }
+}
+
+// Runs each of n items once on `threads` threads, the calling one included,
+// handing them out one at a time in index order (their costs differ by
+// orders of magnitude); `make_worker()` gives a thread its worker, called
+// with each item's index. The first failure is rethrown once all stopped.
+template <class MakeWorker>
+void for_each_on_threads(size_t n, int threads, MakeWorker make_worker) {
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
+  auto work = [&](int t) {
+    try {
+      auto worker = make_worker();
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) worker(i);
+    } catch (...) {
+      failed[size_t(t)] = std::current_exception();
+      next = n;  // the others stop after their current item
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(work, t);
+  work(0);
+  for (auto& h : helpers) h.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
+// The divisible grids in grid order (the early grids' times bound the later
+// ones best), each thread with its own scratch and all with one bound.
+void price_grids(const Job& job, const MachineProfile& p, const SearchOptions& opt, const Choices& ch,
+                 const std::vector<Grid>& grids, std::vector<GridShare>& shares, int threads) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < grids.size(); ++i)
+    if (!shares[i].micro_batches.empty()) todo.push_back(i);
+  SharedBound bound;
+  for_each_on_threads(todo.size(), threads, [&] {
+    return [&, s = Scratch{LinkCache(p, job.gpus), {}, {}, {}, {}, {}, {}, &bound}](size_t i) mutable {
+      price_grid(job, p, opt, ch, grids[todo[i]], s, shares[todo[i]]);
+    };
+  });
+}
+
+}  // namespace
+
+SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt) {
+  auto start = std::chrono::steady_clock::now();
+  if (opt.threads < 0) input_error("threads " + std::to_string(opt.threads) + ": expected 0 (every core) or more");
+  SearchResult r;
   std::map<std::string, long long> split_counts;
-  const double capacity = p.hbm_capacity;
-  const double batch_tokens = double(job.batch) * job.model.seq_len;
   r.smallest_footprint = 1e300;
 
-  std::vector<bool> recompute_choices;
-  if (opt.recompute_on) recompute_choices.push_back(true);  // the smaller footprint first
-  if (opt.recompute_off) recompute_choices.push_back(false);
-  std::vector<bool> offload_choices;
-  if (opt.offload_on && p.has_host) offload_choices.push_back(true);  // the smaller footprint first
-  if (opt.offload_off) offload_choices.push_back(false);
-  const double host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
+  Choices ch;
+  if (opt.recompute_on) ch.recompute.push_back(true);
+  if (opt.recompute_off) ch.recompute.push_back(false);
+  if (opt.offload_on && p.has_host) ch.offload.push_back(true);
+  if (opt.offload_off) ch.offload.push_back(false);
+  if (opt.shard_on) ch.shard.push_back(true);
+  if (opt.shard_off) ch.shard.push_back(false);
+  ch.capacity = p.hbm_capacity;
+  ch.host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
+  ch.batch_tokens = double(job.batch) * job.model.seq_len;
 
   std::vector<Grid> grids;
   for (int P : pipeline_choices(job, opt))
@@ -117,79 +351,44 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       g.p = P;
       grids.push_back(g);
     }
-  for (const Grid& g : grids) {
+  // Divisibility first, in grid order: it numbers the divisible grids.
+  std::vector<GridShare> shares(grids.size());
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const Grid& g = grids[i];
     ++r.grids_total;
     if (std::string why = split_problem(job, g, 1); !why.empty()) {
       ++split_counts[reason_kind(why)];
-      if (opt.keep_rejected) r.rejected.push_back({g, 0, false, why});
+      if (opt.keep_rejected) shares[i].rejected.push_back({g, 0, false, why});
       continue;
     }
-    std::vector<int> mbs = micro_batch_choices(job, g, opt);
-    if (mbs.empty()) {
+    shares[i].micro_batches = micro_batch_choices(job, g, opt);
+    if (shares[i].micro_batches.empty()) {
       ++split_counts["no requested micro-batch divides the batch share of G_z·G_data"];
       continue;
     }
     ++r.grids_divisible;
-    const uint32_t grid_index = uint32_t(r.grids.size());
+    shares[i].grid_index = uint32_t(r.grids.size());
     r.grids.push_back(g);
-    std::vector<Order> all_orders = distinct_orders(g);
-    std::vector<uint8_t> order_ids;
-    const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
-    for (size_t i = 0; i < all_orders.size(); ++i)
-      if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
-    std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
-    r.evaluated += (long long)(mbs.size() * order_ids.size() * recompute_choices.size() * flag_choices.size() *
-                               offload_choices.size());
+  }
 
-    for (int mb : mbs) {
-      // Memory grows with the micro-batch: once the smallest footprint of
-      // this micro-batch does not fit, no larger one will.
-      const bool least_off = !offload_choices.empty() && offload_choices.front();
-      MemoryUse least = memory_use(job, p, g, mb, recompute_choices.front(), Overlap{}, {least_off, false});
-      if (least.total() < r.smallest_footprint) {
-        r.smallest_footprint = least.total();
-        r.smallest_config = Config{g, all_orders[0], mb, recompute_choices.front(), Overlap{}, job.dtype, least_off};
-      }
-      bool any_fit = false;
-      for (bool rc : recompute_choices) {
-        // OAG and ORS hold more buffers, offload fewer: per offload choice,
-        // the flag sets that fit (GPU and host memory).
-        std::array<std::vector<uint8_t>, 2> fitting;
-        for (bool off : offload_choices) {
-          MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, {off, false});
-          if (base.total() > capacity || (off && base.host > host_capacity)) {
-            if (opt.keep_rejected)
-              r.rejected.push_back({g, mb, rc,
-                                    base.total() > capacity
-                                        ? "needs " + gib(base.total()) + " of " + gib(capacity) + " (states " +
-                                              gib(base.states) + ", activations " + gib(base.activations) + ")" +
-                                              (off ? " with offload" : "")
-                                        : "offload needs " + gib(base.host) + " of host memory per GPU, " +
-                                              gib(host_capacity) + " there"});
-            continue;
-          }
-          for (uint8_t f : flag_choices)
-            if (memory_use(job, p, g, mb, rc, overlap_of(f), {off, false}).total() <= capacity) fitting[off].push_back(f);
-        }
-        if (fitting[0].empty() && fitting[1].empty()) continue;
-        any_fit = true;
-        make_staged_plan(job, p, g, mb, rc, plan);
-        for (uint8_t oi : order_ids) {
-          auto links = placement_links(p, g, all_orders[oi], &cache);
-          const PairLink& pairs = cache.pair(axis_stride(g, all_orders[oi], Axis::P), g.p);
-          staged_term_times(plan, links, pairs, times);
-          for (bool off : offload_choices)
-            for (uint8_t f : fitting[off]) {
-              Estimate e = combine_staged(plan, times, overlap_of(f), {off, false}, batch_tokens);
-              r.candidates.push_back({e.time_s, grid_index, uint16_t(mb), oi,
-                                      uint8_t(f | (rc ? kRecompute : 0) | (off ? kOffload : 0))});
-            }
-        }
-      }
-      if (!any_fit) break;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  r.threads = int(std::min<long long>(opt.threads > 0 ? opt.threads : cores, std::max(1LL, r.grids_divisible)));
+  price_grids(job, p, opt, ch, grids, shares, r.threads);
+
+  size_t total = 0;
+  for (const GridShare& s : shares) total += s.candidates.size();
+  r.candidates.reserve(total);
+  for (GridShare& s : shares) {
+    r.evaluated += s.evaluated;
+    r.feasible += s.feasible;
+    r.candidates.insert(r.candidates.end(), s.candidates.begin(), s.candidates.end());
+    std::vector<Candidate>().swap(s.candidates);
+    std::move(s.rejected.begin(), s.rejected.end(), std::back_inserter(r.rejected));
+    if (s.smallest_footprint < r.smallest_footprint) {
+      r.smallest_footprint = s.smallest_footprint;
+      r.smallest_config = s.smallest_config;
     }
   }
-  r.feasible = (long long)r.candidates.size();
   for (const auto& [why, n] : split_counts)
     r.split_reasons.push_back(std::to_string(n) + (n == 1 ? " grid: " : " grids: ") + why);
 
@@ -226,11 +425,16 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     }
     r.candidates = std::move(kept);
     top = std::min(top, r.candidates.size());
-    for (size_t i = 0; i < top; ++i) {
-      Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
-      Prediction pr = predict(job, p, cfg);
-      r.top.push_back({cfg, pr.estimate, pr.memory, r.equivalent_orders[i]});
-    }
+    // In full, on the threads too: a deep pipeline's schedule is simulated
+    // event by event.
+    r.top.resize(top);
+    for_each_on_threads(top, std::min<int>(r.threads, int(top)), [&] {
+      return [&](size_t i) {
+        Config cfg = candidate_config(r.candidates[i], r.grids, job.dtype);
+        Prediction pr = predict(job, p, cfg);
+        r.top[i] = {cfg, pr.estimate, pr.memory, r.equivalent_orders[i]};
+      };
+    });
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -23,6 +23,13 @@ struct SearchOptions {
   std::vector<int> pipelines;          // if set, only these stage counts (else every divisor of L and G)
   // Offload is tried where the profile has a host link, unless one is excluded.
   bool offload_on = true, offload_off = true;
+  // The optimizer state sharded over D is tried where G_d > 1, unless excluded.
+  bool shard_on = true, shard_off = true;
+  // Threads pricing grids (0: every core). The result does not depend on it.
+  int threads = 0;
+  // Count without pricing the configurations a lower bound on their time
+  // shows the ranking would drop (false: price every one; the result is the same).
+  bool prune = true;
 };
 // The stage counts a search tries.
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
@@ -41,19 +48,19 @@ struct Rejected {
   std::string reason;
 };
 
-// One feasible configuration, small enough to keep all of them.
+// One feasible configuration, small enough to keep millions.
 struct Candidate {
   double time_s;
   uint32_t grid;       // index into SearchResult::grids
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp
+  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 
 struct SearchResult {
   long long evaluated = 0;  // after the divisibility filter, each distinct placement once
-  long long feasible = 0;   // of those, the ones that fit in memory
+  long long feasible = 0;   // of those, the ones that fit in memory (priced or bounded out of the ranking)
   long long grids_total = 0, grids_divisible = 0;
   std::vector<Grid> grids;               // the divisible grids
   // The feasible configurations that can still trade places with the top
@@ -67,6 +74,7 @@ struct SearchResult {
   double smallest_footprint = 0;         // bytes: the least memory any divisible configuration needs
   Config smallest_config;
   double seconds = 0;                    // wall time of the search
+  int threads = 1;                       // threads that priced grids
 };
 
 SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions& opt);

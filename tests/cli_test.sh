@@ -88,6 +88,20 @@ expect 2 "--overlap 'oar,foo'" -- "$advisor" predict --model gpt-5b --gpus 8 --g
 expect 2 "--batch 0: expected a number of sequences" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch 0
 expect 2 "x.svg: cannot write" -- "$advisor" recommend --model gpt-5b --gpus 8 --plot /nonexistent-dir/x.svg
 expect 2 "--batch-tokens 100: expected a positive multiple" -- "$advisor" recommend --model gpt-5b --gpus 8 --batch-tokens 100
+# Threads: 0 is every core, the same answer as one; a negative count is refused.
+expect 0 'on [0-9]+ threads?' -- "$advisor" recommend --model gpt-5b --gpus 8 --threads 0
+"$advisor" recommend --model gpt-20b --gpus 64 --json --threads 1 >"$tmp/t1.json"
+"$advisor" recommend --model gpt-20b --gpus 64 --json --threads 0 >"$tmp/t0.json"
+expect 0 'same answer' -- python3 - "$tmp/t1.json" "$tmp/t0.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for d in (a, b):
+    del d["search_seconds"], d["search_threads"]
+assert a == b
+print("same answer")
+PY
+expect 2 "--threads -1: expected 0 \(every core\) or more" -- "$advisor" recommend --model gpt-5b --gpus 8 --threads -1
+expect 2 "--threads -2: expected 0 \(every core\) or more" -- "$advisor" bench --threads -2 --repeat 1
 expect 2 "--dtype .fp8.: expected bf16, fp16 or fp32" -- "$advisor" recommend --model gpt-5b --gpus 8 --dtype fp8
 expect 2 "gives no fp16 peak" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine cpu-8x2core --dtype fp16
 

@@ -71,13 +71,13 @@ TEST_CASE("search: evaluated counts each distinct configuration once (2 GPUs, B 
   // recompute on/off; overlap none or OAR (ORS and OAG need G_z > 1) → 1·2·2·2 = 8 each.
   // 1,1,2,1: micro-batch 1; recompute ×2; none, ORS, OAG, ORS+OAG (OAR needs G_x
   // or G_y > 1) → 1·2·4 = 8. 1,1,1,2: micro-batch 1, recompute ×2, none or
-  // ODP (bucketed data-parallel gradients need G_d > 1) → 4.
+  // ODP × the optimizer state whole or sharded (both need G_d > 1) → 8.
   SearchOptions one_stage;
   one_stage.pipelines = {1};
   SearchResult r = search(toy_job(2, 2), fftest::toy_machine(4), one_stage);
   CHECK(r.grids_divisible == 4);
-  CHECK(r.evaluated == 8 + 8 + 8 + 4);
-  CHECK(r.feasible == 28);  // toy_machine has room for everything
+  CHECK(r.evaluated == 8 + 8 + 8 + 8);
+  CHECK(r.feasible == 32);  // toy_machine has room for everything
 
   // The toy's 2 layers make 2 stages possible: grid 1,1,1,1 with P = 2, one
   // placement, micro-batch 1 or 2, recompute ×2, no flag (no X, Y or Z) → 4.
@@ -91,7 +91,7 @@ TEST_CASE("search: evaluated counts each distinct configuration once (2 GPUs, B 
   // By default both depths are searched.
   SearchResult both = search(toy_job(2, 2), fftest::toy_machine(4), SearchOptions{});
   CHECK(both.grids_divisible == 5);
-  CHECK(both.evaluated == 28 + 4);
+  CHECK(both.evaluated == 32 + 4);
 }
 
 TEST_CASE("search: gpt-80b on 1024 Perlmutter GPUs") {
@@ -130,4 +130,88 @@ TEST_CASE("search: gpt-80b on 1024 Perlmutter GPUs") {
     CHECK(pr.estimate.mfu < 1);
   }
   for (size_t i = 1; i < r.candidates.size(); ++i) CHECK(r.candidates[i - 1].time_s <= r.candidates[i].time_s);
+}
+
+namespace {
+
+// Every field of two searches' results, exactly (the times too: the same
+// arithmetic in the same order, whichever thread did it).
+void check_same(const SearchResult& a, const SearchResult& b) {
+  CHECK(a.evaluated == b.evaluated);
+  CHECK(a.feasible == b.feasible);
+  CHECK(a.grids_total == b.grids_total);
+  CHECK(a.grids_divisible == b.grids_divisible);
+  REQUIRE(a.grids.size() == b.grids.size());
+  for (size_t i = 0; i < a.grids.size(); ++i) {
+    CHECK(a.grids[i].str() == b.grids[i].str());
+    CHECK(a.grids[i].p == b.grids[i].p);
+  }
+  REQUIRE(a.candidates.size() == b.candidates.size());
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    const Candidate &x = a.candidates[i], &y = b.candidates[i];
+    CAPTURE(i);
+    CHECK(x.time_s == y.time_s);
+    CHECK(x.grid == y.grid);
+    CHECK(x.micro_batch == y.micro_batch);
+    CHECK(x.order == y.order);
+    CHECK(x.flags == y.flags);
+  }
+  CHECK(a.equivalent_orders == b.equivalent_orders);
+  REQUIRE(a.top.size() == b.top.size());
+  for (size_t i = 0; i < a.top.size(); ++i) {
+    CHECK(a.top[i].config == b.top[i].config);
+    CHECK(a.top[i].estimate.time_s == b.top[i].estimate.time_s);
+    CHECK(a.top[i].memory.total() == b.top[i].memory.total());
+    CHECK(a.top[i].equivalent_orders == b.top[i].equivalent_orders);
+  }
+  REQUIRE(a.rejected.size() == b.rejected.size());
+  for (size_t i = 0; i < a.rejected.size(); ++i) {
+    CHECK(a.rejected[i].grid.str() == b.rejected[i].grid.str());
+    CHECK(a.rejected[i].grid.p == b.rejected[i].grid.p);
+    CHECK(a.rejected[i].micro_batch == b.rejected[i].micro_batch);
+    CHECK(a.rejected[i].recompute == b.rejected[i].recompute);
+    CHECK(a.rejected[i].reason == b.rejected[i].reason);
+  }
+  CHECK(a.split_reasons == b.split_reasons);
+  CHECK(a.smallest_footprint == b.smallest_footprint);
+  CHECK(a.smallest_config == b.smallest_config);
+}
+
+}  // namespace
+
+TEST_CASE("search: threads and pruning change nothing but the wall time") {
+  // gpt-80b on 1024 Perlmutter GPUs: stages, offload, grids that do not
+  // divide, configurations that do not fit and many bounded out of the
+  // ranking; the toy on 12 GPUs: more threads than some depths have grids.
+  // The reference prices every configuration on one thread.
+  Job big;
+  big.model = load_model("gpt-80b");
+  big.gpus = 1024;
+  big.batch = 1024;
+  SearchOptions opt;
+  opt.keep_rejected = true;
+  struct Case {
+    Job job;
+    MachineProfile machine;
+  };
+  for (const Case& c : {Case{big, load_machine("perlmutter")}, Case{toy_job(12, 12), fftest::toy_machine(4)}}) {
+    CAPTURE(c.job.model.name);
+    opt.threads = 1;
+    opt.prune = false;
+    SearchResult one = search(c.job, c.machine, opt);
+    CHECK(one.threads == 1);
+    REQUIRE_FALSE(one.top.empty());
+    opt.prune = true;
+    for (int n : {1, 2, 3}) {
+      CAPTURE(n);
+      opt.threads = n;
+      SearchResult many = search(c.job, c.machine, opt);
+      CHECK(many.threads == n);
+      check_same(one, many);
+    }
+  }
+  // Every core by default; a negative count is bad input.
+  CHECK(search(toy_job(2, 2), fftest::toy_machine(4), SearchOptions{}).threads >= 1);
+  opt.threads = -1;
+  CHECK_THROWS_AS(search(toy_job(2, 2), fftest::toy_machine(4), opt), InputError);
 }

@@ -37,8 +37,6 @@ std::string pair_text(const PairLink& l) {
   return s + (l.measured ? "" : " (priced as a 2-rank all-gather)");
 }
 
-const char* stage_kind(const Stage& s) { return s.first && s.last ? "all" : s.first ? "first" : s.last ? "last" : "middle"; }
-
 std::string stage_holds(const Stage& s) {
   std::string h = std::to_string(s.blocks) + (s.blocks == 1 ? " block" : " blocks");
   if (s.first) h = "embedding + " + h;

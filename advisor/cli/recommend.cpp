@@ -32,6 +32,8 @@ struct RecommendOptions {
   std::string order, overlap;
   std::vector<int> pipelines;
   bool offload_only = false, no_offload = false;
+  bool shard_only = false, no_shard = false;
+  int threads = 0;  // 0: every core
 };
 
 [[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
@@ -116,6 +118,12 @@ void run(const RecommendOptions& o) {
                 "or add the figures, or drop --offload");
   so.offload_off = !o.offload_only;
   so.offload_on = !o.no_offload;
+  if (o.offload_only && o.shard_only)
+    input_error("--offload with --shard-optimizer: the pair is not priced yet; choose one");
+  so.shard_off = !o.shard_only;
+  so.shard_on = !o.no_shard;
+  if (o.threads < 0) input_error("--threads " + std::to_string(o.threads) + ": expected 0 (every core) or more");
+  so.threads = o.threads;
 
   SearchResult r = search(job, m, so);
   if (o.show_infeasible && !o.json) print_rejected(r, 40);
@@ -140,7 +148,8 @@ void run(const RecommendOptions& o) {
                           {"gpus", job.gpus},         {"batch_sequences", job.batch},
                           {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
                           {"evaluated", r.evaluated}, {"feasible", r.feasible},
-                          {"search_seconds", r.seconds}, {"parameters", params},
+                          {"search_seconds", r.seconds}, {"search_threads", r.threads},
+                          {"parameters", params},
                           {"train_tokens", tokens}};
     out["configs"] = nlohmann::json::array();
     for (size_t i = 0; i < r.top.size(); ++i) {
@@ -178,15 +187,17 @@ void run(const RecommendOptions& o) {
             << " GPUs (" << m.gpus_per_node << " per node), batch " << grouped(job.batch) << " × "
             << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
-            << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << "\n\n";
+            << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
+            << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";
   // The pipe and idle columns appear when some pick has stages.
-  bool staged = false, offloaded = false;
-  for (const Ranked& x : r.top) staged |= x.config.grid.p > 1, offloaded |= x.config.offload;
+  bool staged = false, offloaded = false, moved = false;
+  for (const Ranked& x : r.top)
+    staged |= x.config.grid.p > 1, offloaded |= x.config.offload, moved |= x.config.offload || x.config.shard_optimizer;
   auto shown = [&](Axis a) { return a != Axis::P || staged; };
   std::vector<std::string> head = {"#", "<grid x,y,z,d"};
   if (staged) head.push_back("P");
   for (const char* h : {"<order", "mb", "<rc", "<overlap"}) head.push_back(h);
-  if (offloaded) head.push_back("<off");
+  if (moved) head.push_back("<opt");
   for (const char* h : {"time/it", "compute"}) head.push_back(h);
   for (Axis a : kAxes)
     if (shown(a)) head.push_back(std::string("exp ") + axis_name(a));
@@ -204,7 +215,7 @@ void run(const RecommendOptions& o) {
     for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(x.config.recompute ? "y" : "n"),
                              x.config.overlap.str()})
       row.push_back(std::move(cell));
-    if (offloaded) row.push_back(x.config.offload ? "y" : "n");
+    if (moved) row.push_back(x.config.offload ? "host" : x.config.shard_optimizer ? "shard" : "gpu");
     row.push_back(seconds(e.time_s));
     row.push_back(seconds(e.compute_s));
     for (Axis a : kAxes)
@@ -223,7 +234,8 @@ void run(const RecommendOptions& o) {
             << (staged ? " + pipeline idle (P stages: the slowest stage's compute and communication, its stage messages "
                          "on the pipe axis, idle in fill and drain)"
                        : "")
-            << (offloaded ? " + host link (off: optimizer state offloaded; what the data-parallel all-reduce did not hide)" : "")
+            << (offloaded ? " + host link (what the data-parallel all-reduce did not hide of the offload)" : "")
+            << (moved ? "; opt: the optimizer state on the GPU, sharded over data (ZeRO-1) or offloaded to the host" : "")
             << "; days to train "
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
             << "order +N: N other placement orders cost exactly the same. margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
@@ -253,9 +265,14 @@ void setup_recommend(CLI::App& app) {
   sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzpd; xyzd places p inside d)");
   auto* off = sub->add_flag("--offload", o->offload_only, "Only configurations with the optimizer state offloaded to host memory");
   sub->add_flag("--no-offload", o->no_offload, "Only configurations without offload")->excludes(off);
+  auto* zero = sub->add_flag("--shard-optimizer", o->shard_only,
+                             "Only configurations with the optimizer state sharded over data (ZeRO-1)");
+  sub->add_flag("--no-shard-optimizer", o->no_shard, "Only configurations without a sharded optimizer")->excludes(zero);
   sub->add_option("--pipeline", o->pipelines, "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
       ->delimiter(',');
   sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");
+  sub->add_option("--threads", o->threads, "Threads for the search; the answer does not depend on it [0: every core]")
+      ->capture_default_str();
   sub->callback([o] { run(*o); });
 }
 
