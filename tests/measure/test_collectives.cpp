@@ -12,23 +12,13 @@
 #include "groups.hpp"
 #include "harness.hpp"
 #include "measurement.hpp"
+#include "world.hpp"
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// Distinct for every (rank, index) we use and exact in fp32, and sums of up
-// to 8 of them too (< 2^24).
-float value(int rank, size_t i) { return float(rank * 100000 + int(i % 99991)); }
+using fftest::value;
+using fftest::world_rank;
+using fftest::world_size;
 
 // Every per-node count that divides the world, every default geometry of it.
 template <class F>

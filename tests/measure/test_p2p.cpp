@@ -14,6 +14,7 @@
 #include "backend.hpp"
 #include "groups.hpp"
 #include "harness.hpp"
+#include "world.hpp"
 #include "host_link.hpp"
 #include "measurement.hpp"
 #include "p2p.hpp"
@@ -22,18 +23,9 @@ using Groups = std::vector<std::vector<int>>;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-float value(int rank, size_t i) { return float(rank * 100000 + int(i % 99991)); }
+using fftest::value;
+using fftest::world_rank;
+using fftest::world_size;
 
 ff::Geometry intra(long long stride) { return ff::Geometry{false, stride, 2, 1}; }
 ff::Geometry inter(int pairs) { return ff::Geometry{true, 1, 2, pairs}; }
