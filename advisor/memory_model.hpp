@@ -29,13 +29,13 @@ inline constexpr int kOffloadChunk = 4;
 // it, Adam m and v), and so copies each way every iteration.
 inline double offload_gpu_bytes(Dtype t) { return low_precision(t) ? 2 + 4 : 4 + 4; }
 inline double offload_host_bytes(Dtype t) { return low_precision(t) ? 4 + 8 : 8; }
-// A rank of stage `s`, holding `in_flight` micro-batches' activations.
 // Where the optimizer state lives: on the GPU (replicated over D, or
 // divided over it) or in host memory.
 struct OptimizerState {
   bool offload = false;
   bool sharded = false;
 };
+// A rank of stage `s`, holding `in_flight` micro-batches' activations.
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
                        const Overlap& ov, const Stage& s, int in_flight, OptimizerState os = {});
 // Micro-batches whose activations stage i holds at once (MODEL.md §9): under
