@@ -34,7 +34,6 @@ std::string Overlap::str() const {
 Overlap parse_overlap(const std::string& s) {
   Overlap o;
   if (s == "none" || s.empty()) return o;
-  if (s == "all") return Overlap{true, true, true};
   std::stringstream ss(s);
   std::string part;
   while (std::getline(ss, part, ',')) {

@@ -176,6 +176,9 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.host_copy_bytes = params * offload_host_bytes(dt);
   plan.host_bw = p.has_host ? p.host_bw_per_gpu() : 0;
   plan.dp_bucket_bytes = p.dp_bucket_bytes;
+  plan.dp_bytes = 0;
+  for (const CommTerm& c : plan.comm)
+    if (c.axis == Axis::D && c.per_step) plan.dp_bytes += c.bytes() * c.count;
   plan.offload_chunks = std::max(1.0, std::ceil(std::ceil(params / kOffloadBucket) / kOffloadChunk));
 
   plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = 0;

@@ -66,6 +66,7 @@ struct Plan {
   double host_copy_bytes = 0, host_bw = 0;
   double offload_chunks = 1;
   double dp_bucket_bytes = 0;  // ODP's bucket size (MODEL.md §10)
+  double dp_bytes = 0;         // the data-parallel reductions' bytes per iteration, what ODP buckets
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak

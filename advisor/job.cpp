@@ -67,6 +67,7 @@ Stage stage_of(const ModelSpec& m, const Grid& g, int index) {
 
 StageKinds distinct_stages(const ModelSpec& m, const Grid& g) {
   StageKinds k;
+  k.stages = g.p;
   auto add = [&](int index, int copies) {
     k.stage[k.count] = stage_of(m, g, index);
     k.copies[k.count++] = copies;

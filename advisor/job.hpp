@@ -41,6 +41,9 @@ struct StageKinds {
   std::array<Stage, 3> stage;
   std::array<int, 3> copies{};
   int count = 0;
+  int stages = 1;  // G_p
+  // The kind stage i is: its stage[] entry, whose index is that kind's first.
+  int kind_of(int i) const { return i == 0 ? 0 : i == stages - 1 ? count - 1 : 1; }
 };
 StageKinds distinct_stages(const ModelSpec& m, const Grid& g);
 

@@ -30,6 +30,13 @@ std::vector<double> times_from(const Fields& f, const std::string& key) {
   return t;
 }
 
+// The fields every timed row has: its size, iterations and one time per repeat.
+void timing_from(const Fields& c, TimedSize& s) {
+  s.bytes = c.positive("bytes");
+  s.iters = int(c.integer_or("iters", 1, 1));
+  s.times_s = times_from(c, "times_us");
+}
+
 std::string string_or(const Fields& f, const std::string& key) { return f.has(key) ? f.string(key) : ""; }
 
 nlohmann::json object_or(const Fields& f, const std::string& key) {
@@ -49,9 +56,7 @@ CollectiveSample collective_from(const Fields& c) {
   if (s.geometry.inter && s.geometry.members_per_node >= s.geometry.size)
     c.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
   s.nonblocking = c.boolean_or("nonblocking", false);
-  s.bytes = c.positive("bytes");
-  s.iters = int(c.integer_or("iters", 1, 1));
-  s.times_s = times_from(c, "times_us");
+  timing_from(c, s);
   return s;
 }
 
@@ -64,9 +69,7 @@ P2PSample p2p_from(const Fields& c) {
   s.geometry.size = 2;
   s.geometry.stride = c.integer_or("stride", 1, 1);
   s.geometry.groups_per_node = int(c.integer_or("pairs_per_node", 1, 1));
-  s.bytes = c.positive("bytes");
-  s.iters = int(c.integer_or("iters", 1, 1));
-  s.times_s = times_from(c, "times_us");
+  timing_from(c, s);
   return s;
 }
 
@@ -76,9 +79,7 @@ HostLinkSample host_link_from(const Fields& c) {
   if (dir != "h2d" && dir != "d2h") c.fail("direction", "\"h2d\" (host to device) or \"d2h\"");
   s.to_device = dir == "h2d";
   s.gpus = int(c.integer("gpus", 1));
-  s.bytes = c.positive("bytes");
-  s.iters = int(c.integer_or("iters", 1, 1));
-  s.times_s = times_from(c, "times_us");
+  timing_from(c, s);
   return s;
 }
 
@@ -171,14 +172,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
-double CollectiveSample::median_s() const { return median(times_s); }
-double CollectiveSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
-double CollectiveSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
+double TimedSize::median_s() const { return median(times_s); }
+double TimedSize::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
+double TimedSize::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
 double GemmSample::median_s() const { return median(times_s); }
-double P2PSample::median_s() const { return median(times_s); }
-double P2PSample::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
-double P2PSample::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
-double HostLinkSample::median_s() const { return median(times_s); }
 
 std::string host_link_description(const std::string& kind) {
   if (kind == "cuda-pinned") return "pinned cudaMemcpyAsync between host memory and the GPU";
@@ -280,8 +277,7 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
 namespace {
 
 // A timed row's nccl-tests fields, the same for collectives and pairs.
-template <class Row>
-void timing_fields(nlohmann::json& j, const Row& c, double algbw, double busbw) {
+void timing_fields(nlohmann::json& j, const TimedSize& c, double algbw, double busbw) {
   j["bytes"] = c.bytes;
   j["iters"] = c.iters;
   j["times_us"] = micros(c.times_s);

@@ -27,22 +27,27 @@ struct Geometry {
 };
 
 // One message size of one collective on one geometry. Each repeat is
-// nccl-tests' measurement: warm-up, `iters` back-to-back operations between
-// two synchronizations, per-op time, maximum over ranks. Repeats are
-// interleaved with the other sizes and geometries.
-struct CollectiveSample {
+// One message size timed nccl-tests' way: warm-up, `iters` back-to-back
+// operations between two synchronizations, per-op time, maximum over ranks,
+// one time per repeat (repeats interleaved with the other sizes and
+// geometries). What collectives, pairs and host-link copies share.
+struct TimedSize {
+  double bytes = 0;
+  int iters = 0;
+  std::vector<double> times_s;  // one per repeat
+  double median_s() const;
+  double min_s() const;
+  double max_s() const;
+};
+
+// `bytes` is nccl-tests' buffer size (all-gather: output, reduce-scatter: input).
+struct CollectiveSample : TimedSize {
   Coll op = Coll::AllReduce;
   // Issued as MPI_Iallreduce & co. and waited for at once: what a collective
   // the engine overlaps (OAR, ORS, OAG) costs before any hiding. An MPI may
   // run these with other algorithms than the blocking ones (Open MPI: libnbc).
   bool nonblocking = false;
   Geometry geometry;
-  double bytes = 0;           // nccl-tests' buffer size (all-gather: output, reduce-scatter: input)
-  int iters = 0;
-  std::vector<double> times_s;  // one per repeat
-  double median_s() const;
-  double min_s() const;
-  double max_s() const;
 };
 
 // One GEMM shape, timed with every rank of the node running the same shape at
@@ -71,28 +76,20 @@ struct EngineStepSample {
 // MPI_Isend to its partner (ncclRecv/ncclSend in one group) and waiting for
 // both; nccl-tests' sendrecv loop otherwise. Inside a node a pair is `stride`
 // ranks apart; across nodes it has one rank on each of 2 nodes and
-// `groups_per_node` pairs share every node's links.
-struct P2PSample {
+// `groups_per_node` pairs share every node's links. `bytes`: what one rank
+// sends (and receives) per exchange.
+struct P2PSample : TimedSize {
   Geometry geometry;
-  double bytes = 0;           // what one rank sends (and receives) per exchange
-  int iters = 0;
-  std::vector<double> times_s;  // one per repeat
-  double median_s() const;
-  double min_s() const;
-  double max_s() const;
 };
 
 // One size of one direction of the host link: `gpus` GPUs of a node (1, or
 // all of them) each copying `bytes` between pinned host memory and its
 // device at once, nccl-tests' timing (warm-up, back-to-back copies, slowest
 // rank). On CPU ranks a host-to-host memcpy stands in (Measurement::host_link_kind).
-struct HostLinkSample {
+// `bytes`: one GPU's copy.
+struct HostLinkSample : TimedSize {
   bool to_device = true;      // "h2d", else "d2h"
   int gpus = 1;               // GPUs of one node copying at once
-  double bytes = 0;           // one GPU's copy
-  int iters = 0;
-  std::vector<double> times_s;  // one per repeat
-  double median_s() const;
 };
 
 struct Measurement {

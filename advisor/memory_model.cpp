@@ -45,6 +45,16 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   return u;
 }
 
+std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os) {
+  if (os.offload && !p.has_host)
+    return "--offload: machine '" + p.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it or "
+           "add the figures, or drop --offload";
+  if (os.offload && os.sharded)
+    return "--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) is not "
+           "priced yet; choose one";
+  return "";
+}
+
 int in_flight(const Grid& g, long long micro_steps, int stage) {
   const long long P = g.p;
   if (g.x * g.y * g.z > 1) return int(std::min(micro_steps, P - stage));

@@ -1,6 +1,7 @@
 #pragma once
 // Memory per GPU by term (MODEL.md §2); configurations that do not fit are
 // filtered before they are priced.
+#include <string>
 #include <vector>
 
 #include "job.hpp"
@@ -35,6 +36,8 @@ struct OptimizerState {
   bool offload = false;
   bool sharded = false;
 };
+// Why the optimizer state cannot live as `os` says on this machine, or "".
+std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os);
 // A rank of stage `s`, holding `in_flight` micro-batches' activations.
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
                        const Overlap& ov, const Stage& s, int in_flight, OptimizerState os = {});

@@ -155,19 +155,19 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
     const Plan& pl = sp.plan[k];
     out.host_copy_s[k] = pl.host_bw > 0 ? pl.host_copy_bytes / pl.host_bw : 0;
     out.chunk_latency_s[k] = pl.offload_chunks * 2.0 * (d.size - 1) * alpha;
-    double dp_bytes = 0;
-    for (const CommTerm& c : pl.comm)
-      if (c.axis == Axis::D && c.per_step) dp_bytes += c.bytes() * c.count;
-    const double n = dp_bytes > 0 ? std::ceil(dp_bytes / pl.dp_bucket_bytes) : 0;
-    const double full = std::min(dp_bytes, pl.dp_bucket_bytes), last = dp_bytes - (n - 1) * pl.dp_bucket_bytes;
+    out.dp_buckets[k] = out.dp_bucket_s[k] = out.dp_last_bucket_s[k] = 0;
+    out.dp_rs_bucket_s[k] = out.dp_rs_last_bucket_s[k] = 0;
+    out.dp_reduce_scatter_s[k] = out.dp_all_gather_s[k] = 0;
+    if (d.size <= 1 || pl.dp_bytes <= 0) continue;  // nothing for odp or sharding to change
+    const double n = std::ceil(pl.dp_bytes / pl.dp_bucket_bytes);
+    const double full = std::min(pl.dp_bytes, pl.dp_bucket_bytes), last = pl.dp_bytes - (n - 1) * pl.dp_bucket_bytes;
     out.dp_buckets[k] = n;
-    out.dp_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, full, d) : 0;
-    out.dp_last_bucket_s[k] = n > 0 ? collective_time(Coll::AllReduce, last, d) : 0;
-    out.dp_rs_bucket_s[k] = n > 0 ? collective_time(Coll::ReduceScatter, full, d) : 0;
-    out.dp_rs_last_bucket_s[k] = n > 0 ? collective_time(Coll::ReduceScatter, last, d) : 0;
+    out.dp_bucket_s[k] = collective_time(Coll::AllReduce, full, d);
+    out.dp_last_bucket_s[k] = collective_time(Coll::AllReduce, last, d);
+    out.dp_rs_bucket_s[k] = collective_time(Coll::ReduceScatter, full, d);
+    out.dp_rs_last_bucket_s[k] = collective_time(Coll::ReduceScatter, last, d);
     // Layer by layer: each fp32 gradient reduce-scattered, each weight (in
     // the training dtype) all-gathered back.
-    out.dp_reduce_scatter_s[k] = out.dp_all_gather_s[k] = 0;
     for (const CommTerm& c : pl.comm)
       if (c.axis == Axis::D && c.per_step) {
         out.dp_reduce_scatter_s[k] += c.count * collective_time(Coll::ReduceScatter, c.bytes(), d);
@@ -283,7 +283,7 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   // communication, the messages of one fill and drain on the P axis, and
   // the rest idle.
   const int P = plan0.grid.p;
-  const int k = s.critical_stage == 0 ? 0 : s.critical_stage == P - 1 ? sp.kinds.count - 1 : 1;
+  const int k = sp.kinds.kind_of(s.critical_stage);
   Estimate e = kind[k];
   const int pipe = static_cast<int>(Axis::P);
   e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * st.message_s;

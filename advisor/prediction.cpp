@@ -10,12 +10,7 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   if (c.grid.total() != job.gpus)
     input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
                 std::to_string(job.gpus));
-  if (c.offload && !p.has_host)
-    input_error("--offload: machine '" + p.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it or "
-                "add the figures, or drop --offload");
-  if (c.offload && c.shard_optimizer)
-    input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) is not "
-                "priced yet; choose one");
+  if (std::string why = optimizer_state_problem(p, {c.offload, c.shard_optimizer}); !why.empty()) input_error(why);
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
     input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
                 job.model.name + ": " + why);
@@ -34,8 +29,8 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
     pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,
                                      pr.static_order);
   // The critical stage's terms, for the per-term table.
-  const int P = c.grid.p, crit = pr.schedule.critical_stage;
-  const int k = crit == 0 ? 0 : crit == P - 1 ? pr.staged.kinds.count - 1 : 1;
+  const int P = c.grid.p;
+  const int k = pr.staged.kinds.kind_of(pr.schedule.critical_stage);
   pr.plan = pr.staged.plan[k];
   pr.term_seconds = st.times[k];
   pr.term_hidden.resize(pr.plan.comm.size());

@@ -61,8 +61,7 @@ nlohmann::json pipeline_json(const Prediction& pr) {
   const auto st = stage_times(pr.staged, pr.per_kind);
   for (int i = 0; i < g.p; ++i) {
     const MemoryUse& u = pr.stage_memory[i];
-    const Stage s{i, pr.staged.plan[0].stage.blocks, i == 0, i == g.p - 1};
-    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(s)},
+    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)])},
                               {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
                               {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},
                               {"memory_gib", u.total() / 1073741824.0},
@@ -114,8 +113,8 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
   Table t({"stage", "<holds", "fwd/mb", "bwd/mb", "step", "in flight", "memory GiB"});
   const auto st = stage_times(pr.staged, pr.per_kind);
   for (int i = 0; i < g.p; ++i) {
-    const Stage s{i, p0.stage.blocks, i == 0, i == g.p - 1};
-    t.row({std::to_string(i) + (i == pr.schedule.critical_stage ? " *" : ""), stage_holds(s), seconds(st[i].f),
+    t.row({std::to_string(i) + (i == pr.schedule.critical_stage ? " *" : ""),
+           stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)]), seconds(st[i].f),
            seconds(st[i].b), seconds(st[i].step), std::to_string(in_flight(g, p0.micro_steps, i)),
            gib(pr.stage_memory[i].total()) + " of " + gib(m.hbm_capacity)});
   }

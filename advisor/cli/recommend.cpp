@@ -113,13 +113,9 @@ void run(const RecommendOptions& o) {
                   " layers and the " + grouped(job.gpus) + " GPUs");
   }
   so.pipelines = o.pipelines;
-  if (o.offload_only && !m.has_host)
-    input_error("--offload: machine '" + m.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it "
-                "or add the figures, or drop --offload");
+  if (std::string why = optimizer_state_problem(m, {o.offload_only, o.shard_only}); !why.empty()) input_error(why);
   so.offload_off = !o.offload_only;
   so.offload_on = !o.no_offload;
-  if (o.offload_only && o.shard_only)
-    input_error("--offload with --shard-optimizer: the pair is not priced yet; choose one");
   so.shard_off = !o.shard_only;
   so.shard_on = !o.no_shard;
   if (o.threads < 0) input_error("--threads " + std::to_string(o.threads) + ": expected 0 (every core) or more");
