@@ -1,16 +1,32 @@
 #include "engine_args.hpp"
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 namespace ff {
 
 const std::vector<std::string>& engine_devices() {
-  static const std::vector<std::string> devices{"cpu"};
+  static const std::vector<std::string> devices{"cpu", "paced"};
   return devices;
 }
 
 bool engine_device_computes(const std::string& device, const std::string& dtype) {
-  return device == "cpu" && (dtype == "fp32" || dtype == "fp64");
+  return (device == "cpu" || device == "paced") && (dtype == "fp32" || dtype == "fp64");
+}
+
+DevicePace pace_of(const EngineArgs& a) {
+  DevicePace p;
+  p.gemm_flops = a.pace_gflops * 1e9;
+  p.bytes_per_s = a.pace_gbps * 1e9;
+  p.poll_s = a.poll_us * 1e-6;
+  return p;
+}
+
+void set_pace(EngineArgs& a, const DevicePace& p) {
+  a.pace_gflops = p.gemm_flops / 1e9;
+  a.pace_gbps = p.bytes_per_s / 1e9;
+  a.poll_us = p.poll_s * 1e6;
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {
@@ -48,15 +64,19 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
                                std::string("--dtype"), a.dtype})
     v.push_back(s);
+  auto real = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return std::string(buf);
+  };
+  if (a.device == "paced")  // the pace is part of what ran: always spelled out
+    v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
+                       real(a.poll_us)});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
   if (a.record != d.record) v.insert(v.end(), {"--record", a.record});
-  if (a.lr != d.lr) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", a.lr);
-    v.insert(v.end(), {"--lr", buf});
-  }
+  if (a.lr != d.lr) v.insert(v.end(), {"--lr", real(a.lr)});
   if (a.seed != d.seed) v.insert(v.end(), {"--seed", num(a.seed)});
   if (a.bench) v.push_back("--bench");
   if (a.quiet) v.push_back("--quiet");
@@ -84,7 +104,15 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_flag("--shard-optimizer", a.shard_optimizer, "Optimizer state divided over the data axis (not yet in this engine)");
   app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
       ->capture_default_str();
-  app.add_option("--device", a.device, "Where the math runs: cpu (OpenBLAS and plain loops)")->capture_default_str();
+  app.add_option("--device", a.device,
+                 "Where the math runs: cpu (OpenBLAS and plain loops), or paced (the cpu's results, each kernel "
+                 "completing on a virtual device clock at the --pace-* rates; MPI waits poll every --poll-us)")
+      ->capture_default_str();
+  app.add_option("--pace-gflops", a.pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM (fp64 half)")
+      ->capture_default_str();
+  app.add_option("--pace-gbps", a.pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
+  app.add_option("--poll-us", a.poll_us, "Paced device: µs slept between MPI_Test calls while waiting")
+      ->capture_default_str();
   app.add_option("--dtype", a.dtype, "Scalar: fp32, or fp64 (exactness checks); the cpu device has no bf16")
       ->capture_default_str();
   app.add_option("--batch", a.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");

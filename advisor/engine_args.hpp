@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "device_pace.hpp"
 
 namespace CLI {
 class App;
@@ -26,6 +27,10 @@ struct EngineArgs {
   bool recompute = false;
   std::string overlap = "none";
   std::string device = "cpu";  // the backend the engine computes on
+  // The paced device's description (DESIGN §11), in the flags' units.
+  double pace_gflops = default_pace().gemm_flops / 1e9;
+  double pace_gbps = default_pace().bytes_per_s / 1e9;
+  double poll_us = default_pace().poll_s * 1e6;
   std::string dtype = "fp32";
   long batch = 0;  // 0: one micro-step, micro_batch·G_z·G_data sequences
   int steps = 10;
@@ -39,9 +44,12 @@ struct EngineArgs {
 };
 
 // The engine's devices and the scalar types each computes in. The cpu device
-// (OpenBLAS and plain loops) has fp32 and fp64; bf16 needs a GPU device.
+// (OpenBLAS and plain loops) and the paced one (the cpu's results on a
+// virtual device clock) have fp32 and fp64; bf16 needs a GPU device.
 const std::vector<std::string>& engine_devices();
 bool engine_device_computes(const std::string& device, const std::string& dtype);
+DevicePace pace_of(const EngineArgs& a);
+void set_pace(EngineArgs& a, const DevicePace& p);
 
 // Configuration `c` of a job, as the engine runs it on a device it has. A
 // bf16 configuration runs in fp32 on the cpu device (same grid, placement and

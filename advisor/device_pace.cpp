@@ -1,0 +1,54 @@
+#include "device_pace.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "error.hpp"
+
+namespace ff {
+
+DevicePace default_pace() {
+  DevicePace p;
+  p.gemm_flops = 2e9;
+  p.bytes_per_s = 0.5e9;
+  p.poll_s = 50e-6;
+  return p;
+}
+
+double pace_gemm_flops(const DevicePace& p, bool fp64) { return fp64 ? p.gemm_flops / 2 : p.gemm_flops; }
+
+void check_pace(const DevicePace& p) {
+  auto positive = [](double v, const char* flag) {
+    if (!(v > 0) || !std::isfinite(v)) input_error(std::string(flag) + ": expected a number > 0");
+  };
+  positive(p.gemm_flops, "--pace-gflops");
+  positive(p.bytes_per_s, "--pace-gbps");
+  positive(p.poll_s, "--poll-us");
+}
+
+std::string pace_label(const DevicePace& p) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%g GFLOP/s, %g GB/s, poll %g us", p.gemm_flops / 1e9, p.bytes_per_s / 1e9,
+                p.poll_s * 1e6);
+  return buf;
+}
+
+nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
+  const double tflops = p.gemm_flops / 1e12;
+  const std::string why = "the paced device (" + pace_label(p) + "), not this machine's: engine --device paced";
+  j["compute"] = {{"kind", "paced"},
+                  {"source", why},
+                  {"peak_tflops", {{"bf16", tflops}, {"fp32", tflops}}},
+                  {"attention_efficiency", 1.0}};
+  j["gemm"] = {{"m", {1}}, {"n", {1}}, {"k", {1}}, {"bf16", {{{1.0}}}}, {"fp32", {{{1.0}}}}, {"source", why}};
+  nlohmann::json& mem = j["memory"];
+  mem["hbm_GBps"] = p.bytes_per_s / 1e9;
+  mem["elementwise_efficiency"] = 1.0;
+  nlohmann::json& ov = j["overlap"];
+  ov["efficiency"] = 1.0;
+  ov["source"] = "1 on the paced device: it computes while its rank polls MPI (DESIGN §11)";
+  j["paced_device"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6}};
+  return j;
+}
+
+}  // namespace ff

@@ -1,0 +1,37 @@
+#pragma once
+// The paced device (DESIGN §11, "tc for compute"): each engine rank computes
+// on the host and completes every kernel on a virtual device clock, its
+// duration from this description. The engine paces with it; the advisor
+// prices a validation with the same description in place of the profile's
+// compute sections, so compute is known by construction and the model is
+// scored on what it exists for: communication, placement and overlap.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ff {
+
+struct DevicePace {
+  double gemm_flops = 0;   // FLOP/s of every fp32 GEMM, any shape (fp64: half)
+  double bytes_per_s = 0;  // element-wise kernels' memory traffic
+  double poll_s = 0;       // Δ: MPI waits are MPI_Test + sleep Δ (measure times with the same)
+  bool operator==(const DevicePace&) const = default;
+};
+
+// The default pace, chosen so that 8 ranks on 2 cores keep the host's real
+// work well below the paced time (engine/README.md has the measurement).
+DevicePace default_pace();
+// fp32 or fp64 GEMM rate: a host computes fp64 at about half its fp32 rate.
+double pace_gemm_flops(const DevicePace& p, bool fp64);
+// Throws InputError naming the flag of a value that is not positive.
+void check_pace(const DevicePace& p);
+std::string pace_label(const DevicePace& p);  // "2 GFLOP/s, 0.5 GB/s, Δ 50 µs"
+
+// `profile` (a machine profile's JSON) with its compute described by the pace:
+// peak = GEMM rate with a flat GEMM table, attention at the same rate,
+// element-wise at bytes_per_s, and overlap efficiency 1 (the device computes
+// while its rank drives MPI in the sleeps). Links, memory capacity and the
+// rest stay as measured; "paced_device" records the pace.
+nlohmann::json paced_profile_json(nlohmann::json profile, const DevicePace& p);
+
+}  // namespace ff
