@@ -12,8 +12,8 @@
 namespace ff::engine {
 
 template <typename T>
-Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
-    : comm_(comm), m_(m), c_(c), layout_(param_layout(m, c.grid)) {
+Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
+    : comm_(comm), dev_(comm.device()), m_(m), c_(c), layout_(param_layout(m, c.grid)) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;
@@ -44,6 +44,8 @@ Gpt<T>::Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
   datt_.assign(t_ * hy_, T(0));
   dqkv_.assign(t_ * 3 * hy_, T(0));
   targets_.assign(t_, 0);
+  for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, T(0));
+  for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, T(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
   build_schedule();
 }
@@ -124,10 +126,12 @@ const T* Gpt<T>::acquire(int mi) {
   } else {
     comm_.all_gather(Axis::Z, &shard_w_[p.offset], buf, p.shard_n);
   }
-  // The other buffer held the previous weight, whose use is over.
+  // The other buffer held the previous weight, whose use is over. Weights
+  // change only in the optimizer step: the prefetch waits for no kernel.
   if (c_.overlap.oag && cursor_ < schedule_.size()) {
     const MatrixParam& q = layout_.matrices[schedule_[cursor_]];
-    prefetch_ticket_ = comm_.iall_gather(Axis::Z, &shard_w_[q.offset], gather_buf_[cursor_ % 2].data(), q.shard_n);
+    prefetch_ticket_ = comm_.iall_gather(Axis::Z, &shard_w_[q.offset], gather_buf_[cursor_ % 2].data(), q.shard_n,
+                                         Source::Host);
     prefetch_pos_ = long(cursor_);
   }
   return buf;
@@ -149,7 +153,7 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
       s.busy = true;
       return s;
     }
-    GridComm::Ticket oldest = 0;
+    Comm::Ticket oldest = 0;
     for (GradSlot& s : slots_)
       if (s.ticket && (!oldest || s.ticket < oldest)) oldest = s.ticket;
     comm_.wait(oldest);
@@ -168,9 +172,11 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const bool first = grad_first_[size_t(mi)];
   grad_first_[size_t(mi)] = false;
   T* dest = first ? acc : slot.part.data();
-  auto accumulate = [acc, &slot, first, n = p.shard_n]() {
+  auto accumulate = [this, acc, &slot, first, n = p.shard_n]() {
     if (!first)
-      for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
+      elementwise(3.0 * n * sizeof(T), [&] {
+        for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
+      });
     slot.busy = false;
     slot.ticket = 0;
   };
@@ -189,11 +195,13 @@ void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
   const MatrixParam& p = layout_.matrices[mi];
   const T* W = acquire(mi);
   const int k = int(p.block_rows), n = int(p.block_cols);
-  gemm<T>(gemm_stats, &comm_, false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
+  gemm<T>(dev_, gemm_stats, false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
   comm_.all_reduce(p.transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
-  if (bias)
-    for (long i = 0; i < t_; ++i)
-      for (int j = 0; j < n; ++j) out[i * n + j] += bias[j];
+  if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
+    elementwise(0, [&] {
+      for (long i = 0; i < t_; ++i)
+        for (int j = 0; j < n; ++j) out[i * n + j] += bias[j];
+    });
 }
 
 // din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
@@ -202,13 +210,15 @@ template <typename T>
 void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias) {
   const MatrixParam& p = layout_.matrices[mi];
   const int k = int(p.block_rows), n = int(p.block_cols);
-  if (dbias)
-    for (long i = 0; i < t_; ++i)
-      for (int j = 0; j < n; ++j) dbias[j] += dout[i * n + j];
+  if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
+    elementwise(0, [&] {
+      for (long i = 0; i < t_; ++i)
+        for (int j = 0; j < n; ++j) dbias[j] += dout[i * n + j];
+    });
   const T* W = acquire(mi);
-  gemm<T>(gemm_stats, &comm_, false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
+  gemm<T>(dev_, gemm_stats, false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
   const Axis in_axis = p.transposed ? Axis::X : Axis::Y;
-  GridComm::Ticket oar = 0;
+  Comm::Ticket oar = 0;
   if (c_.overlap.oar)
     oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
   else
@@ -217,10 +227,10 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
-    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+    gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
   } else {
     GradSlot& slot = grad_slot();
-    gemm<T>(gemm_stats, &comm_, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+    gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
     submit_weight_grad(mi, slot);
   }
   comm_.wait(oar);
@@ -231,14 +241,19 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
-  for (long i = 0; i < t_; ++i) {
-    long r = tokens[(i / S) * (S + 1) + i % S] - v0;  // rows outside this Y block contribute zero
-    for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] = (r >= 0 && r < vy_) ? E[r * p.block_cols + j] : T(0);
-  }
+  const double bytes = double(t_) * hx_ * sizeof(T);
+  elementwise(bytes, [&] {
+    for (long i = 0; i < t_; ++i) {
+      long r = tokens[(i / S) * (S + 1) + i % S] - v0;  // rows outside this Y block contribute zero
+      for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] = (r >= 0 && r < vy_) ? E[r * p.block_cols + j] : T(0);
+    }
+  });
   comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
   const T* pos = vw(layout_.positions);
-  for (long i = 0; i < t_; ++i)
-    for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] += pos[(i % S) * hx_ + j];
+  elementwise(2 * bytes, [&] {
+    for (long i = 0; i < t_; ++i)
+      for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] += pos[(i % S) * hx_ + j];
+  });
 }
 
 template <typename T>
@@ -249,55 +264,141 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   // is the shard; otherwise into a zeroed block for the reduce-scatter.
   GradSlot* slot = c_.grid.z == 1 ? nullptr : &grad_slot();
   T* dE = slot ? slot->full.data() : &shard_g_[p.offset];
-  if (slot) std::fill(dE, dE + p.block_n(), T(0));
-  for (long i = 0; i < t_; ++i) {
-    long r = tokens[(i / S) * (S + 1) + i % S] - v0;
-    if (r < 0 || r >= vy_) continue;
-    for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
-  }
-  if (slot) submit_weight_grad(layout_.embedding, *slot);
   T* gpos = vg(layout_.positions);
-  for (long i = 0; i < t_; ++i)
-    for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
+  elementwise(3.0 * t_ * hx_ * sizeof(T), [&] {
+    if (slot) std::fill(dE, dE + p.block_n(), T(0));
+    for (long i = 0; i < t_; ++i) {
+      long r = tokens[(i / S) * (S + 1) + i % S] - v0;
+      if (r < 0 || r >= vy_) continue;
+      for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
+    }
+    for (long i = 0; i < t_; ++i)
+      for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
+  });
+  if (slot) submit_weight_grad(layout_.embedding, *slot);
+}
+
+// LayerNorm's kernels move 2·t·hx (forward) and 3·t·hx (backward) values in
+// all, MODEL.md's count: a GPU reads x once and keeps (mean, rstd), however
+// many passes the host makes.
+template <typename T>
+void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd) {
+  const long H = m_.hidden;
+  const double values = double(t_) * hx_ * sizeof(T);
+  elementwise(values, [&] { layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
+  comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(t_));
+  elementwise(0, [&] { layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), t_, hx_, H); });
+  comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(t_));
+  elementwise(values, [&] {
+    layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, t_, hx_, H);
+  });
+}
+
+template <typename T>
+void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma,
+                                T* dbeta) {
+  const double values = double(t_) * hx_ * sizeof(T);
+  elementwise(values, [&] { layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
+  comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * t_));
+  elementwise(2 * values, [&] {
+    layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_,
+                             long(m_.hidden));
+  });
+}
+
+// Softmax traffic as MODEL.md counts it: 2·t·vy values forward, 2·t·vy backward.
+template <typename T>
+double Gpt<T>::cross_entropy(T grad_scale) {
+  const long v0 = long(comm_.coord(Axis::Y)) * vy_, valid = vocab_valid(vy_, v0, long(m_.vocab));
+  const double values = 2.0 * t_ * vy_ * sizeof(T);
+  elementwise(0, [&] { cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
+  comm_.all_reduce(Axis::Y, ce_max_.data(), size_t(t_), ReduceOp::Max);
+  elementwise(values, [&] {
+    cross_entropy_exp_sums(logits_.data(), targets_.data(), ce_max_.data(), dlogits_.data(), ce_stat_.data(), t_, vy_,
+                           v0, valid);
+  });
+  comm_.all_reduce(Axis::Y, ce_stat_.data(), size_t(2 * t_));
+  double loss = 0;
+  elementwise(values, [&] {
+    loss = cross_entropy_finish(targets_.data(), ce_max_.data(), ce_stat_.data(), dlogits_.data(), t_, vy_, v0, valid,
+                                grad_scale);
+  });
+  return loss;
+}
+
+// Attention is one kernel each way, as fused kernels are on a GPU: QKᵀ and PV
+// over the full S×S (4·S²·dh FLOPs per head and sequence), backward twice
+// that; the softmax reads and writes the E = seqs·heads·S² scores (2E values),
+// its backward reads two and writes one (3E): MODEL.md's unfused attention.
+template <typename T>
+void Gpt<T>::attention_forward(BlockActs& a) {
+  const long seqs = c_.micro_batch, S = m_.seq_len;
+  const double flops = 4.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
+  double blas_s = 0;
+  const double device_s = dev_.launch(Kernel{flops, 2 * scores * sizeof(T)}, [&] {
+    blas_s = engine::attention_forward(dev_, a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, head_dim_);
+  });
+  gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
+  gemm_stats.flops += flops;
+}
+
+template <typename T>
+void Gpt<T>::attention_backward(BlockActs& a) {
+  const long seqs = c_.micro_batch, S = m_.seq_len;
+  const double flops = 8.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
+  double blas_s = 0;
+  const double device_s = dev_.launch(Kernel{flops, 3 * scores * sizeof(T)}, [&] {
+    blas_s = engine::attention_backward(dev_, a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(), seqs, S,
+                                        heads_y_, head_dim_);
+  });
+  gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
+  gemm_stats.flops += flops;
 }
 
 template <typename T>
 void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   const BlockParams& b = layout_.blocks[l];
-  const long H = m_.hidden, n_hx = t_ * hx_;
-  layernorm_forward(comm_, a.h_in.data(), vw(b.ln1_g), vw(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data(),
-                    t_, hx_, H);
+  const long n_hx = t_ * hx_;
+  const double residual = 3.0 * n_hx * sizeof(T), gelu = 2.0 * t_ * fy_ * sizeof(T);
+  layernorm_forward(a.h_in.data(), vw(b.ln1_g), vw(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data());
   linear_forward(b.qkv, a.a1.data(), vw(b.qkv_b), a.qkv.data());
-  attention_forward(gemm_stats, &comm_, a.qkv.data(), a.att.data(), a.probs.data(), long(c_.micro_batch),
-                    long(m_.seq_len), heads_y_, head_dim_);
+  attention_forward(a);
   linear_forward(b.out, a.att.data(), vw(b.out_b), tmp_hx_.data());
-  for (long i = 0; i < n_hx; ++i) a.h_mid[i] = a.h_in[i] + tmp_hx_[i];
-  layernorm_forward(comm_, a.h_mid.data(), vw(b.ln2_g), vw(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data(),
-                    t_, hx_, H);
+  elementwise(residual, [&] {
+    for (long i = 0; i < n_hx; ++i) a.h_mid[i] = a.h_in[i] + tmp_hx_[i];
+  });
+  layernorm_forward(a.h_mid.data(), vw(b.ln2_g), vw(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
   linear_forward(b.fc1, a.a2.data(), vw(b.fc1_b), a.f.data());
-  gelu_forward(a.f.data(), a.g.data(), t_ * fy_);
+  elementwise(gelu, [&] { gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
   linear_forward(b.fc2, a.g.data(), vw(b.fc2_b), tmp_hx_.data());
-  for (long i = 0; i < n_hx; ++i) h_out[i] = a.h_mid[i] + tmp_hx_[i];
+  elementwise(residual, [&] {
+    for (long i = 0; i < n_hx; ++i) h_out[i] = a.h_mid[i] + tmp_hx_[i];
+  });
 }
 
 // dh: the gradient of the block's output on entry, of its input on exit.
 template <typename T>
 void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   const BlockParams& b = layout_.blocks[l];
-  const long H = m_.hidden, n_hx = t_ * hx_;
+  const long n_hx = t_ * hx_;
+  const double residual = 3.0 * n_hx * sizeof(T), gelu = 3.0 * t_ * fy_ * sizeof(T);
+  auto add_residual = [&] {
+    elementwise(residual, [&] {
+      for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
+    });
+  };
   linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg(b.fc2_b));
-  gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_);
+  elementwise(gelu, [&] { gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
   linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg(b.fc1_b));
-  layernorm_backward(comm_, tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
-                     vg(b.ln2_b), t_, hx_, H);
-  for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
+  layernorm_backward(tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
+                     vg(b.ln2_b));
+  add_residual();
   linear_backward(b.out, a.att.data(), dh, datt_.data(), vg(b.out_b));
-  attention_backward(gemm_stats, &comm_, a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(),
-                     long(c_.micro_batch), long(m_.seq_len), heads_y_, head_dim_);
+  attention_backward(a);
   linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg(b.qkv_b));
-  layernorm_backward(comm_, tmp_hx_.data(), a.xhat1.data(), a.rstd1.data(), vw(b.ln1_g), dtmp_.data(), vg(b.ln1_g),
-                     vg(b.ln1_b), t_, hx_, H);
-  for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
+  layernorm_backward(tmp_hx_.data(), a.xhat1.data(), a.rstd1.data(), vw(b.ln1_g), dtmp_.data(), vg(b.ln1_g),
+                     vg(b.ln1_b));
+  add_residual();
 }
 
 // A pass over every gradient only when something has accumulated since the
@@ -311,8 +412,10 @@ void Gpt<T>::set_grads_zero() {
 template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
-  std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
-  std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+  elementwise(double(shard_g_.size() + rep_g_.size()) * sizeof(T), [&] {
+    std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
+    std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+  });
   set_grads_zero();
 }
 
@@ -327,23 +430,21 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
   embedding_forward(tokens, acts_[0].h_in.data());
   for (long l = 0; l < L; ++l) {
     BlockActs& a = c_.recompute ? scratch_ : acts_[l];
-    if (c_.recompute) a.h_in = acts_[l].h_in;
+    if (c_.recompute) elementwise(0, [&] { a.h_in = acts_[l].h_in; });  // a GPU reads the kept input in place
     block_forward(int(l), a, l + 1 < L ? acts_[l + 1].h_in.data() : h_final_.data());
   }
-  layernorm_forward(comm_, h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
-                    rstd_f_.data(), t_, hx_, long(m_.hidden));
+  layernorm_forward(h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
+                    rstd_f_.data());
   linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data());
-  const long v0 = long(comm_.coord(Axis::Y)) * vy_;
-  double loss = cross_entropy(comm_, logits_.data(), targets_.data(), dlogits_.data(), t_, vy_, v0,
-                              long(m_.vocab), grad_scale);
+  double loss = cross_entropy(grad_scale);
 
   linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr);
-  layernorm_backward(comm_, tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(),
-                     vg(layout_.lnf_g), vg(layout_.lnf_b), t_, hx_, long(m_.hidden));
+  layernorm_backward(tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(),
+                     vg(layout_.lnf_g), vg(layout_.lnf_b));
   for (long l = L - 1; l >= 0; --l) {
     BlockActs& a = c_.recompute ? scratch_ : acts_[l];
     if (c_.recompute) {
-      a.h_in = acts_[l].h_in;
+      elementwise(0, [&] { a.h_in = acts_[l].h_in; });
       block_forward(int(l), a, dtmp_.data());  // the output is not needed again
     }
     block_backward(int(l), a, dresid_.data());
@@ -367,9 +468,14 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // it while the others wait); replicated vectors by one rank of their replicas.
   const Coords& co = comm_.coords();
   const size_t n = shard_g_.size(), gd = size_t(comm_.size(Axis::D)), d = size_t(comm_.coord(Axis::D));
-  double sq = sum_of_squares(&shard_g_[n * d / gd], n * (d + 1) / gd - n * d / gd);
-  for (const VectorParam& p : layout_.vectors)
-    if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
+  // (Its traffic is in AdamW's count below: the norm reads the gradients
+  // AdamW reads, as one fused clipping pass does on a GPU.)
+  double sq = 0;
+  elementwise(0, [&] {
+    sq = sum_of_squares(&shard_g_[n * d / gd], n * (d + 1) / gd - n * d / gd);
+    for (const VectorParam& p : layout_.vectors)
+      if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
+  });
   const double norm = std::sqrt(comm_.sum_all(sq));
 
   ++adam_steps_;
@@ -378,10 +484,15 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
   s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
   s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
+  // Weight, gradient, m and v read, and written: 8 values a parameter.
   s.decay = T(opt.weight_decay);
-  adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
+  elementwise(8.0 * shard_w_.size() * sizeof(T), [&] {
+    adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
+  });
   s.decay = T(0);
-  adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
+  elementwise(8.0 * rep_w_.size() * sizeof(T), [&] {
+    adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
+  });
   set_grads_zero();  // adamw_update leaves them zero
   return norm;
 }
@@ -391,14 +502,9 @@ std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_param
   const Coords& co = comm_.coords();
   std::vector<std::pair<std::string, std::vector<double>>> out;
   auto reduce = [&](const std::string& name, std::vector<double>& full) {
-    int root = 0;
-    if (comm_.world_rank() == root) {
-      MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, full.data(), int(full.size()), MPI_DOUBLE, MPI_SUM, root, comm_.world()));
-      out.emplace_back(name, std::move(full));
-    } else {
-      MPI_CHECK(MPI_Reduce(full.data(), nullptr, int(full.size()), MPI_DOUBLE, MPI_SUM, root, comm_.world()));
-    }
+    if (comm_.sum_to_root(full.data(), full.size())) out.emplace_back(name, std::move(full));
   };
+
   for (const MatrixParam& p : layout_.matrices) {
     std::vector<double> full(size_t(p.rows) * p.cols, 0.0);
     if (owns_matrix(co))

@@ -1,14 +1,16 @@
 #pragma once
 // A GPT-style decoder on the 4D grid, exactly as MODEL.md §1 lays it out: one
 // rank's parameters, its share of one micro-step's forward and backward, the
-// per-step reductions and AdamW. Templated on the scalar: fp32 for runs, fp64
-// for the exactness tests.
+// per-step reductions and AdamW. This is the schedule: it launches every
+// computation as a kernel on the communicator's device and issues every
+// collective, the same code on every backend. Templated on the scalar: fp32
+// for runs, fp64 for the exactness tests.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
-#include "grid_comm.hpp"
+#include "comm.hpp"
 #include "huge_pages.hpp"
 #include "matmul.hpp"
 #include "model_spec.hpp"
@@ -30,7 +32,7 @@ using Buffer = std::vector<T, HugePageAllocator<T>>;
 template <typename T>
 class Gpt {
  public:
-  Gpt(GridComm& comm, const ModelSpec& m, const Config& c, uint64_t seed);
+  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed);
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch
@@ -63,7 +65,7 @@ class Gpt {
   struct GradSlot {
     Buffer<T> full, part;
     bool busy = false;
-    GridComm::Ticket ticket = 0;
+    Comm::Ticket ticket = 0;
   };
 
   void init_parameters(uint64_t seed);
@@ -84,8 +86,21 @@ class Gpt {
   void embedding_backward(const int* tokens, const T* dh0);
   void block_forward(int l, BlockActs& a, T* h_out);
   void block_backward(int l, BlockActs& a, T* dh);
+  // The layers with reductions: their kernels and collectives (layers.hpp).
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd);
+  void layernorm_backward(const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma, T* dbeta);
+  double cross_entropy(T grad_scale);
+  void attention_forward(BlockActs& a);
+  void attention_backward(BlockActs& a);
+  // An element-wise kernel moving `bytes` (what MODEL.md's compute model
+  // charges for it, device.hpp).
+  template <class Body>
+  void elementwise(double bytes, Body&& body) {
+    dev_.launch(Kernel{0, bytes}, body);
+  }
 
-  GridComm& comm_;
+  Comm& comm_;
+  Device& dev_;
   ModelSpec m_;
   Config c_;
   ParamLayout layout_;
@@ -100,7 +115,7 @@ class Gpt {
   std::vector<int> schedule_;
   size_t cursor_ = 0;
   long prefetch_pos_ = -1;
-  GridComm::Ticket prefetch_ticket_ = 0;
+  Comm::Ticket prefetch_ticket_ = 0;
   Buffer<T> gather_buf_[2];
   std::vector<GradSlot> slots_;
 
@@ -109,6 +124,7 @@ class Gpt {
   Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   std::vector<int> targets_;
+  std::vector<T> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
 };
 
 }  // namespace ff::engine

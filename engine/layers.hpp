@@ -1,16 +1,18 @@
 #pragma once
-// The non-GEMM layers of the block on one rank's slice, with the reductions
-// MODEL.md §1 prescribes for them: LayerNorm over a hidden dimension split over
-// X, GELU, causal attention on whole heads, vocabulary-parallel cross-entropy
-// over Y. Plain loops; activations are row-major [tokens, columns]. Each loop
-// is written to vectorize: exp_poly instead of libm's exp, sums over rows in
-// lanes (vecmath.hpp).
+// The non-GEMM layers of the block on one rank's slice, as pure functions of
+// buffers and shapes: LayerNorm over a hidden dimension split over X, GELU,
+// causal attention on whole heads, vocabulary-parallel cross-entropy over Y.
+// A layer whose math needs a reduction (MODEL.md §1) is split into the local
+// steps around it; the schedule (gpt.cpp) launches each step as a kernel and
+// issues the reduction between them. Plain loops; activations are row-major
+// [tokens, columns]. Each loop is written to vectorize: exp_poly instead of
+// libm's exp, sums over rows in lanes (vecmath.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "grid_comm.hpp"
+#include "device.hpp"
 #include "matmul.hpp"
 #include "vecmath.hpp"
 
@@ -18,26 +20,34 @@ namespace ff::engine {
 
 constexpr double kLayerNormEps = 1e-5;
 
-// y = (x − mean)·rstd·γ + β over the full hidden size H, of which this rank
-// holds `hx` columns. Two reductions over X: the sum, then the centred sum of
-// squares (E[x²] − mean² cancels in fp32).
+// LayerNorm over the full hidden size H, of which this rank holds `hx`
+// columns, in the three local steps around its two reductions over X: the
+// sum, then the centred sum of squares (E[x²] − mean² cancels in fp32).
+// y = (x − mean)·rstd·γ + β.
 template <typename T>
-void layernorm_forward(GridComm& comm, const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd, long t,
-                       long hx, long H) {
-  std::vector<T> stat(t), mean(t);
+void layernorm_row_sums(const T* x, T* sum, long t, long hx) {
   for (long i = 0; i < t; ++i) {
     const T* xr = x + i * hx;
-    stat[i] = sum_lanes<T>(size_t(hx), [xr](size_t j) { return xr[j]; });
+    sum[i] = sum_lanes<T>(size_t(hx), [xr](size_t j) { return xr[j]; });
   }
-  comm.all_reduce(Axis::X, stat.data(), t);
+}
+
+// sum (reduced over X) → mean; writes the centred sums of squares to `sq`.
+template <typename T>
+void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H) {
   for (long i = 0; i < t; ++i) {
     const T* xr = x + i * hx;
-    const T m = mean[i] = stat[i] / T(H);
-    stat[i] = sum_lanes<T>(size_t(hx), [xr, m](size_t j) { return (xr[j] - m) * (xr[j] - m); });
+    const T m = mean[i] = sum[i] / T(H);
+    sq[i] = sum_lanes<T>(size_t(hx), [xr, m](size_t j) { return (xr[j] - m) * (xr[j] - m); });
   }
-  comm.all_reduce(Axis::X, stat.data(), t);
+}
+
+// sq (reduced over X) → rstd; writes x̂ and y.
+template <typename T>
+void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
+                         T* rstd, long t, long hx, long H) {
   for (long i = 0; i < t; ++i) {
-    const T r = rstd[i] = T(1) / std::sqrt(stat[i] / T(H) + T(kLayerNormEps)), m = mean[i];
+    const T r = rstd[i] = T(1) / std::sqrt(sq[i] / T(H) + T(kLayerNormEps)), m = mean[i];
     const T* xr = x + i * hx;
     T* xh = xhat + i * hx;
     T* yr = y + i * hx;
@@ -49,19 +59,22 @@ void layernorm_forward(GridComm& comm, const T* x, const T* gamma, const T* beta
   }
 }
 
-// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ; one reduction of 2t
-// over X. dγ, dβ accumulate.
+// Backward: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ; the two sums
+// per token (2t values) are reduced over X between the steps.
 template <typename T>
-void layernorm_backward(GridComm& comm, const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx,
-                        T* dgamma, T* dbeta, long t, long hx, long H) {
-  std::vector<T> stat(2 * t);
+void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx) {
   for (long i = 0; i < t; ++i) {
     const T* d = dy + i * hx;
     const T* xh = xhat + i * hx;
     stat[2 * i] = sum_lanes<T>(size_t(hx), [d, gamma](size_t j) { return d[j] * gamma[j]; });
     stat[2 * i + 1] = sum_lanes<T>(size_t(hx), [d, gamma, xh](size_t j) { return d[j] * gamma[j] * xh[j]; });
   }
-  comm.all_reduce(Axis::X, stat.data(), 2 * t);
+}
+
+// dγ, dβ accumulate.
+template <typename T>
+void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
+                              T* dgamma, T* dbeta, long t, long hx, long H) {
   for (long i = 0; i < t; ++i) {
     const T ma = stat[2 * i] / T(H), mb = stat[2 * i + 1] / T(H), r = rstd[i];
     const T* d = dy + i * hx;
@@ -111,19 +124,20 @@ void gelu_backward(const T* x, const T* dy, T* dx, long n) {
 // Causal attention over `seqs` sequences of S tokens and `heads` local
 // heads of size dh. qkv is [seqs·S, 3·heads·dh] with this rank's Q, K, V
 // heads in order; out is [seqs·S, heads·dh]; probs keeps softmax(QKᵀ) per
-// (sequence, head) for backward.
+// (sequence, head) for backward. One kernel (fused, as on a GPU); returns
+// the seconds its GEMMs spent in BLAS.
 template <typename T>
-void attention_forward(GemmStats& st, GridComm* comm, const T* qkv, T* out, T* probs, long seqs, long S, long heads,
-                       long dh) {
+double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) {
   const long hy = heads * dh, ld = 3 * hy;
   const T scale = T(1) / std::sqrt(T(dh));
+  double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
       const T* q = qkv + s * S * ld + h * dh;
       const T* k = q + hy;
       const T* v = q + 2 * hy;
       T* P = probs + (s * heads + h) * S * S;
-      gemm<T>(st, comm, false, true, int(S), int(S), int(dh), scale, q, int(ld), k, int(ld), T(0), P, int(S));
+      blas_s += host_gemm<T>(dev, false, true, int(S), int(S), int(dh), scale, q, int(ld), k, int(ld), T(0), P, int(S));
       for (long i = 0; i < S; ++i) {  // causal softmax of row i over keys 0..i
         T* row = P + i * S;
         const size_t n = size_t(i) + 1;
@@ -133,17 +147,19 @@ void attention_forward(GemmStats& st, GridComm* comm, const T* qkv, T* out, T* p
         for (size_t j = 0; j < n; ++j) row[j] /= sum;
         std::fill(row + n, row + S, T(0));
       }
-      gemm<T>(st, comm, false, false, int(S), int(dh), int(S), T(1), P, int(S), v, int(ld), T(0),
-              out + s * S * hy + h * dh, int(hy));
+      blas_s += host_gemm<T>(dev, false, false, int(S), int(dh), int(S), T(1), P, int(S), v, int(ld), T(0),
+                             out + s * S * hy + h * dh, int(hy));
     }
+  return blas_s;
 }
 
 template <typename T>
-void attention_backward(GemmStats& st, GridComm* comm, const T* qkv, const T* probs, const T* dout, T* dqkv,
-                        long seqs, long S, long heads, long dh) {
+double attention_backward(Device& dev, const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S,
+                          long heads, long dh) {
   const long hy = heads * dh, ld = 3 * hy;
   const T scale = T(1) / std::sqrt(T(dh));
   std::vector<T> dP(S * S);
+  double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
       const T* q = qkv + s * S * ld + h * dh;
@@ -154,8 +170,9 @@ void attention_backward(GemmStats& st, GridComm* comm, const T* qkv, const T* pr
       T* dv = dq + 2 * hy;
       const T* P = probs + (s * heads + h) * S * S;
       const T* dO = dout + s * S * hy + h * dh;
-      gemm<T>(st, comm, false, true, int(S), int(S), int(dh), T(1), dO, int(hy), v, int(ld), T(0), dP.data(), int(S));
-      gemm<T>(st, comm, true, false, int(S), int(dh), int(S), T(1), P, int(S), dO, int(hy), T(0), dv, int(ld));
+      blas_s += host_gemm<T>(dev, false, true, int(S), int(S), int(dh), T(1), dO, int(hy), v, int(ld), T(0), dP.data(),
+                             int(S));
+      blas_s += host_gemm<T>(dev, true, false, int(S), int(dh), int(S), T(1), P, int(S), dO, int(hy), T(0), dv, int(ld));
       for (long i = 0; i < S; ++i) {  // softmax backward, scaled: dScores = P∘(dP − Σ dP∘P)·scale
         T* d = dP.data() + i * S;
         const T* p = P + i * S;
@@ -164,26 +181,31 @@ void attention_backward(GemmStats& st, GridComm* comm, const T* qkv, const T* pr
         for (size_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * scale;
         std::fill(d + n, d + S, T(0));
       }
-      gemm<T>(st, comm, false, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), k, int(ld), T(0), dq, int(ld));
-      gemm<T>(st, comm, true, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), q, int(ld), T(0), dk, int(ld));
+      blas_s += host_gemm<T>(dev, false, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), k, int(ld), T(0), dq,
+                             int(ld));
+      blas_s += host_gemm<T>(dev, true, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), q, int(ld), T(0), dk,
+                             int(ld));
     }
+  return blas_s;
 }
 
 // Cross-entropy with the vocabulary split over Y: this rank holds logits
 // [t, vy] for vocabulary [v0, v0 + vy); entries ≥ `vocab` are padding (−∞).
-// Reductions over Y: the max (t), then sum of exponentials and target logit
-// (2t). Returns Σ of this rank's token losses; writes dlogits = (softmax −
-// onehot)·grad_scale. No collective in backward.
+// Three local steps around two reductions over Y: the max (t), then the sum
+// of exponentials and the target logit (2t). No collective in backward.
+inline long vocab_valid(long vy, long v0, long vocab) { return std::clamp(vocab - v0, 0L, vy); }
+
 template <typename T>
-double cross_entropy(GridComm& comm, const T* logits, const int* targets, T* dlogits, long t, long vy, long v0,
-                     long vocab, T grad_scale) {
-  const long valid = std::clamp(vocab - v0, 0L, vy);
-  std::vector<T> mx(t, -std::numeric_limits<T>::infinity());
-  if (valid > 0)
-    for (long i = 0; i < t; ++i) mx[i] = max_lanes(logits + i * vy, size_t(valid));
-  comm.all_reduce(Axis::Y, mx.data(), t, MPI_MAX);
-  // e = exp(logit − max) once, kept in dlogits until the sums arrive.
-  std::vector<T> st(2 * t);
+void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid) {
+  for (long i = 0; i < t; ++i)
+    mx[i] = valid > 0 ? max_lanes(logits + i * vy, size_t(valid)) : -std::numeric_limits<T>::infinity();
+}
+
+// e = exp(logit − max) once, kept in dlogits until the sums arrive; st[2i]
+// the sum of this rank's e, st[2i+1] the target's logit where this rank has it.
+template <typename T>
+void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
+                            long v0, long valid) {
   for (long i = 0; i < t; ++i) {
     const T* l = logits + i * vy;
     T* e = dlogits + i * vy;
@@ -193,7 +215,12 @@ double cross_entropy(GridComm& comm, const T* logits, const int* targets, T* dlo
     long tj = targets[i] - v0;
     st[2 * i + 1] = (tj >= 0 && tj < vy) ? l[tj] : T(0);
   }
-  comm.all_reduce(Axis::Y, st.data(), 2 * t);
+}
+
+// Returns Σ of the token losses; writes dlogits = (softmax − onehot)·grad_scale.
+template <typename T>
+double cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, long t, long vy, long v0,
+                            long valid, T grad_scale) {
   double loss = 0;
   for (long i = 0; i < t; ++i) {
     const T sum = st[2 * i];

@@ -113,6 +113,14 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                   res.nonblocking_exposed_s * 1e3);
     std::printf("\n");
   }
+  if (res.device == "paced" && !cli.quiet) {
+    const nlohmann::json& pd = rec["device"];
+    std::printf("paced device (%s): busy %.2f ms per step; host work %.0f%% of it (worst rank), late %.2f ms\n",
+                pace_label(opts.pace).c_str(), pd["busy_s_per_step"].get<double>() * 1e3,
+                100 * pd["host_share_of_busy_max"].get<double>(), pd["late_s_per_step_max"].get<double>() * 1e3);
+  }
+  if (rec["device"].contains("warning"))
+    std::fprintf(stderr, "engine: warning: %s\n", rec["device"]["warning"].get<std::string>().c_str());
   if (!cli.record.empty()) write_file_atomic(cli.record, rec.dump(2) + "\n");
   if (!cli.quiet && !res.steps.empty())
     std::printf("final loss %.4f%s\n", res.steps.back().loss,
@@ -167,7 +175,10 @@ int main(int argc, char** argv) {
     c.overlap = parse_overlap(cli.overlap);
     c.dtype = Dtype::FP32;
     if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())
-      input_error("--device " + cli.device + ": this engine has the cpu device only");
+      input_error("--device " + cli.device + ": this engine has the cpu and paced devices");
+    opts.device = cli.device;
+    opts.pace = pace_of(cli);
+    if (cli.device == "paced") check_pace(opts.pace);
     if (!engine_device_computes(cli.device, cli.dtype))
       input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32 or fp64" +
                   (cli.dtype == "bf16" || cli.dtype == "fp16" ? " (" + cli.dtype + " needs a GPU device)" : ""));

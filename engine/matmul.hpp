@@ -1,19 +1,20 @@
 #pragma once
-// Row-major GEMM through CBLAS: C[m,n] (+)= op(A)[m,k] · op(B)[k,n]. The CPU
-// backend's only GEMM; a GPU backend would put cuBLAS behind the same call.
-// While collectives are in flight the product is cut into row panels with
-// `progress` called between them, so MPI gets to move them.
+// Row-major GEMM through CBLAS: C[m,n] (+)= op(A)[m,k] · op(B)[k,n], launched
+// as one kernel on the device (a GPU backend puts cuBLAS behind the same
+// call). On the cpu device, while collectives are in flight, the product is
+// cut into row panels with progress between them, so MPI gets to move them.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstddef>
 
-#include "grid_comm.hpp"
+#include "clock.hpp"
+#include "device.hpp"
 
 namespace ff::engine {
 
 struct GemmStats {
-  double seconds = 0;
+  double seconds = 0;  // device time: measured on cpu, paced on the paced device
   double flops = 0;
 };
 
@@ -28,24 +29,40 @@ inline void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const
               B, ldb, beta, C, ldc);
 }
 
-// C = alpha·op(A)·op(B) + beta·C, timed into `st`; with `comm` given and an
-// operation in flight, in panels of output rows with progress between.
+// The host's product, in panels of output rows with the device's progress
+// between them when it asks for that and an operation is in flight. Returns
+// the seconds spent in BLAS.
 template <typename T>
-void gemm(GemmStats& st, GridComm* comm, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda,
-          const T* B, int ldb, T beta, T* C, int ldc) {
-  if (m == 0 || n == 0) return;
-  int panels = (comm && comm->pending()) ? std::min(8, m) : 1;
-  int rows = (m + panels - 1) / panels;
+double host_gemm(Device& dev, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb,
+                 T beta, T* C, int ldc) {
+  if (m == 0 || n == 0) return 0;
+  const int panels = (dev.host_is_device() && dev.comm_pending()) ? std::min(8, m) : 1;
+  const int rows = (m + panels - 1) / panels;
+  double seconds = 0;
   for (int r0 = 0; r0 < m; r0 += rows) {
-    int mr = std::min(rows, m - r0);
+    const int mr = std::min(rows, m - r0);
     // Rows of op(A): row r of A, or column r of A when transposed.
     const T* Ar = ta ? A + r0 : A + size_t(r0) * lda;
-    double g0 = now_s();
+    const double g0 = now_s();
     blas_gemm(ta, tb, mr, n, k, alpha, Ar, lda, B, ldb, beta, C + size_t(r0) * ldc, ldc);
-    st.seconds += now_s() - g0;
-    if (panels > 1) comm->progress();
+    seconds += now_s() - g0;
+    if (panels > 1) dev.progress();
   }
-  st.flops += 2.0 * m * n * k;
+  return seconds;
+}
+
+// C = alpha·op(A)·op(B) + beta·C as one kernel, timed into `st`.
+template <typename T>
+void gemm(Device& dev, GemmStats& st, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
+          int ldb, T beta, T* C, int ldc) {
+  if (m == 0 || n == 0) return;
+  const double flops = 2.0 * m * n * k;
+  double blas_s = 0;
+  const double device_s = dev.launch(Kernel{flops, 0}, [&] {
+    blas_s = host_gemm(dev, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  });
+  st.seconds += dev.host_is_device() ? blas_s : device_s;
+  st.flops += flops;
 }
 
 }  // namespace ff::engine

@@ -1,6 +1,51 @@
 #include "record.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace ff::engine {
+
+namespace {
+
+double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+
+// The device, and for the paced one whether the host kept up with its clock:
+// per rank, device busy time, the host's real work in kernels and how late
+// the host made the device (all per step after the first). A run whose host
+// was late by more than 5% of a step measured the host, not the pace.
+nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
+  nlohmann::json d = {{"name", r.device}};
+  if (r.device != "paced") return d;
+  const DevicePace& p = o.pace;
+  d["pace"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6}};
+  d["busy_s_per_rank"] = r.device_busy_s;
+  d["host_work_s_per_rank"] = r.host_work_s;
+  d["late_s_per_rank"] = r.late_s;
+  double busy = 0, share = 0;
+  for (size_t i = 0; i < r.device_busy_s.size(); ++i) {
+    busy += r.device_busy_s[i] / double(r.device_busy_s.size());
+    if (r.device_busy_s[i] > 0) share = std::max(share, r.host_work_s[i] / r.device_busy_s[i]);
+  }
+  std::vector<double> times;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) times.push_back(r.steps[i].time_s);
+  std::sort(times.begin(), times.end());
+  const double step = times.empty() ? 0 : times[times.size() / 2], late = max_of(r.late_s);
+  d["busy_s_per_step"] = busy;
+  d["host_share_of_busy_max"] = share;
+  d["late_s_per_step_max"] = late;
+  d["late_share_of_step_max"] = step > 0 ? late / step : 0;
+  if (step > 0 && late > 0.05 * step) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "the host was late against the paced device clock by %.1f%% of a step (worst rank): this run "
+                  "measured the host's speed, not the pace; use a slower pace (--pace-gflops, --pace-gbps)",
+                  100 * late / step);
+    d["warning"] = buf;
+  }
+  return d;
+}
+
+}  // namespace
 
 nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r,
                           const Provenance& p) {
@@ -17,11 +62,14 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
                      {"comm_s", per_axis_json(s.comm_s)},
                      {"sync_s", s.sync_s},
                      {"gemm_s", s.gemm_s},
-                     {"gemm_flops", s.gemm_flops}});
+                     {"gemm_flops", s.gemm_flops},
+                     {"device_s", s.device_s},
+                     {"late_s", s.late_s}});
     gemm_s += s.gemm_s, gemm_flops += s.gemm_flops, time_s += s.time_s;
   }
   const double tokens = double(o.batch) * o.model.seq_len * double(r.steps.size());
-  return {{"config", config},
+  return {{"device", device_json(o, r)},
+          {"config", config},
           {"model", o.model.name},
           {"model_spec", to_json(o.model)},
           {"ranks", ranks},

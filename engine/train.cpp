@@ -3,10 +3,15 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <type_traits>
 
 #include "data.hpp"
 #include "error.hpp"
+#include "mpi_comm.hpp"
+#include "mpi_poll.hpp"
 
 namespace ff::engine {
 
@@ -40,9 +45,10 @@ double peak_rss_bytes() {
 void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
-  // Per step: compute, each axis' communication, sync, GEMM.
-  const int k = 3 + kAxisCount;
-  std::vector<double> sum(steps.size() * k), mx(steps.size());
+  // Per step: compute, each axis' communication, sync, GEMM, device (means);
+  // time and lateness (maxima).
+  const int k = 4 + kAxisCount;
+  std::vector<double> sum(steps.size() * k), mx(2 * steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepRecord& r = steps[s];
     double* v = &sum[s * k];
@@ -50,7 +56,9 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
     for (int a = 0; a < kAxisCount; ++a) v[1 + a] = r.comm_s[a];
     v[1 + kAxisCount] = r.sync_s;
     v[2 + kAxisCount] = r.gemm_s;
-    mx[s] = r.time_s;
+    v[3 + kAxisCount] = r.device_s;
+    mx[2 * s] = r.time_s;
+    mx[2 * s + 1] = r.late_s;
   }
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_DOUBLE, MPI_SUM, world));
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mx.data(), int(mx.size()), MPI_DOUBLE, MPI_MAX, world));
@@ -61,7 +69,9 @@ void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
     for (int a = 0; a < kAxisCount; ++a) r.comm_s[a] = v[1 + a] / ranks;
     r.sync_s = v[1 + kAxisCount] / ranks;
     r.gemm_s = v[2 + kAxisCount] / ranks;
-    r.time_s = mx[s];
+    r.device_s = v[3 + kAxisCount] / ranks;
+    r.time_s = mx[2 * s];
+    r.late_s = mx[2 * s + 1];
   }
 }
 
@@ -76,7 +86,13 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const long S = o.model.seq_len, mb = c.micro_batch;
   TokenSource data(o.data, o.model.vocab, int(S), o.seed);
 
-  GridComm comm(world, c.grid, c.order);
+  int ranks = 0;
+  MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const bool paced = o.device == "paced";
+  std::unique_ptr<Device> device =
+      paced ? make_paced_device(o.pace, std::is_same_v<T, double>) : make_cpu_device();
+  if (paced) set_fine_timer_slack();
+  MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
   Gpt<T> model(comm, o.model, c, o.seed);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) reports it.
@@ -85,12 +101,15 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   std::vector<int> tokens(size_t(mb) * (S + 1));
 
   RunResult res;
+  res.device = device->name();
   res.micro_steps = micro_steps;
+  DeviceStats after_first{};
   res.startup_s = now_s() - entered;
   res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {
-    MPI_CHECK(MPI_Barrier(world));  // steps start together; the barrier is outside the timing
+    comm.barrier();  // steps start together; the barrier is outside the timing
     const CommStats before = comm.stats;
+    const DeviceStats device_before = device->stats;
     const GemmStats gemm_before = model.gemm_stats;
     const double t0 = now_s();
 
@@ -118,6 +137,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.compute_s = r.time_s - blocked - r.sync_s;
     r.gemm_s = model.gemm_stats.seconds - gemm_before.seconds;
     r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
+    r.device_s = device->stats.busy_s - device_before.busy_s;
+    r.late_s = device->stats.late_s - device_before.late_s;
+    if (step == 0) after_first = device->stats;
     res.steps.push_back(r);
     if (!std::isfinite(r.loss))
       input_error(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") + " at step " +
@@ -130,11 +152,21 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   double startup[2] = {res.startup_s, res.startup_cpu_s};
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, startup, 2, MPI_DOUBLE, MPI_MAX, world));
   res.startup_s = startup[0], res.startup_cpu_s = startup[1];
-  int ranks = 0;
-  MPI_CHECK(MPI_Comm_size(world, &ranks));
   const double per = double(ranks) * std::max(1, o.steps);
   res.inflight_s = nb[0] / per;
   res.nonblocking_exposed_s = nb[1] / per;
+
+  // Per rank, per timed step (the first warms up).
+  const double timed = std::max(1, o.steps - 1);
+  const DeviceStats& ds = device->stats;
+  const DeviceStats& from = o.steps > 1 ? after_first : DeviceStats{};
+  for (auto [sum, mine] : {std::pair{&res.device_busy_s, ds.busy_s - from.busy_s},
+                           std::pair{&res.host_work_s, ds.host_s - from.host_s},
+                           std::pair{&res.late_s, ds.late_s - from.late_s}}) {
+    double v = mine / timed;
+    sum->assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+    MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
+  }
 
   double rss = peak_rss_bytes();
   res.peak_memory_bytes.assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "check.hpp"  // MPI_CHECK, for train()'s callers too
 #include "config.hpp"
 #include "gpt.hpp"
 #include "model_spec.hpp"
@@ -25,6 +26,8 @@ struct RunOptions {
   AdamW opt;
   std::string data = "synthetic";
   uint64_t seed = 1234;
+  std::string device = "cpu";  // "cpu" or "paced" (device.hpp)
+  DevicePace pace;             // the paced device's
 };
 
 struct StepRecord {
@@ -37,12 +40,19 @@ struct StepRecord {
   double sync_s = 0;                 // mean over ranks: loss and gradient-norm scalars
   double gemm_s = 0;                 // mean over ranks
   double gemm_flops = 0;             // per rank
+  double device_s = 0;               // mean over ranks: the device's busy time (paced: by construction)
+  double late_s = 0;                 // the latest rank: how far its host's real work pushed the device clock
 };
 
 struct RunResult {
   std::vector<StepRecord> steps;
   PerAxis<double> bytes_per_step{};        // per axis, per rank
   std::vector<double> peak_memory_bytes;   // per rank (resident set), on world rank 0
+  // Per rank, on world rank 0, per step after the first (the paced device's
+  // check that the host kept up): device busy, the host's real work in
+  // kernels, and how late the host was against the device clock.
+  std::vector<double> device_busy_s, host_work_s, late_s;
+  std::string device;
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;

@@ -61,6 +61,48 @@ assert r["bytes_per_step"]["z"] > 0
 assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
 ' "$tmp/run2.json" "$tmp/predict2.json"
 
+# The same run on the paced device: the cpu's results (to fp32 rounding: a
+# paced rank waits on MPI_Iallreduce & co., whose reduction order in Open MPI
+# is not MPI_Allreduce's; the first step, before any reduced gradient is
+# applied, bit for bit), each
+# step's device time the model's compute for the same pace (MODEL.md's
+# counts are what the paced kernels charge: hand-checked in engine/README.md),
+# and no step shorter than its device time.
+expect 0 'paced device' -- $run 8 "$engine" --model "$tiny" "${cfg2[@]}" --steps 2 --device paced --pace-gflops 4 \
+  --pace-gbps 1 --poll-us 40 --record "$tmp/paced.json"
+# The model's compute for that pace: the machine's compute replaced by the
+# pace (advisor/device_pace.cpp's rule, written out here independently) and
+# the engine's attention, which is unfused.
+python3 - "$root/profiles/cpu-8x2core.json" "$tiny" "$tmp" <<'PY'
+import json, sys
+p, m, tmp = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+p["compute"] = {"kind": "paced", "source": "test", "peak_tflops": {"bf16": 0.004, "fp32": 0.004}, "attention_efficiency": 1}
+p["gemm"] = {"m": [1], "n": [1], "k": [1], "bf16": [[[1]]], "fp32": [[[1]]]}
+p["memory"].update(hbm_GBps=1, elementwise_efficiency=1)
+m["attention"] = "unfused"
+json.dump(p, open(tmp + "/paced_profile.json", "w"))
+json.dump(m, open(tmp + "/tiny_unfused.json", "w"))
+PY
+"$advisor" predict --model "$tmp/tiny_unfused.json" --gpus 8 "${cfg2[@]}" --dtype fp32 --machine "$tmp/paced_profile.json" \
+  --json >"$tmp/predict_paced.json"
+check "paced: the cpu run losses, the device's time, the pace in the record" '
+import json, sys
+r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["steps"][0]["loss"] == c["steps"][0]["loss"], (r["steps"], c["steps"])
+for a, b in zip(r["steps"], c["steps"]):
+    assert abs(a["loss"] / b["loss"] - 1) < 1e-6, (a, b)
+d = r["device"]
+assert d["name"] == "paced" and d["pace"] == {"gemm_gflops": 4, "gbps": 1, "poll_us": 40}, d
+assert len(d["busy_s_per_rank"]) == 8 and len(d["late_s_per_rank"]) == 8
+for s in r["steps"]:
+    assert 0 < s["device_s"] <= s["time_s"], s
+assert c["device"] == {"name": "cpu"}
+# The engine adds the first micro-step weight gradients without a pass of
+# their own, which the model charges: within 5%.
+p = json.load(open(sys.argv[3]))["compute_s"]
+assert abs(r["steps"][-1]["device_s"] / p - 1) < 0.05, (r["steps"][-1]["device_s"], p)
+' "$tmp/paced.json" "$tmp/run2.json" "$tmp/predict_paced.json"
+
 # --- the launch line the advisor prints runs as printed -----------------------
 # A bf16 plan (the machine's default dtype): the line names the device and
 # dtype the engine has, and pasting it (with this build's engine) trains.
@@ -91,7 +133,7 @@ expect 2 'heads 4 % G_y 8' -- $run 8 "$engine" --model "$tiny" --grid 1,8,1,1 --
 expect 2 'cannot read data file' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --data "$tmp/missing.txt" --record "$tmp/bad.json"
 expect 2 'not a multiple of micro_batch' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --batch 3 --record "$tmp/bad.json"
 expect 2 'bf16 needs a GPU device' -- $run 1 "$engine" --model "$tiny" --dtype bf16
-expect 2 'device gpu: this engine has the cpu device only' -- $run 1 "$engine" --model "$tiny" --device gpu
+expect 2 'device gpu: this engine has the cpu and paced devices' -- $run 1 "$engine" --model "$tiny" --device gpu
 expect 2 'unknown model|gpt-5b' -- $run 2 "$engine" --model gpt-nonexistent --grid 2,1,1,1
 expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --lr 1e30 --steps 20 --record "$tmp/bad.json"
 no_leftovers "$tmp/bad.json"

@@ -134,7 +134,7 @@ Outcome compare(const RunResult& ref, const RunResult& run, const PerAxis<double
 // Runs `jobs` (grid, variant) of p ranks each, 8/p at a time, and returns
 // every outcome on world rank 0.
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
-                             const RunResult& ref) {
+                             const RunResult& ref, const std::string& device = "cpu") {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -149,6 +149,9 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
     Outcome mine;
     if (j < jobs.size()) {
       RunOptions o = options(jobs[j].first, kVariants[jobs[j].second], m);
+      o.device = device;
+      // A pace far above the host's: exactness, not timing, is under test.
+      o.pace = DevicePace{1e12, 1e12, 20e-6};
       RunResult r = train<double>(sub, o, true);
       if (sub_rank == 0) {
         auto want = expected_elements(m, o);
@@ -221,6 +224,24 @@ TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank 
     CHECK(shapes == 35);
     MESSAGE("grid shapes: " << shapes << ", runs compared: " << runs << ", worst relative error: loss "
                               << worst_loss << ", parameters " << worst_param);
+  }
+}
+
+TEST_CASE("the paced device runs the same schedule: every 8-rank shape with all overlap flags, exact (fp64)") {
+  const ModelSpec m = exact_model();
+  const RunResult ref = reference(m);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<std::pair<Grid, int>> jobs;
+  for (const Grid& g : factorizations(8)) jobs.push_back({g, 4});
+  std::vector<Outcome> out = run_all(jobs, 8, m, ref, "paced");
+  if (rank != 0) return;
+  CHECK(out.size() == jobs.size());
+  for (const Outcome& o : out) {
+    INFO(describe(jobs, o, m));
+    CHECK(o.loss_err < 1e-10);
+    CHECK(o.param_err < 1e-10);
+    CHECK(o.bytes_err == 0);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "gpt.hpp"
 #include "layers.hpp"
+#include "mpi_comm.hpp"
 #include "rng.hpp"
 
 using namespace ff;
@@ -47,18 +48,23 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 }  // namespace
 
+// The layers' local steps on one rank, whose reductions are the identity.
 TEST_CASE("layernorm backward matches finite differences") {
-  GridComm comm(MPI_COMM_SELF, Grid{}, Order{});
   const long t = 3, H = 8;
   auto x = randoms(t * H, 1), gamma = randoms(H, 2), beta = randoms(H, 3), w = randoms(t * H, 4);
-  std::vector<double> y(t * H), xhat(t * H), rstd(t);
+  std::vector<double> y(t * H), xhat(t * H), rstd(t), sum(t), mean(t), sq(t), stat(2 * t);
   auto loss = [&] {
-    layernorm_forward(comm, x.data(), gamma.data(), beta.data(), y.data(), xhat.data(), rstd.data(), t, H, H);
+    layernorm_row_sums(x.data(), sum.data(), t, H);
+    layernorm_centred_squares(x.data(), sum.data(), mean.data(), sq.data(), t, H, H);
+    layernorm_normalize(x.data(), mean.data(), sq.data(), gamma.data(), beta.data(), y.data(), xhat.data(),
+                        rstd.data(), t, H, H);
     return dot(y, w);
   };
   loss();
   std::vector<double> dx(t * H), dg(H, 0.0), db(H, 0.0);
-  layernorm_backward(comm, w.data(), xhat.data(), rstd.data(), gamma.data(), dx.data(), dg.data(), db.data(), t, H, H);
+  layernorm_backward_sums(w.data(), xhat.data(), gamma.data(), stat.data(), t, H);
+  layernorm_backward_apply(w.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dx.data(), dg.data(),
+                           db.data(), t, H, H);
   for (size_t i = 0; i < x.size(); ++i) check_close(dx[i], numeric(loss, x[i]), "x", i);
   for (size_t i = 0; i < gamma.size(); ++i) check_close(dg[i], numeric(loss, gamma[i]), "gamma", i);
   for (size_t i = 0; i < beta.size(); ++i) check_close(db[i], numeric(loss, beta[i]), "beta", i);
@@ -87,25 +93,31 @@ TEST_CASE("causal attention backward matches finite differences, and the future 
   const long seqs = 2, S = 5, heads = 2, dh = 3, hy = heads * dh;
   auto qkv = randoms(seqs * S * 3 * hy, 7), w = randoms(seqs * S * hy, 8);
   std::vector<double> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
-  GemmStats st;
+  auto dev = make_cpu_device();
   auto loss = [&] {
-    attention_forward<double>(st, nullptr, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
+    attention_forward<double>(*dev, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
     return dot(out, w);
   };
   loss();
-  attention_backward<double>(st, nullptr, qkv.data(), probs.data(), w.data(), dqkv.data(), seqs, S, heads, dh);
+  attention_backward<double>(*dev, qkv.data(), probs.data(), w.data(), dqkv.data(), seqs, S, heads, dh);
   for (size_t i = 0; i < qkv.size(); ++i) check_close(dqkv[i], numeric(loss, qkv[i]), "qkv", i);
   // Token 0 attends only to itself: its output is its own V.
   for (long j = 0; j < dh; ++j) CHECK(out[j] == doctest::Approx(qkv[2 * hy + j]));
 }
 
 TEST_CASE("cross-entropy gradient matches finite differences; padding gets none") {
-  GridComm comm(MPI_COMM_SELF, Grid{}, Order{});
   const long t = 4, vy = 7, vocab = 6;  // the last column is padding
   auto logits = randoms(t * vy, 9, 3.0);
   std::vector<int> targets = {0, 5, 2, 3};
   std::vector<double> dl(t * vy);
-  auto loss = [&] { return cross_entropy(comm, logits.data(), targets.data(), dl.data(), t, vy, 0, vocab, 1.0); };
+  auto cross_entropy = [&](const double* l) {
+    const long valid = vocab_valid(vy, 0, vocab);
+    std::vector<double> mx(t), st(2 * t);
+    cross_entropy_row_max(l, mx.data(), t, vy, valid);
+    cross_entropy_exp_sums(l, targets.data(), mx.data(), dl.data(), st.data(), t, vy, 0, valid);
+    return cross_entropy_finish(targets.data(), mx.data(), st.data(), dl.data(), t, vy, 0, valid, 1.0);
+  };
+  auto loss = [&] { return cross_entropy(logits.data()); };
   loss();
   std::vector<double> grad = dl;
   for (long i = 0; i < t; ++i)
@@ -114,7 +126,7 @@ TEST_CASE("cross-entropy gradient matches finite differences; padding gets none"
   for (long i = 0; i < t; ++i) CHECK(grad[i * vy + vy - 1] == 0);
   // Uniform logits over 6 classes: loss = ln 6 per token.
   std::vector<double> flat(t * vy, 0.0);
-  CHECK(cross_entropy(comm, flat.data(), targets.data(), dl.data(), t, vy, 0, vocab, 1.0) ==
+  CHECK(cross_entropy(flat.data()) ==
         doctest::Approx(4 * std::log(6.0)));
 }
 
@@ -124,7 +136,8 @@ TEST_CASE("the whole model's gradient of every tensor matches finite differences
   m.layers = 2, m.hidden = 8, m.heads = 2, m.ffn = 16, m.vocab = 11, m.padded_vocab = 12, m.seq_len = 4;
   Config c;
   c.micro_batch = 2;
-  GridComm comm(MPI_COMM_SELF, c.grid, c.order);
+  auto dev = make_cpu_device();
+  MpiComm comm(MPI_COMM_SELF, c.grid, c.order, *dev);
   Gpt<double> model(comm, m, c, 7);
   std::vector<int> tokens = {1, 4, 9, 2, 7, 3, 3, 10, 0, 5};  // two sequences of S + 1
   model.zero_grad();

@@ -12,6 +12,7 @@
 #include "adamw.hpp"
 #include "gpt.hpp"
 #include "init_normal.hpp"
+#include "mpi_comm.hpp"
 #include "rng.hpp"
 #include "vecmath.hpp"
 
@@ -50,7 +51,8 @@ TEST_CASE("a model's fp32 matrices hold normal_at's values at their logical coor
   m.name = "init";
   m.layers = 2, m.hidden = 32, m.heads = 4, m.ffn = 128, m.vocab = 250, m.padded_vocab = 256, m.seq_len = 16;
   Config c;
-  GridComm comm(MPI_COMM_SELF, c.grid, c.order);
+  auto dev = make_cpu_device();
+  MpiComm comm(MPI_COMM_SELF, c.grid, c.order, *dev);
   Gpt<float> model(comm, m, c, 77);
   const Coords co{};
   for (size_t mi = 0; mi < model.layout().matrices.size(); ++mi) {

@@ -1,0 +1,97 @@
+#pragma once
+// The communication a rank of the grid issues, each operation accounted to
+// its axis: bytes as nccl-tests counts the buffer, and the time the caller
+// spent blocked for it. An interface, so the schedule (gpt.cpp) is the same
+// over MPI (mpi_comm.hpp) and, later, NCCL. Every operation waits first for
+// the kernels launched before it (a communication stream waiting on the
+// compute stream's event), unless its data did not come from the device this
+// step (Source::Host: the weight prefetch).
+#include <cstddef>
+#include <functional>
+
+#include "device.hpp"
+#include "grid.hpp"
+
+namespace ff::engine {
+
+enum class Scalar { F32, F64 };
+template <typename T> constexpr Scalar scalar_of();
+template <> constexpr Scalar scalar_of<float>() { return Scalar::F32; }
+template <> constexpr Scalar scalar_of<double>() { return Scalar::F64; }
+inline size_t scalar_bytes(Scalar s) { return s == Scalar::F32 ? 4 : 8; }
+
+enum class ReduceOp { Sum, Max };
+enum class Source { Device, Host };
+
+struct CommStats {
+  PerAxis<double> bytes{};            // this rank
+  PerAxis<double> blocked_s{};        // waiting for that axis' operations
+  double sync_s = 0;                  // loss and gradient-norm scalars (no axis)
+  double inflight_s = 0;              // non-blocking ops: post to completion, summed
+  double nonblocking_exposed_s = 0;   // of which spent waiting for them (tests and waits)
+};
+
+class Comm : public ProgressHook {
+ public:
+  using Ticket = long;  // 0: nothing to wait for
+
+  Comm(const Grid& grid, const Coords& coords, Device& device) : grid_(grid), coords_(coords), device_(device) {}
+  ~Comm() override = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  const Grid& grid() const { return grid_; }
+  int size(Axis a) const { return grid_.size(a); }
+  int coord(Axis a) const { return coords_[int(a)]; }
+  const Coords& coords() const { return coords_; }
+  Device& device() const { return device_; }
+
+  // Blocking collectives over one axis; a size-1 axis is a no-op and costs nothing.
+  template <typename T> void all_reduce(Axis a, T* buf, size_t n, ReduceOp op = ReduceOp::Sum) {
+    all_reduce_raw(a, buf, n, scalar_of<T>(), op);
+  }
+  template <typename T> void all_gather(Axis a, const T* shard, T* full, size_t shard_n) {
+    all_gather_raw(a, shard, full, shard_n, scalar_of<T>());
+  }
+  template <typename T> void reduce_scatter(Axis a, const T* full, T* shard, size_t shard_n) {
+    reduce_scatter_raw(a, full, shard, shard_n, scalar_of<T>());
+  }
+  // Non-blocking forms: a ticket to `wait` on. `on_done` runs when the
+  // operation completes, in posting order per call to wait/progress.
+  template <typename T> Ticket iall_reduce(Axis a, T* buf, size_t n) {
+    return iall_reduce_raw(a, buf, n, scalar_of<T>());
+  }
+  template <typename T> Ticket iall_gather(Axis a, const T* shard, T* full, size_t shard_n,
+                                           Source src = Source::Device) {
+    return iall_gather_raw(a, shard, full, shard_n, scalar_of<T>(), src);
+  }
+  template <typename T> Ticket ireduce_scatter(Axis a, const T* full, T* shard, size_t shard_n,
+                                               std::function<void()> on_done = {}) {
+    return ireduce_scatter_raw(a, full, shard, shard_n, scalar_of<T>(), std::move(on_done));
+  }
+  virtual void wait(Ticket t) = 0;
+  virtual void wait_all() = 0;
+
+  // A scalar sum over the whole grid (loss, gradient norm).
+  virtual double sum_all(double v) = 0;
+  // Sums `n` doubles of every rank onto world rank 0 (reporting, outside the
+  // timing); returns whether this rank is rank 0.
+  virtual bool sum_to_root(double* buf, size_t n) = 0;
+
+  CommStats stats;
+
+ protected:
+  virtual void all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) = 0;
+  virtual void all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) = 0;
+  virtual void reduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s) = 0;
+  virtual Ticket iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) = 0;
+  virtual Ticket iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) = 0;
+  virtual Ticket ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
+                                     std::function<void()> on_done) = 0;
+
+  Grid grid_;
+  Coords coords_{};
+  Device& device_;
+};
+
+}  // namespace ff::engine

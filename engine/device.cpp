@@ -1,0 +1,87 @@
+#include "device.hpp"
+
+#include <algorithm>
+
+#include "clock.hpp"
+#include "mpi_poll.hpp"
+
+namespace ff::engine {
+
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  std::string name() const override { return "cpu"; }
+  Event record() override { return 0; }
+  void wait(Event) override {}
+  bool host_is_device() const override { return true; }
+
+ protected:
+  // A kernel may launch another (a gradient accumulation completing while a
+  // GEMM drives progress): only the outermost is counted.
+  double begin() override {
+    ++depth_;
+    return now_s();
+  }
+  double end(const Kernel&, double t0) override {
+    const double dt = now_s() - t0;
+    if (--depth_ == 0) {
+      ++stats.kernels;
+      stats.busy_s += dt;
+      stats.host_s += dt;
+    }
+    return dt;
+  }
+
+ private:
+  int depth_ = 0;
+};
+
+class PacedDevice final : public Device {
+ public:
+  PacedDevice(const DevicePace& pace, bool fp64) : pace_(pace), flops_(pace_gemm_flops(pace, fp64)) {}
+  std::string name() const override { return "paced"; }
+  Event record() override { return free_; }
+  void wait(Event e) override {
+    for (double t = now_s(); t < e; t = now_s()) {
+      progress();
+      const double left = e - now_s();
+      sleep_for(std::min(left, pace_.poll_s));
+    }
+  }
+  bool host_is_device() const override { return false; }
+
+ protected:
+  double begin() override { return now_s(); }
+  // The kernel starts when both it is launched and the device is free, and
+  // lasts its paced duration; its result exists only once the host has
+  // computed it, so a host slower than the pace delays it (late_s).
+  double end(const Kernel& k, double launched) override {
+    const double host_done = now_s();
+    const double duration = k.flops / flops_ + k.bytes / pace_.bytes_per_s;
+    double done = std::max(launched, free_) + duration;
+    if (host_done > done) {
+      stats.late_s += host_done - done;
+      done = host_done;
+    }
+    free_ = done;
+    ++stats.kernels;
+    stats.busy_s += duration;
+    stats.host_s += host_done - launched;
+    return duration;
+  }
+
+ private:
+  DevicePace pace_;
+  double flops_;
+  double free_ = 0;  // the device clock: when the last launched kernel completes
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64) {
+  return std::make_unique<PacedDevice>(pace, fp64);
+}
+
+}  // namespace ff::engine

@@ -1,0 +1,86 @@
+#pragma once
+// One rank's device (DESIGN §11): the model code launches kernels on it in
+// order, and waits for them through events; collectives wait for the kernels
+// launched before them, as a communication stream waits on the compute
+// stream's event. One schedule (gpt.cpp) drives every backend:
+//   cpu    the host is the device: a kernel runs when launched (today's
+//          synchronous engine), and drives MPI progress inside long GEMMs.
+//   paced  "tc for compute": a kernel computes its result on the host when
+//          launched (so every result is the cpu's, bit for bit) and completes
+//          on a virtual device clock at max(launch, device free) + duration,
+//          the duration from a DevicePace; waiting sleeps until the clock
+//          reaches the event, driving MPI progress every Δ.
+#include <memory>
+#include <string>
+
+#include "device_pace.hpp"
+
+namespace ff::engine {
+
+// What a kernel costs the device: GEMM (and attention) FLOPs and element-wise
+// memory traffic. The paced device charges each layer the traffic MODEL.md's
+// compute model charges it (what fused GPU kernels move), however many
+// passes the host makes.
+struct Kernel {
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct DeviceStats {
+  long kernels = 0;
+  double busy_s = 0;  // device time of every kernel: the paced durations, or on cpu the real ones
+  double host_s = 0;  // the host's real time inside kernel bodies
+  double late_s = 0;  // paced: how far the host's real work pushed completions past the device clock
+};
+
+// Called while a device waits (paced) or between the panels of a long GEMM
+// (cpu): the communicator moves whatever is in flight.
+class ProgressHook {
+ public:
+  virtual ~ProgressHook() = default;
+  virtual bool pending() const = 0;
+  virtual void progress() = 0;
+};
+
+class Device {
+ public:
+  using Event = double;  // a point on the device clock
+
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  void set_progress(ProgressHook* h) { progress_ = h; }
+
+  // Runs `body`, the kernel's work on the host, as one kernel of cost `k`.
+  // Returns the kernel's device time.
+  template <class Body>
+  double launch(const Kernel& k, Body&& body) {
+    const double t0 = begin();
+    body();
+    return end(k, t0);
+  }
+  // The completion of everything launched so far.
+  virtual Event record() = 0;
+  // Returns once the device has reached `e`.
+  virtual void wait(Event e) = 0;
+  void synchronize() { wait(record()); }
+  // cpu: kernels are the host's own work, timed as they run; a long one
+  // drives MPI progress itself, since nothing else does while it runs.
+  virtual bool host_is_device() const = 0;
+  bool comm_pending() const { return progress_ && progress_->pending(); }
+  void progress() {
+    if (progress_) progress_->progress();
+  }
+
+  DeviceStats stats;
+
+ protected:
+  virtual double begin() = 0;
+  virtual double end(const Kernel& k, double t0) = 0;
+  ProgressHook* progress_ = nullptr;
+};
+
+std::unique_ptr<Device> make_cpu_device();
+// `fp64`: GEMMs at the pace's fp64 rate.
+std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64);
+
+}  // namespace ff::engine

@@ -1,0 +1,245 @@
+#include "mpi_comm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "clock.hpp"
+#include "mpi_poll.hpp"
+
+namespace ff::engine {
+
+MPI_Datatype mpi_type(Scalar s) { return s == Scalar::F32 ? MPI_FLOAT : MPI_DOUBLE; }
+
+namespace {
+
+int rank_in(MPI_Comm c) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(c, &r));
+  return r;
+}
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+
+void copy_bytes(const void* from, void* to, size_t n, Scalar s) {
+  if (from != to) std::memcpy(to, from, n * scalar_bytes(s));
+}
+
+}  // namespace
+
+MpiComm::MpiComm(MPI_Comm world, const Grid& grid, const Order& order, Device& device, double poll_s)
+    : Comm(grid, coords_of(grid, order, rank_in(world)), device), world_(world), world_rank_(rank_in(world)),
+      poll_s_(poll_s) {
+  for (Axis a : kAxes) {
+    // Members of one group agree on every other coordinate: the rank of the
+    // member at coordinate 0 names the group; the coordinate orders it.
+    Coords first = coords_;
+    first[int(a)] = 0;
+    int color = int(rank_of(grid, order, first));
+    MPI_CHECK(MPI_Comm_split(world, color, coords_[int(a)], &axis_comm_[int(a)]));
+  }
+  device.set_progress(this);
+}
+
+MpiComm::~MpiComm() {
+  device_.set_progress(nullptr);
+  for (MPI_Comm& c : axis_comm_) MPI_Comm_free(&c);
+}
+
+void MpiComm::account(Axis a, double bytes, double t0) {
+  int i = int(a);
+  stats.bytes[i] += bytes;
+  stats.blocked_s[i] += now_s() - t0;
+}
+
+double MpiComm::complete(MPI_Request* req) {
+  const double t0 = now_s();
+  if (poll_s_ <= 0) {
+    MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
+    return now_s() - t0;
+  }
+  for (;;) {
+    int flag = 0;
+    MPI_CHECK(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
+    if (flag) break;
+    progress();
+    sleep_for(poll_s_);
+  }
+  return now_s() - t0;
+}
+
+// A blocking collective is the non-blocking one completed at once when
+// waiting polls; otherwise the library's blocking call (other algorithms in
+// Open MPI, and the form `measure` times as blocking).
+void MpiComm::all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) {
+  if (size(a) == 1 || n == 0) return;
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Comm c = axis_comm_[int(a)];
+  if (poll_s_ > 0) {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c, &req));
+    complete(&req);
+  } else {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c));
+  }
+  account(a, double(n * scalar_bytes(s)), t0);
+}
+
+void MpiComm::all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) {
+  if (size(a) == 1) return copy_bytes(shard, full, shard_n, s);
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Comm c = axis_comm_[int(a)];
+  if (poll_s_ > 0) {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), c, &req));
+    complete(&req);
+  } else {
+    MPI_CHECK(MPI_Allgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), c));
+  }
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+}
+
+void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s) {
+  if (size(a) == 1) return copy_bytes(full, shard, shard_n, s);
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Comm c = axis_comm_[int(a)];
+  if (poll_s_ > 0) {
+    MPI_Request req;
+    MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, c, &req));
+    complete(&req);
+  } else {
+    MPI_CHECK(MPI_Reduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, c));
+  }
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+}
+
+Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done) {
+  Ticket id = next_ticket_++;
+  inflight_.push_back({id, a, req, now_s(), false, std::move(on_done)});
+  return id;
+}
+
+Comm::Ticket MpiComm::iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) {
+  if (size(a) == 1 || n == 0) return 0;
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
+  account(a, double(n * scalar_bytes(s)), t0);
+  return post(a, req, {});
+}
+
+Comm::Ticket MpiComm::iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) {
+  if (size(a) == 1) {
+    copy_bytes(shard, full, shard_n, s);
+    return 0;
+  }
+  if (src == Source::Device) device_.synchronize();
+  const double t0 = now_s();
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), axis_comm_[int(a)],
+                           &req));
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+  return post(a, req, {});
+}
+
+Comm::Ticket MpiComm::ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
+                                          std::function<void()> on_done) {
+  if (size(a) == 1) {
+    copy_bytes(full, shard, shard_n, s);
+    if (on_done) on_done();
+    return 0;
+  }
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Request req;
+  MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+  return post(a, req, std::move(on_done));
+}
+
+// Completion callbacks run in posting order, so accumulation into the
+// gradient shards happens in the same order as on the blocking path.
+void MpiComm::retire_done() {
+  while (!inflight_.empty() && inflight_.front().done) {
+    Inflight op = std::move(inflight_.front());
+    inflight_.pop_front();
+    if (op.on_done) op.on_done();
+  }
+}
+
+void MpiComm::progress() {
+  test_inflight();
+  if (!in_wait_) retire_done();
+}
+
+void MpiComm::test_inflight() {
+  for (Inflight& op : inflight_) {
+    if (op.done) continue;
+    double t0 = now_s();
+    int flag = 0;
+    MPI_CHECK(MPI_Test(&op.req, &flag, MPI_STATUS_IGNORE));
+    double dt = now_s() - t0;
+    stats.blocked_s[int(op.axis)] += dt;
+    stats.nonblocking_exposed_s += dt;
+    if (flag) {
+      op.done = true;
+      stats.inflight_s += now_s() - op.posted;
+    }
+  }
+}
+
+void MpiComm::wait(Ticket t) {
+  if (t == 0) return;
+  // By index: complete() may progress (and mark done) the others meanwhile;
+  // nothing is retired until the loop is over.
+  in_wait_ = true;
+  for (size_t i = 0; i < inflight_.size() && inflight_[i].id <= t; ++i) {
+    if (inflight_[i].done) continue;
+    const Axis axis = inflight_[i].axis;
+    const double waited = complete(&inflight_[i].req);
+    Inflight& op = inflight_[i];
+    stats.blocked_s[int(axis)] += waited;
+    stats.nonblocking_exposed_s += waited;
+    if (!op.done) stats.inflight_s += now_s() - op.posted;
+    op.done = true;
+  }
+  in_wait_ = false;
+  retire_done();
+}
+
+void MpiComm::wait_all() {
+  if (!inflight_.empty()) wait(inflight_.back().id);
+}
+
+double MpiComm::sum_all(double v) {
+  device_.synchronize();
+  const double t0 = now_s();
+  if (poll_s_ > 0) {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_, &req));
+    complete(&req);
+  } else {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_));
+  }
+  stats.sync_s += now_s() - t0;
+  return v;
+}
+
+bool MpiComm::sum_to_root(double* buf, size_t n) {
+  device_.synchronize();
+  const bool root = world_rank_ == 0;
+  MPI_CHECK(MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : nullptr, int(n), MPI_DOUBLE, MPI_SUM, 0, world_));
+  return root;
+}
+
+void MpiComm::barrier() {
+  device_.synchronize();
+  MPI_Request req;
+  MPI_CHECK(MPI_Ibarrier(world_, &req));
+  complete(&req);
+}
+
+}  // namespace ff::engine

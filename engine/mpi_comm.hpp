@@ -1,0 +1,75 @@
+#pragma once
+// Comm over MPI: one communicator per axis, split from the world by the
+// placement order. Open MPI 4.1 moves a non-blocking collective only inside
+// MPI calls, so `progress()` tests what is in flight; the cpu device calls it
+// between GEMM panels, the paced one while it sleeps. With poll_s = Δ > 0
+// (the paced device) every wait is MPI_Test + sleep Δ, blocking collectives
+// included (mpi_poll.hpp says why).
+#include <mpi.h>
+
+#include <deque>
+
+#include "check.hpp"
+#include "comm.hpp"
+
+namespace ff::engine {
+
+MPI_Datatype mpi_type(Scalar s);
+
+class MpiComm final : public Comm {
+ public:
+  // Splits `world` (any communicator whose size is grid.total()) by the
+  // placement `order`: rank r of `world` sits at coords_of(grid, order, r).
+  MpiComm(MPI_Comm world, const Grid& grid, const Order& order, Device& device, double poll_s = 0);
+  ~MpiComm() override;
+
+  MPI_Comm world() const { return world_; }
+  int world_rank() const { return world_rank_; }
+  double poll_s() const { return poll_s_; }
+
+  void wait(Ticket t) override;
+  void wait_all() override;
+  bool pending() const override { return !inflight_.empty(); }
+  // Drives every in-flight operation once (MPI_Test); cheap when none is.
+  void progress() override;
+  double sum_all(double v) override;
+  bool sum_to_root(double* buf, size_t n) override;
+  // A barrier, waited for as every other operation (outside step timing).
+  void barrier();
+
+ protected:
+  void all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) override;
+  void all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) override;
+  void reduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s) override;
+  Ticket iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) override;
+  Ticket iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) override;
+  Ticket ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
+                             std::function<void()> on_done) override;
+
+ private:
+  struct Inflight {
+    Ticket id;
+    Axis axis;
+    MPI_Request req;
+    double posted;
+    bool done = false;
+    std::function<void()> on_done;
+  };
+  Ticket post(Axis a, MPI_Request req, std::function<void()> on_done);
+  void retire_done();
+  void test_inflight();
+  void account(Axis a, double bytes, double t0);
+  // Blocks until `req` completes: MPI_Wait, or with Δ, MPI_Test + sleep
+  // while progressing what else is in flight. Returns the seconds waited.
+  double complete(MPI_Request* req);
+
+  MPI_Comm world_;
+  int world_rank_ = 0;
+  double poll_s_ = 0;
+  PerAxis<MPI_Comm> axis_comm_{};
+  std::deque<Inflight> inflight_;
+  Ticket next_ticket_ = 1;
+  bool in_wait_ = false;  // wait() walks inflight_ by index: no retiring meanwhile
+};
+
+}  // namespace ff::engine
