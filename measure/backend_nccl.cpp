@@ -6,6 +6,7 @@
 
 #include "backend.hpp"
 #include "cuda_check.hpp"
+#include "gpu.hpp"
 
 namespace ff::measure {
 
@@ -31,11 +32,7 @@ class NcclBackend : public Backend {
   std::unique_ptr<Group> make_group(MPI_Comm comm) override {
     auto g = std::make_unique<NcclGroup>();
     g->attach(comm);
-    // The group's first rank makes the id; MPI carries it to the others.
-    ncclUniqueId id;
-    if (g->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
-    NCCL_CHECK(ncclCommInitRank(&g->nccl, g->size, id, g->rank));
+    g->nccl = cuda::nccl_comm_of(comm);
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     return g;
   }
@@ -122,44 +119,14 @@ class NcclBackend : public Backend {
 bool nccl_built() { return true; }
 
 std::unique_ptr<Backend> make_nccl_backend(MPI_Comm node_comm, std::string* why) {
-  // Without a GPU the runtime reports a driver error rather than zero
-  // devices (MODEL.md §7): any error means no GPU here.
-  int devices = 0;
-  cudaError_t err = cudaGetDeviceCount(&devices);
-  int local = 0, local_size = 1;
-  MPI_CHECK(MPI_Comm_rank(node_comm, &local));
-  MPI_CHECK(MPI_Comm_size(node_comm, &local_size));
-  if (err != cudaSuccess || devices == 0) {
-    *why = std::string("--backend nccl: no usable GPU on this node (") +
-           (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + "); use --backend mpi";
+  if (!cuda::select_local_gpu(node_comm, why)) {
+    *why = "--backend nccl: " + *why + (why->find("no usable GPU") == 0 ? "; use --backend mpi" : "");
     return nullptr;
   }
-  if (local_size > devices) {
-    *why = "--backend nccl: " + std::to_string(local_size) + " ranks share a node with " + std::to_string(devices) +
-           " GPUs; launch one rank per GPU";
-    return nullptr;
-  }
-  CUDA_CHECK(cudaSetDevice(local));
   return std::make_unique<NcclBackend>();
 }
 
-nlohmann::json cuda_versions() {
-  nlohmann::json v = nlohmann::json::object();
-  int nccl = 0, runtime = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess) {
-    // NCCL_VERSION(X,Y,Z): X·10000 + Y·100 + Z since 2.9, X·1000 + Y·100 + Z before.
-    int major = nccl >= 10000 ? nccl / 10000 : nccl / 1000, minor = nccl >= 10000 ? nccl / 100 % 100 : nccl / 100 % 10;
-    v["nccl"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(nccl % 100);
-  }
-  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
-    v["cuda"] = std::to_string(runtime / 1000) + "." + std::to_string(runtime / 10 % 100);
-  return v;
-}
-
-double gpu_memory_bytes() {
-  size_t free_bytes = 0, total = 0;
-  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
-  return double(total);
-}
+nlohmann::json cuda_versions() { return cuda::versions(); }
+double gpu_memory_bytes() { return cuda::device_memory_bytes(); }
 
 }  // namespace ff::measure
