@@ -52,6 +52,13 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     plan.compute.push_back({layer, what, seconds, count, per_step, backward(what, per_step)});
   };
   auto ew = [&](double bytes) { return elementwise_time(p, bytes); };
+  // Weight gradients reach the fp32 shard accumulator: with G_z = 1 the
+  // weight-gradient GEMM accumulates into it (β = 1, Megatron's gradient-
+  // accumulation fusion), no pass of its own; with G_z > 1 the reduce-
+  // scatter's output is added in, except on a step's first micro-step, which
+  // writes it directly. Per micro-step: that share of a pass.
+  const double accumulate_share =
+      g.z == 1 ? 0.0 : double(plan.micro_steps - 1) / double(plan.micro_steps);
 
   // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
@@ -73,7 +80,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     work(l.name, "fwd GEMM", fwd_gemm[j], fwd_count);
     work(l.name, "bwd input-grad GEMM", dgrad_gemm[j], L);
     work(l.name, "bwd weight-grad GEMM", wgrad_gemm[j], L);
-    work(l.name, "grad accumulate (fp32 shard)", ew(w.shard * (b + 8)), L);
+    work(l.name, "grad accumulate (fp32 shard)", ew(w.shard * (b + 8)) * accumulate_share, L);
   }
 
   // Attention: whole heads per Y rank, whole sequences per Z·D rank,
@@ -135,7 +142,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
     work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
     work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
-    work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)), 1);
+    work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)) * accumulate_share, 1);
   }
 
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
@@ -156,7 +163,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     work("lm_head", "fwd GEMM", gemm_time(p, dt, t, hw.n_local, hw.k_local), 1);
     work("lm_head", "bwd input-grad GEMM", gemm_time(p, dt, t, hw.k_local, hw.n_local), 1);
     work("lm_head", "bwd weight-grad GEMM", gemm_time(p, dt, hw.k_local, hw.n_local, t), 1);
-    work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)), 1);
+    work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)) * accumulate_share, 1);
     comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
     comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
     work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
