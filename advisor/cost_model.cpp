@@ -312,10 +312,13 @@ PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const 
   return links;
 }
 
-PerAxis<double> bytes_per_step(const Plan& plan) {
+PerAxis<double> bytes_per_step(const Plan& plan, bool sharded_optimizer) {
   PerAxis<double> b{};
-  for (const CommTerm& t : plan.comm)
+  for (const CommTerm& t : plan.comm) {
     b[size_t(t.axis)] += per_iteration(plan, t) * t.bytes();
+    if (sharded_optimizer && t.axis == Axis::D && t.per_step)
+      b[size_t(t.axis)] += per_iteration(plan, t) * t.elements * dtype_bytes(plan.dtype);
+  }
   return b;
 }
 

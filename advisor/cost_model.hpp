@@ -88,7 +88,11 @@ double per_iteration(const Plan& plan, const Term& t) {
 }
 // Bytes per axis per iteration: each collective's buffer, as nccl-tests counts
 // it, times how often it runs; what the engine's record reports per axis.
-PerAxis<double> bytes_per_step(const Plan& plan);
+// Bytes per rank per step on each axis, as nccl-tests counts each buffer.
+// With a sharded optimizer (and G_d > 1) the data-parallel reduction is a
+// reduce-scatter of the same gradient bytes plus an all-gather of the
+// updated weights in the training dtype.
+PerAxis<double> bytes_per_step(const Plan& plan, bool sharded_optimizer = false);
 
 struct Estimate {
   double time_s = 0;

@@ -72,6 +72,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.device == "paced")  // the pace is part of what ran: always spelled out
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
                        real(a.poll_us)});
+  if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
@@ -101,8 +102,11 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
   app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
-  app.add_flag("--shard-optimizer", a.shard_optimizer, "Optimizer state divided over the data axis (not yet in this engine)");
-  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
+  app.add_flag("--shard-optimizer", a.shard_optimizer,
+               "Adam state divided over the data axis (ZeRO-1): gradients reduce-scattered, weights all-gathered");
+  app.add_option("--dp-bucket-mib", a.dp_bucket_mib, "Bucket size of the data-parallel gradient reduction under odp")
+      ->capture_default_str();
+  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
       ->capture_default_str();
   app.add_option("--device", a.device,
                  "Where the math runs: cpu (OpenBLAS and plain loops), or paced (the cpu's results, each kernel "

@@ -22,6 +22,7 @@ struct EngineArgs {
   int pipeline = 1;
   bool offload = false;
   bool shard_optimizer = false;
+  double dp_bucket_mib = 25;  // ODP's buckets (the profile's overlap.dp_bucket_MiB)
   std::string order = Order().str();
   int micro_batch = 1;
   bool recompute = false;

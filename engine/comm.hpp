@@ -21,6 +21,9 @@ template <> constexpr Scalar scalar_of<double>() { return Scalar::F64; }
 inline size_t scalar_bytes(Scalar s) { return s == Scalar::F32 ? 4 : 8; }
 
 enum class ReduceOp { Sum, Max };
+
+// Part i of n values split over g ranks: [part_begin(n, g, i), part_begin(n, g, i + 1)).
+inline size_t part_begin(size_t n, int g, int i) { return n * size_t(i) / size_t(g); }
 enum class Source { Device, Host };
 
 struct CommStats {
@@ -69,6 +72,17 @@ class Comm : public ProgressHook {
                                                std::function<void()> on_done = {}) {
     return ireduce_scatter_raw(a, full, shard, shard_n, scalar_of<T>(), std::move(on_done));
   }
+  // A buffer of n values in `size(a)` near-even parts, part i =
+  // [n·i/g, n·(i+1)/g) (the sharded optimizer's ownership): the sum of every
+  // rank's `full` reduced into this rank's part (written to `part`), and
+  // every part gathered from its owner into `buf` in place.
+  template <typename T> Ticket ireduce_scatter_parts(Axis a, const T* full, T* part, size_t n,
+                                                     std::function<void()> on_done = {}) {
+    return ireduce_scatter_parts_raw(a, full, part, n, scalar_of<T>(), std::move(on_done));
+  }
+  template <typename T> void all_gather_parts(Axis a, T* buf, size_t n) {
+    all_gather_parts_raw(a, buf, n, scalar_of<T>());
+  }
   virtual void wait(Ticket t) = 0;
   virtual void wait_all() = 0;
 
@@ -88,6 +102,9 @@ class Comm : public ProgressHook {
   virtual Ticket iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) = 0;
   virtual Ticket ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
                                      std::function<void()> on_done) = 0;
+  virtual Ticket ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
+                                           std::function<void()> on_done) = 0;
+  virtual void all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) = 0;
 
   Grid grid_;
   Coords coords_{};

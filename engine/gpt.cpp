@@ -12,7 +12,7 @@
 namespace ff::engine {
 
 template <typename T>
-Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
+Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, double dp_bucket_bytes)
     : comm_(comm), dev_(comm.device()), m_(m), c_(c), layout_(param_layout(m, c.grid)) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
@@ -48,6 +48,72 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed)
   for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, T(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
   build_schedule();
+  build_buckets(dp_bucket_bytes);
+}
+
+template <typename T>
+void Gpt<T>::build_buckets(double bucket_bytes) {
+  buckets_.clear();
+  const bool odp = c_.overlap.odp && c_.grid.d > 1;
+  const size_t total = layout_.shard_total;
+  size_t hi = total, moment = 0;
+  for (int mi = int(layout_.matrices.size()) - 1; mi >= 0 && hi > 0; --mi) {
+    const size_t lo = layout_.matrices[size_t(mi)].offset;
+    const bool full = odp ? double(hi - lo) * sizeof(T) >= bucket_bytes : lo == 0;
+    if (!full && mi > 0) continue;
+    Bucket b;
+    b.lo = lo, b.hi = hi;
+    hi = lo;
+    buckets_.push_back(std::move(b));
+  }
+  const int g = c_.grid.d, d = comm_.coord(Axis::D);
+  // The replicated vectors are sharded too (as Megatron's distributed
+  // optimizer shards every parameter): one more part of one bucket.
+  const size_t nv = layout_.vector_total;
+  rep_lo_ = sharded() ? part_begin(nv, g, d) : 0;
+  rep_hi_ = sharded() ? part_begin(nv, g, d + 1) : nv;
+  if (sharded()) {
+    rep_part_.assign(rep_hi_ - rep_lo_, T(0));
+    rep_m_.assign(rep_hi_ - rep_lo_, T(0));
+    rep_v_.assign(rep_hi_ - rep_lo_, T(0));
+  }
+  for (Bucket& b : buckets_) {
+    const size_t n = b.hi - b.lo;
+    b.own_lo = b.lo + (sharded() ? part_begin(n, g, d) : 0);
+    b.own_hi = b.lo + (sharded() ? part_begin(n, g, d + 1) : n);
+    b.moment = moment;
+    moment += b.own_hi - b.own_lo;
+    if (sharded()) b.part.assign(b.own_hi - b.own_lo, T(0));
+  }
+}
+
+// A matrix's gradient is final on the last micro-step once its weight-
+// gradient GEMM has accumulated into the shard (G_z = 1) or its reduce-
+// scatter over Z has been added in; in either case in backward order.
+template <typename T>
+void Gpt<T>::gradient_done(int mi) {
+  if (last_micro_) final_lo_ = std::min(final_lo_, layout_.matrices[size_t(mi)].offset);
+}
+
+// Posted from the schedule, never from a completion callback: every rank of
+// D posts the buckets in the same order whenever each becomes ready.
+template <typename T>
+void Gpt<T>::post_ready_buckets() {
+  if (!(c_.overlap.odp && c_.grid.d > 1)) return;
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].lo >= final_lo_) post_bucket(buckets_[next_bucket_++]);
+}
+
+template <typename T>
+void Gpt<T>::post_bucket(Bucket& b) {
+  const size_t n = b.hi - b.lo;
+  if (!sharded()) {
+    b.ticket = comm_.iall_reduce(Axis::D, &shard_g_[b.lo], n);
+    return;
+  }
+  T* dst = &shard_g_[b.own_lo];
+  b.ticket = comm_.ireduce_scatter_parts(Axis::D, &shard_g_[b.lo], b.part.data(), n, [this, &b, dst] {
+    elementwise(2.0 * b.part.size() * sizeof(T), [&] { std::copy(b.part.begin(), b.part.end(), dst); });
+  });
 }
 
 template <typename T>
@@ -172,11 +238,12 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const bool first = grad_first_[size_t(mi)];
   grad_first_[size_t(mi)] = false;
   T* dest = first ? acc : slot.part.data();
-  auto accumulate = [this, acc, &slot, first, n = p.shard_n]() {
+  auto accumulate = [this, mi, acc, &slot, first, n = p.shard_n]() {
     if (!first)
       elementwise(3.0 * n * sizeof(T), [&] {
         for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
       });
+    gradient_done(mi);
     slot.busy = false;
     slot.ticket = 0;
   };
@@ -228,12 +295,14 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
     gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+    gradient_done(mi);
   } else {
     GradSlot& slot = grad_slot();
     gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
     submit_weight_grad(mi, slot);
   }
   comm_.wait(oar);
+  post_ready_buckets();
 }
 
 template <typename T>
@@ -276,6 +345,8 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
       for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
   });
   if (slot) submit_weight_grad(layout_.embedding, *slot);
+  else gradient_done(layout_.embedding);
+  post_ready_buckets();
 }
 
 // LayerNorm's kernels move 2·t·hx (forward) and 3·t·hx (backward) values in
@@ -420,12 +491,15 @@ void Gpt<T>::zero_grad() {
 }
 
 template <typename T>
-double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
+double Gpt<T>::micro_step(const int* tokens, T grad_scale, bool last) {
   const long S = m_.seq_len, L = m_.layers;
   for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
   cursor_ = 0;
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
   grads_zero_ = false;
+  last_micro_ = last;
+  final_lo_ = layout_.shard_total;
+  next_bucket_ = 0;
 
   embedding_forward(tokens, acts_[0].h_in.data());
   for (long l = 0; l < L; ++l) {
@@ -451,30 +525,58 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale) {
   }
   embedding_backward(tokens, dresid_.data());
   comm_.wait_all();
+  post_ready_buckets();  // what the last reduce-scatters over Z completed
   if (cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
   return loss;
 }
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
-  for (auto* v : {&shard_g_, &shard_m_, &shard_v_})
-    if (v->empty()) v->assign(layout_.shard_total, T(0));
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
+  if (shard_m_.empty()) {  // sharded: this rank's parts only (ZeRO-1's saving)
+    const size_t owned = buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
+    shard_m_.assign(owned, T(0));
+    shard_v_.assign(owned, T(0));
+  }
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
-  comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
-  comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
+  if (sharded()) {
+    T* dst = &rep_g_[rep_lo_];
+    comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
+      elementwise(2.0 * rep_part_.size() * sizeof(T), [&] { std::copy(rep_part_.begin(), rep_part_.end(), dst); });
+    }));
+  } else {
+    comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
+  }
+  // The shard arena over D: what ODP has not posted yet; without ODP or
+  // sharding, the blocking all-reduce MODEL.md §2 prices.
+  if (c_.overlap.odp || sharded()) {
+    for (; next_bucket_ < buckets_.size(); ++next_bucket_) post_bucket(buckets_[next_bucket_]);
+    for (Bucket& b : buckets_) comm_.wait(b.ticket);
+  } else {
+    comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
+  }
 
   // Each value counted once: the D replicas hold the same reduced shard, so
-  // each sums the squares of its 1/G_d of it (rather than replica 0 all of
-  // it while the others wait); replicated vectors by one rank of their replicas.
+  // each sums the squares of the part it owns (1/G_d of each bucket) rather
+  // than replica 0 all of it while the others wait; replicated vectors by
+  // one rank of their replicas. (Its traffic is in AdamW's count below: the
+  // norm reads the gradients AdamW reads, as one fused clipping pass does.)
   const Coords& co = comm_.coords();
-  const size_t n = shard_g_.size(), gd = size_t(comm_.size(Axis::D)), d = size_t(comm_.coord(Axis::D));
-  // (Its traffic is in AdamW's count below: the norm reads the gradients
-  // AdamW reads, as one fused clipping pass does on a GPU.)
+  const int gd = comm_.size(Axis::D), d = comm_.coord(Axis::D);
   double sq = 0;
   elementwise(0, [&] {
-    sq = sum_of_squares(&shard_g_[n * d / gd], n * (d + 1) / gd - n * d / gd);
-    for (const VectorParam& p : layout_.vectors)
-      if (owns_vector(p, co)) sq += sum_of_squares(&rep_g_[p.offset], p.n);
+    for (const Bucket& b : buckets_) {
+      const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
+      const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
+      sq += sum_of_squares(&shard_g_[lo], hi - lo);
+    }
+    // Sharded, the part of each vector this D rank holds reduced.
+    Coords first = co;
+    first[int(Axis::D)] = 0;
+    for (const VectorParam& p : layout_.vectors) {
+      const size_t lo = std::max(p.offset, rep_lo_), hi = std::min(p.offset + p.n, rep_hi_);
+      if (owns_vector(p, sharded() ? first : co) && lo < hi) sq += sum_of_squares(&rep_g_[lo], hi - lo);
+    }
   });
   const double norm = std::sqrt(comm_.sum_all(sq));
 
@@ -486,13 +588,31 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
   // Weight, gradient, m and v read, and written: 8 values a parameter.
   s.decay = T(opt.weight_decay);
-  elementwise(8.0 * shard_w_.size() * sizeof(T), [&] {
-    adamw_update(shard_w_.data(), shard_g_.data(), shard_m_.data(), shard_v_.data(), shard_w_.size(), s);
-  });
+  for (const Bucket& b : buckets_) {
+    const size_t n = b.own_hi - b.own_lo;
+    elementwise(8.0 * n * sizeof(T), [&] {
+      adamw_update(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
+    });
+  }
   s.decay = T(0);
-  elementwise(8.0 * rep_w_.size() * sizeof(T), [&] {
-    adamw_update(rep_w_.data(), rep_g_.data(), rep_m_.data(), rep_v_.data(), rep_w_.size(), s);
+  elementwise(8.0 * double(rep_hi_ - rep_lo_) * sizeof(T), [&] {
+    adamw_update(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
   });
+  if (sharded()) {
+    // The parts other ranks updated come back with their weights; their
+    // gradients here are partial sums AdamW did not consume: zeroed (a
+    // memset MODEL.md does not price: 1/8 of AdamW's traffic per value).
+    elementwise(0, [&] {
+      for (const Bucket& b : buckets_) {
+        std::fill(shard_g_.begin() + long(b.lo), shard_g_.begin() + long(b.own_lo), T(0));
+        std::fill(shard_g_.begin() + long(b.own_hi), shard_g_.begin() + long(b.hi), T(0));
+      }
+      std::fill(rep_g_.begin(), rep_g_.begin() + long(rep_lo_), T(0));
+      std::fill(rep_g_.begin() + long(rep_hi_), rep_g_.end(), T(0));
+    });
+    for (const Bucket& b : buckets_) comm_.all_gather_parts(Axis::D, &shard_w_[b.lo], b.hi - b.lo);
+    comm_.all_gather_parts(Axis::D, rep_w_.data(), rep_w_.size());
+  }
   set_grads_zero();  // adamw_update leaves them zero
   return norm;
 }

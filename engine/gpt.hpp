@@ -32,16 +32,22 @@ using Buffer = std::vector<T, HugePageAllocator<T>>;
 template <typename T>
 class Gpt {
  public:
-  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed);
+  // `dp_bucket_bytes`: the data-parallel gradient buckets under ODP (as the
+  // profile's overlap.dp_bucket_MiB prices them).
+  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, double dp_bucket_bytes = 25.0 * 1048576);
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch
   // sequences of S + 1 tokens (inputs, then shifted targets). Gradients
   // accumulate scaled by `grad_scale` (1 / tokens per step). Returns the sum
   // of this rank's token losses (every X and Y rank holds the same sum).
-  double micro_step(const int* tokens, T grad_scale);
-  // Per-step reductions (replicated gradients over Z then D, shards over D),
-  // clipping by the global norm, AdamW. Returns the norm before clipping.
+  // On the last micro-step of a step (`last`), ODP reduces each bucket of
+  // weight gradients over D as soon as its backward has produced it.
+  double micro_step(const int* tokens, T grad_scale, bool last = true);
+  // Per-step reductions (replicated gradients over Z then D, shards over D:
+  // all-reduced, or with a sharded optimizer reduce-scattered and the
+  // updated weights all-gathered), clipping by the global norm, AdamW.
+  // Returns the norm before clipping.
   double optimizer_step(const AdamW& opt);
 
   // Every parameter in canonical layout, summed onto rank 0 of the world
@@ -49,6 +55,7 @@ class Gpt {
   std::vector<std::pair<std::string, std::vector<double>>> canonical_parameters();
 
   const ParamLayout& layout() const { return layout_; }
+  size_t dp_buckets() const { return buckets_.size(); }
   // This rank's values and gradient accumulators of one parameter (tests;
   // matrix gradients exist from the first micro_step on).
   T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
@@ -67,6 +74,23 @@ class Gpt {
     bool busy = false;
     Comm::Ticket ticket = 0;
   };
+
+  // The shard arena's data-parallel reduction in buckets, from its top down:
+  // backward produces weight gradients in descending offset order (LM head,
+  // last block to first, embedding), so each bucket is a contiguous range.
+  // Without ODP there is one. Sharded, rank d of D owns part d of every
+  // bucket (part_begin), its Adam moments stored compactly at `moment`.
+  struct Bucket {
+    size_t lo = 0, hi = 0;
+    size_t own_lo = 0, own_hi = 0, moment = 0;
+    Buffer<T> part;  // the reduced part before it is copied into place (sharded)
+    Comm::Ticket ticket = 0;
+  };
+  void build_buckets(double bucket_bytes);
+  void gradient_done(int mi);
+  void post_ready_buckets();
+  void post_bucket(Bucket& b);
+  bool sharded() const { return c_.shard_optimizer && c_.grid.d > 1; }
 
   void init_parameters(uint64_t seed);
   void size_acts(BlockActs& a, bool full);
@@ -124,6 +148,12 @@ class Gpt {
   Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   std::vector<int> targets_;
+  std::vector<Bucket> buckets_;
+  size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
+  Buffer<T> rep_part_;
+  size_t next_bucket_ = 0;
+  size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
+  bool last_micro_ = false;
   std::vector<T> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
 };
 

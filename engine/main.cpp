@@ -63,6 +63,8 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("step %4d  loss %.4f  time %8.2f ms\n", s.step, s.loss, s.time_s * 1e3);
     std::fflush(stdout);
   };
+  if (rank == 0 && !cli.quiet && opts.config.shard_optimizer && opts.config.grid.d == 1)
+    std::printf("note: --shard-optimizer with G_data = 1: nothing to shard over, the optimizer runs as without it\n");
   RunResult res = train<T>(MPI_COMM_WORLD, opts, false, print_step);
   if (rank != 0) return 0;
 
@@ -164,14 +166,16 @@ int main(int argc, char** argv) {
     Config& c = opts.config;
     c.grid = parse_grid(cli.grid);
     if (cli.offload) input_error("--offload: this engine does not offload the optimizer state yet");
-    if (cli.shard_optimizer) input_error("--shard-optimizer: this engine does not shard the optimizer state yet");
-    if (c.overlap.odp) input_error("--overlap odp: this engine does not bucket the data-parallel reduction yet");
     if (cli.pipeline != 1)
       input_error("--pipeline " + std::to_string(cli.pipeline) +
                   ": this engine does not run pipeline stages yet (only 1); AxoNN's ax.init(G_inter=...) does");
     c.order = parse_order(cli.order);
     c.micro_batch = cli.micro_batch;
     c.recompute = cli.recompute;
+    c.shard_optimizer = cli.shard_optimizer;
+    if (!(cli.dp_bucket_mib > 0) || !std::isfinite(cli.dp_bucket_mib))
+      input_error("--dp-bucket-mib: expected a size in MiB > 0");
+    opts.dp_bucket_bytes = cli.dp_bucket_mib * 1048576.0;
     c.overlap = parse_overlap(cli.overlap);
     c.dtype = Dtype::FP32;
     if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())

@@ -115,10 +115,49 @@ void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t s
   account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
 }
 
-Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done) {
+Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts) {
   Ticket id = next_ticket_++;
-  inflight_.push_back({id, a, req, now_s(), false, std::move(on_done)});
+  inflight_.push_back({id, a, req, now_s(), false, std::move(on_done), std::move(counts)});
   return id;
+}
+
+std::vector<int> MpiComm::part_counts(Axis a, size_t n, std::vector<int>* displs) const {
+  const int g = size(a);
+  std::vector<int> counts(static_cast<size_t>(g));
+  if (displs) displs->resize(size_t(g));
+  for (int i = 0; i < g; ++i) {
+    counts[size_t(i)] = int(part_begin(n, g, i + 1) - part_begin(n, g, i));
+    if (displs) (*displs)[size_t(i)] = int(part_begin(n, g, i));
+  }
+  return counts;
+}
+
+Comm::Ticket MpiComm::ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
+                                                std::function<void()> on_done) {
+  if (size(a) == 1) {
+    copy_bytes(full, part, n, s);
+    if (on_done) on_done();
+    return 0;
+  }
+  device_.synchronize();
+  const double t0 = now_s();
+  std::vector<int> counts = part_counts(a, n);
+  MPI_Request req;
+  MPI_CHECK(MPI_Ireduce_scatter(full, part, counts.data(), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
+  account(a, double(n * scalar_bytes(s)), t0);
+  return post(a, req, std::move(on_done), std::move(counts));
+}
+
+void MpiComm::all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) {
+  if (size(a) == 1) return;
+  device_.synchronize();
+  const double t0 = now_s();
+  std::vector<int> displs, counts = part_counts(a, n, &displs);
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s),
+                            axis_comm_[int(a)], &req));
+  complete(&req);
+  account(a, double(n * scalar_bytes(s)), t0);
 }
 
 Comm::Ticket MpiComm::iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) {

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <deque>
+#include <vector>
 
 #include "check.hpp"
 #include "comm.hpp"
@@ -45,6 +46,9 @@ class MpiComm final : public Comm {
   Ticket iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) override;
   Ticket ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
                              std::function<void()> on_done) override;
+  Ticket ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
+                                   std::function<void()> on_done) override;
+  void all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) override;
 
  private:
   struct Inflight {
@@ -54,8 +58,11 @@ class MpiComm final : public Comm {
     double posted;
     bool done = false;
     std::function<void()> on_done;
+    std::vector<int> counts;  // a v-collective's counts live until it completes
   };
-  Ticket post(Axis a, MPI_Request req, std::function<void()> on_done);
+  Ticket post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts = {});
+  // The even parts of n over axis a: counts, and displacements if asked.
+  std::vector<int> part_counts(Axis a, size_t n, std::vector<int>* displs = nullptr) const;
   void retire_done();
   void test_inflight();
   void account(Axis a, double bytes, double t0);

@@ -75,6 +75,8 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"ranks", ranks},
           {"batch_sequences", o.batch},
           {"micro_steps", r.micro_steps},
+          {"data_parallel", {{"odp", o.config.overlap.odp}, {"shard_optimizer", o.config.shard_optimizer},
+                             {"bucket_bytes", o.dp_bucket_bytes}, {"buckets", r.dp_buckets}}},
           {"data", o.data},
           {"optimizer", {{"name", "adamw"}, {"lr", o.opt.lr}, {"beta1", o.opt.beta1}, {"beta2", o.opt.beta2},
                          {"eps", o.opt.eps}, {"weight_decay", o.opt.weight_decay}, {"clip", o.opt.clip}}},

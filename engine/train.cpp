@@ -93,7 +93,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
       paced ? make_paced_device(o.pace, std::is_same_v<T, double>) : make_cpu_device();
   if (paced) set_fine_timer_slack();
   MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
-  Gpt<T> model(comm, o.model, c, o.seed);
+  Gpt<T> model(comm, o.model, c, o.seed, o.dp_bucket_bytes);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) reports it.
   const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0;
@@ -103,6 +103,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   RunResult res;
   res.device = device->name();
   res.micro_steps = micro_steps;
+  res.dp_buckets = long(model.dp_buckets());
   DeviceStats after_first{};
   res.startup_s = now_s() - entered;
   res.startup_cpu_s = cpu_s() - entered_cpu;
@@ -119,7 +120,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
       // Sequences of a step go to (z, d) ranks in blocks of micro_batch.
       long first = long(step) * o.batch + a * mb * c.grid.z * c.grid.d + (long(d) * c.grid.z + z) * mb;
       for (long i = 0; i < mb; ++i) data.sequence(first + i, &tokens[i * (S + 1)]);
-      local_loss += model.micro_step(tokens.data(), grad_scale);
+      local_loss += model.micro_step(tokens.data(), grad_scale, a + 1 == micro_steps);
     }
     StepRecord r;
     r.step = step;

@@ -28,6 +28,7 @@ struct RunOptions {
   uint64_t seed = 1234;
   std::string device = "cpu";  // "cpu" or "paced" (device.hpp)
   DevicePace pace;             // the paced device's
+  double dp_bucket_bytes = 25.0 * 1048576;  // ODP's gradient buckets
 };
 
 struct StepRecord {
@@ -56,6 +57,7 @@ struct RunResult {
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;
+  long dp_buckets = 0;                     // the shard arena's data-parallel reduction, in this many pieces
   double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
   double startup_cpu_s = 0;                // the CPU time of that interval (slowest rank): what it costs on a busy machine
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked

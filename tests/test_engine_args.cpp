@@ -36,7 +36,19 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.seed = 99;
   a.bench = true;
   a.quiet = true;
+  a.shard_optimizer = true;
+  a.dp_bucket_mib = 0.125;
   CHECK(parse(ff::engine_argv(a)) == a);
+  // The paced device's description travels whole, always spelled out.
+  a.device = "paced";
+  a.pace_gflops = 3.5;
+  a.pace_gbps = 0.75;
+  a.poll_us = 20;
+  CHECK(parse(ff::engine_argv(a)) == a);
+  ff::EngineArgs p;
+  p.device = "paced";
+  const std::string line = ff::join_args(ff::engine_argv(p));
+  CHECK(line.find("--device paced --dtype fp32 --pace-gflops 2 --pace-gbps 0.5 --poll-us 50") != std::string::npos);
   CHECK(parse(ff::engine_argv(ff::EngineArgs{})) == ff::EngineArgs{});
 }
 

@@ -193,7 +193,7 @@ void run(const PredictOptions& o) {
                                     {"seconds_each", issued_seconds(plan, pr.term_seconds.data(), c.overlap, i)},
                                     {"hidden_each", pr.term_hidden[i]}});
     }
-    out["bytes_per_step"] = per_axis_json(bytes_per_step(plan));
+    out["bytes_per_step"] = per_axis_json(bytes_per_step(plan, c.shard_optimizer));
     out["compute"] = nlohmann::json::array();
     for (const auto& w : plan.compute)
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},

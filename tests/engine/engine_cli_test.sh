@@ -61,6 +61,20 @@ assert r["bytes_per_step"]["z"] > 0
 assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
 ' "$tmp/run2.json" "$tmp/predict2.json"
 
+# ODP's buckets and a sharded optimizer: the data-parallel bytes (reduce-
+# scatter plus the weights' all-gather) equal the advisor's for the same flags.
+cfg3=(--grid 1,1,2,4 --micro-batch 1 --batch 16 --overlap ors,odp --shard-optimizer)
+expect 0 'final loss' -- $run 8 "$engine" --model "$tiny" "${cfg3[@]}" --dp-bucket-mib 0.05 --steps 2 --record "$tmp/run3.json"
+"$advisor" predict --model "$tiny" --gpus 8 "${cfg3[@]}" --dtype fp32 --json >"$tmp/predict3.json"
+check "odp and a sharded optimizer: buckets in the record, bytes equal advisor predict" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+dp = r["data_parallel"]
+assert dp["odp"] and dp["shard_optimizer"] and dp["buckets"] > 1 and dp["bucket_bytes"] == 0.05 * 1048576, dp
+assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
+' "$tmp/run3.json" "$tmp/predict3.json"
+expect 0 'G_data = 1: nothing to shard over' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --shard-optimizer --steps 1
+
 # The same run on the paced device: the cpu's results (to fp32 rounding: a
 # paced rank waits on MPI_Iallreduce & co., whose reduction order in Open MPI
 # is not MPI_Allreduce's; the first step, before any reduced gradient is

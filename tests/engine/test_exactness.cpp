@@ -133,8 +133,15 @@ Outcome compare(const RunResult& ref, const RunResult& run, const PerAxis<double
 
 // Runs `jobs` (grid, variant) of p ranks each, 8/p at a time, and returns
 // every outcome on world rank 0.
+// Besides the variant: the device, and the data-parallel flags of MODEL.md
+// §10 (ODP's buckets small enough that every run has several).
+struct Extra {
+  std::string device = "cpu";
+  bool odp = false, shard_optimizer = false;
+};
+
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
-                             const RunResult& ref, const std::string& device = "cpu") {
+                             const RunResult& ref, const Extra& extra = {}) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -149,7 +156,10 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
     Outcome mine;
     if (j < jobs.size()) {
       RunOptions o = options(jobs[j].first, kVariants[jobs[j].second], m);
-      o.device = device;
+      o.device = extra.device;
+      o.config.overlap.odp = extra.odp;
+      o.config.shard_optimizer = extra.shard_optimizer;
+      o.dp_bucket_bytes = 4096;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6};
       RunResult r = train<double>(sub, o, true);
@@ -234,7 +244,7 @@ TEST_CASE("the paced device runs the same schedule: every 8-rank shape with all 
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::vector<std::pair<Grid, int>> jobs;
   for (const Grid& g : factorizations(8)) jobs.push_back({g, 4});
-  std::vector<Outcome> out = run_all(jobs, 8, m, ref, "paced");
+  std::vector<Outcome> out = run_all(jobs, 8, m, ref, Extra{"paced"});
   if (rank != 0) return;
   CHECK(out.size() == jobs.size());
   for (const Outcome& o : out) {
@@ -243,6 +253,31 @@ TEST_CASE("the paced device runs the same schedule: every 8-rank shape with all 
     CHECK(o.param_err < 1e-10);
     CHECK(o.bytes_err == 0);
   }
+}
+
+TEST_CASE("bucketed data-parallel gradients (odp) and a sharded optimizer: every shape with G_d > 1, exact (fp64)") {
+  const ModelSpec m = exact_model();
+  const RunResult ref = reference(m);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  for (int p : {2, 4, 8}) {
+    std::vector<std::pair<Grid, int>> jobs;
+    for (const Grid& g : factorizations(p))
+      if (g.d > 1) jobs.push_back({g, 4});  // every overlap flag, recompute, micro-batch 1
+    for (Extra e : {Extra{"cpu", true, false}, Extra{"cpu", false, true}, Extra{"cpu", true, true}}) {
+      std::vector<Outcome> out = run_all(jobs, p, m, ref, e);
+      if (rank != 0) continue;
+      CHECK(out.size() == jobs.size());
+      for (const Outcome& o : out) {
+        INFO(describe(jobs, o, m) << (e.odp ? " odp" : "") << (e.shard_optimizer ? " sharded optimizer" : ""));
+        CHECK(o.loss_err < 1e-10);
+        CHECK(o.param_err < 1e-10);
+        runs += 1;
+      }
+    }
+  }
+  if (rank == 0) MESSAGE("odp / sharded optimizer runs compared: " << runs);
 }
 
 TEST_CASE("parameters move: the comparison above is not between untrained models") {
