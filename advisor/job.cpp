@@ -26,6 +26,7 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
 std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   auto s = [](long long v) { return std::to_string(v); };
   if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
+  if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
   if (m.heads % g.y) return "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)";
   if (m.ffn % g.y) return "ffn " + s(m.ffn) + " % G_y " + s(g.y) + " != 0";

@@ -8,6 +8,7 @@
 // step (Source::Host: the weight prefetch).
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 #include "device.hpp"
 #include "grid.hpp"
@@ -83,8 +84,24 @@ class Comm : public ProgressHook {
   template <typename T> void all_gather_parts(Axis a, T* buf, size_t n) {
     all_gather_parts_raw(a, buf, n, scalar_of<T>());
   }
+  // Point to point along an axis (pipeline stages on P): to or from the rank
+  // at coordinate `peer` of this rank's group, `tag` the micro-batch. Sends
+  // wait for the device's kernels; receives do not (the buffer is the
+  // host's until the receive completes).
+  template <typename T> Ticket isend(Axis a, int peer, const T* buf, size_t n, int tag) {
+    return isend_raw(a, peer, buf, n, scalar_of<T>(), tag);
+  }
+  template <typename T> Ticket irecv(Axis a, int peer, T* buf, size_t n, int tag) {
+    return irecv_raw(a, peer, buf, n, scalar_of<T>(), tag);
+  }
+  // Completes every operation posted up to and including t, in order.
   virtual void wait(Ticket t) = 0;
   virtual void wait_all() = 0;
+  // Completes the one operation t (a receive, a send), nothing before it.
+  virtual void wait_one(Ticket t) = 0;
+  // Completes one of `ts` (0 entries ignored), preferring the earliest
+  // listed among those complete; returns its index.
+  virtual size_t wait_any(const std::vector<Ticket>& ts) = 0;
 
   // A scalar sum over the whole grid (loss, gradient norm).
   virtual double sum_all(double v) = 0;
@@ -105,6 +122,8 @@ class Comm : public ProgressHook {
   virtual Ticket ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
                                            std::function<void()> on_done) = 0;
   virtual void all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) = 0;
+  virtual Ticket isend_raw(Axis a, int peer, const void* buf, size_t n, Scalar s, int tag) = 0;
+  virtual Ticket irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s, int tag) = 0;
 
   Grid grid_;
   Coords coords_{};

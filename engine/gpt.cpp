@@ -13,7 +13,7 @@ namespace ff::engine {
 
 template <typename T>
 Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, double dp_bucket_bytes)
-    : comm_(comm), dev_(comm.device()), m_(m), c_(c), layout_(param_layout(m, c.grid)) {
+    : comm_(comm), dev_(comm.device()), m_(m), c_(c), layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;
@@ -32,9 +32,15 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, doub
 
   if (g.z > 1)
     for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
-  acts_.resize(m.layers);
-  for (auto& a : acts_) size_acts(a, !c.recompute);
+  const size_t slots = size_t(g.p);
+  acts_.assign(slots, std::vector<BlockActs>(layout_.blocks.size()));
+  for (auto& slot : acts_)
+    for (auto& a : slot) size_acts(a, !c.recompute);
   if (c.recompute) size_acts(scratch_, true);
+  if (g.p > 1) {
+    out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
+    grad_out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
+  }
   for (auto* v : {&h_final_, &xhat_f_, &a_f_, &tmp_hx_, &dresid_, &dtmp_}) v->assign(t_ * hx_, T(0));
   rstd_f_.assign(t_, T(0));
   logits_.assign(t_ * vy_, T(0));
@@ -47,7 +53,6 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, doub
   for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, T(0));
   for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, T(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
-  build_schedule();
   build_buckets(dp_bucket_bytes);
 }
 
@@ -162,29 +167,50 @@ void Gpt<T>::init_parameters(uint64_t seed) {
 }
 
 template <typename T>
-void Gpt<T>::build_schedule() {
-  schedule_.clear();
-  schedule_.push_back(layout_.embedding);
-  for (const BlockParams& b : layout_.blocks)
-    for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
-  schedule_.push_back(layout_.lm_head);
-  schedule_.push_back(layout_.lm_head);  // the head's backward re-gathers
-  for (int l = m_.layers - 1; l >= 0; --l) {
-    const BlockParams& b = layout_.blocks[l];
-    if (c_.recompute)
+void Gpt<T>::schedule_op(bool forward_op) {
+  const auto& blocks = layout_.blocks;
+  if (forward_op) {
+    if (layout_.first) schedule_.push_back(layout_.embedding);
+    for (const BlockParams& b : blocks)
       for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
-    for (int mi : {b.fc2, b.fc1, b.out, b.qkv}) schedule_.push_back(mi);
+    if (layout_.last) {
+      schedule_.push_back(layout_.lm_head);
+      schedule_.push_back(layout_.lm_head);  // the head's backward re-gathers
+    }
+    return;
+  }
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+    if (c_.recompute)
+      for (int mi : {b->qkv, b->out, b->fc1, b->fc2}) schedule_.push_back(mi);
+    for (int mi : {b->fc2, b->fc1, b->out, b->qkv}) schedule_.push_back(mi);
   }
   // The embedding's backward scatters into its block: no gather.
 }
 
 template <typename T>
+void Gpt<T>::begin_step(const std::vector<bool>& forward_ops) {
+  schedule_.clear();
+  for (bool f : forward_ops) {
+    schedule_op(f);
+    if (f && layout_.last) schedule_op(false);  // the last stage's backward follows its forward
+  }
+  cursor_ = 0;
+}
+
+template <typename T>
+void Gpt<T>::end_step() {
+  comm_.wait_all();
+  post_ready_buckets();  // what the last reduce-scatters over Z completed
+  if (c_.grid.z > 1 && cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
+}
+
+template <typename T>
 const T* Gpt<T>::acquire(int mi) {
+  if (c_.grid.z == 1) return &shard_w_[layout_.matrices[size_t(mi)].offset];  // nothing to gather
   if (cursor_ >= schedule_.size() || schedule_[cursor_] != mi)
     throw std::logic_error("engine: weight " + layout_.matrices[mi].name + " used out of schedule");
   const MatrixParam& p = layout_.matrices[mi];
   const size_t pos = cursor_++;
-  if (c_.grid.z == 1) return &shard_w_[p.offset];
   T* buf = gather_buf_[pos % 2].data();
   if (prefetch_pos_ == long(pos)) {
     comm_.wait(prefetch_ticket_);
@@ -492,42 +518,73 @@ void Gpt<T>::zero_grad() {
 
 template <typename T>
 double Gpt<T>::micro_step(const int* tokens, T grad_scale, bool last) {
-  const long S = m_.seq_len, L = m_.layers;
-  for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
-  cursor_ = 0;
+  begin_step({true});
+  forward(0, nullptr, tokens);
+  const double loss = head(tokens, grad_scale, last);
+  backward(0, nullptr, tokens, last);
+  end_step();
+  return loss;
+}
+
+template <typename T>
+void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
   grads_zero_ = false;
-  last_micro_ = last;
-  final_lo_ = layout_.shard_total;
-  next_bucket_ = 0;
-
-  embedding_forward(tokens, acts_[0].h_in.data());
-  for (long l = 0; l < L; ++l) {
-    BlockActs& a = c_.recompute ? scratch_ : acts_[l];
-    if (c_.recompute) elementwise(0, [&] { a.h_in = acts_[l].h_in; });  // a GPU reads the kept input in place
-    block_forward(int(l), a, l + 1 < L ? acts_[l + 1].h_in.data() : h_final_.data());
+  std::vector<BlockActs>& acts = acts_[size_t(slot)];
+  const long L = long(layout_.blocks.size());
+  T* h0 = acts[0].h_in.data();
+  if (layout_.first) {
+    embedding_forward(tokens, h0);
+  } else {  // a GPU would receive in place; the copy is the host's bookkeeping
+    elementwise(0, [&] { std::copy(received, received + t_ * hx_, h0); });
   }
+  T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
+  for (long l = 0; l < L; ++l) {
+    BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
+    if (c_.recompute) elementwise(0, [&] { a.h_in = acts[size_t(l)].h_in; });  // a GPU reads the kept input in place
+    block_forward(int(l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
+  }
+}
+
+template <typename T>
+double Gpt<T>::head(const int* tokens, T grad_scale, bool last_of_step) {
+  begin_backward(last_of_step);
+  const long S = m_.seq_len;
+  for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
   layernorm_forward(h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
                     rstd_f_.data());
   linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data());
   double loss = cross_entropy(grad_scale);
-
   linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr);
   layernorm_backward(tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(),
                      vg(layout_.lnf_g), vg(layout_.lnf_b));
-  for (long l = L - 1; l >= 0; --l) {
-    BlockActs& a = c_.recompute ? scratch_ : acts_[l];
+  return loss;
+}
+
+template <typename T>
+void Gpt<T>::begin_backward(bool last_of_step) {
+  last_micro_ = last_of_step;
+  final_lo_ = layout_.shard_total;
+  next_bucket_ = 0;
+}
+
+template <typename T>
+void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step) {
+  if (!layout_.last) begin_backward(last_of_step);  // the last stage's began in head()
+  if (!layout_.last) elementwise(0, [&] { std::copy(received_grad, received_grad + t_ * hx_, dresid_.begin()); });
+  std::vector<BlockActs>& acts = acts_[size_t(slot)];
+  for (long l = long(layout_.blocks.size()) - 1; l >= 0; --l) {
+    BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
     if (c_.recompute) {
-      elementwise(0, [&] { a.h_in = acts_[l].h_in; });
+      elementwise(0, [&] { a.h_in = acts[size_t(l)].h_in; });
       block_forward(int(l), a, dtmp_.data());  // the output is not needed again
     }
     block_backward(int(l), a, dresid_.data());
   }
-  embedding_backward(tokens, dresid_.data());
-  comm_.wait_all();
-  post_ready_buckets();  // what the last reduce-scatters over Z completed
-  if (cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
-  return loss;
+  if (layout_.first)
+    embedding_backward(tokens, dresid_.data());
+  else
+    elementwise(0, [&] { std::copy(dresid_.begin(), dresid_.end(), grad_out_[size_t(slot)].begin()); });
 }
 
 template <typename T>
@@ -625,25 +682,41 @@ std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_param
     if (comm_.sum_to_root(full.data(), full.size())) out.emplace_back(name, std::move(full));
   };
 
-  for (const MatrixParam& p : layout_.matrices) {
-    std::vector<double> full(size_t(p.rows) * p.cols, 0.0);
-    if (owns_matrix(co))
+  // Every parameter of the model, in one stage's order, on every rank: a
+  // stage contributes the ones it holds (matched by id), zeros elsewhere.
+  Grid whole = c_.grid;
+  whole.p = 1;
+  const ParamLayout all = param_layout(m_, whole, 0);
+  auto mine = [](const auto& list, int id) {
+    for (const auto& q : list)
+      if (q.id == id) return &q;
+    return static_cast<decltype(&list[0])>(nullptr);
+  };
+  for (const MatrixParam& whole_p : all.matrices) {
+    std::vector<double> full(size_t(whole_p.rows) * whole_p.cols, 0.0);
+    const MatrixParam* here = mine(layout_.matrices, whole_p.id);
+    if (here && owns_matrix(co)) {
+      const MatrixParam& p = *here;
       for (size_t i = 0; i < p.shard_n; ++i) {
         long r, c;
         matrix_element(p, co, i, r, c);
         full[size_t(r) * p.cols + c] = double(shard_w_[p.offset + i]);
       }
-    reduce(p.name, full);
+    }
+    reduce(whole_p.name, full);
   }
-  for (const VectorParam& p : layout_.vectors) {
-    std::vector<double> full(size_t(p.rows) * p.cols, 0.0);
-    if (owns_vector(p, co))
+  for (const VectorParam& whole_p : all.vectors) {
+    std::vector<double> full(size_t(whole_p.rows) * whole_p.cols, 0.0);
+    const VectorParam* here = mine(layout_.vectors, whole_p.id);
+    if (here && owns_vector(*here, co)) {
+      const VectorParam& p = *here;
       for (size_t i = 0; i < p.n; ++i) {
         long r, c;
         vector_element(p, co, i, r, c);
         full[size_t(r) * p.cols + c] = double(rep_w_[p.offset + i]);
       }
-    reduce(p.name, full);
+    }
+    reduce(whole_p.name, full);
   }
   return out;
 }

@@ -42,8 +42,30 @@ class Gpt {
   // accumulate scaled by `grad_scale` (1 / tokens per step). Returns the sum
   // of this rank's token losses (every X and Y rank holds the same sum).
   // On the last micro-step of a step (`last`), ODP reduces each bucket of
-  // weight gradients over D as soon as its backward has produced it.
+  // weight gradients over D as soon as its backward has produced it. One
+  // stage (P = 1): forward, head and backward of slot 0.
   double micro_step(const int* tokens, T grad_scale, bool last = true);
+
+  // A pipeline stage's operations (MODEL.md §9), each on a micro-batch's
+  // activation slot (micro-batch i in slot i mod P: at most P are in flight).
+  // forward: the first stage embeds `tokens`, the others start from
+  // `received` (the previous stage's output); the last stage's output stays
+  // for head(), the others' is output(slot). head (last stage, after its
+  // forward): the loss and the gradient of the stage's output. backward: from
+  // that gradient (last stage) or `received_grad`; the first stage ends with
+  // the embedding's backward, the others with input_grad(slot).
+  void forward(int slot, const T* received, const int* tokens);
+  double head(const int* tokens, T grad_scale, bool last_of_step);
+  void backward(int slot, const T* received_grad, const int* tokens, bool last_of_step);
+  const T* output(int slot) const { return out_[size_t(slot)].data(); }
+  const T* input_grad(int slot) const { return grad_out_[size_t(slot)].data(); }
+  size_t message_elements() const { return size_t(t_ * hx_); }
+  // Before a step's pipeline operations: the order in which they will run
+  // (true: forward; with the head and backward on the last stage), so
+  // that weights gathered over Z follow one schedule (static order only).
+  void begin_step(const std::vector<bool>& forward_ops);
+  // After them: every weight used as scheduled, every reduction retired.
+  void end_step();
   // Per-step reductions (replicated gradients over Z then D, shards over D:
   // all-reduced, or with a sharded optimizer reduce-scattered and the
   // updated weights all-gathered), clipping by the global norm, AdamW.
@@ -88,6 +110,7 @@ class Gpt {
   };
   void build_buckets(double bucket_bytes);
   void gradient_done(int mi);
+  void begin_backward(bool last_of_step);
   void post_ready_buckets();
   void post_bucket(Bucket& b);
   bool sharded() const { return c_.shard_optimizer && c_.grid.d > 1; }
@@ -97,9 +120,10 @@ class Gpt {
   T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
   T* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
 
-  // Weight all-gathers follow a fixed schedule per micro-step, so under OAG
-  // the next one can be prefetched while this one is in use.
-  void build_schedule();
+  // Weight all-gathers follow a fixed schedule, so under OAG the next one can
+  // be prefetched while this one is in use: per micro-step, or per step of a
+  // pipeline in its static order.
+  void schedule_op(bool forward_op);
   const T* acquire(int mi);
   GradSlot& grad_slot();
   void submit_weight_grad(int mi, GradSlot& slot);
@@ -108,7 +132,7 @@ class Gpt {
   void linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias);
   void embedding_forward(const int* tokens, T* h0);
   void embedding_backward(const int* tokens, const T* dh0);
-  void block_forward(int l, BlockActs& a, T* h_out);
+  void block_forward(int l, BlockActs& a, T* h_out);  // l: the stage's local block
   void block_backward(int l, BlockActs& a, T* dh);
   // The layers with reductions: their kernels and collectives (layers.hpp).
   void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd);
@@ -143,7 +167,8 @@ class Gpt {
   Buffer<T> gather_buf_[2];
   std::vector<GradSlot> slots_;
 
-  std::vector<BlockActs> acts_;  // one per layer; under recompute only h_in is kept
+  std::vector<std::vector<BlockActs>> acts_;  // [slot][local layer]; under recompute only h_in is kept
+  std::vector<Buffer<T>> out_, grad_out_;     // per slot: the stage's output and its input's gradient (P > 1)
   BlockActs scratch_;            // recompute's working set
   Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;

@@ -166,9 +166,8 @@ int main(int argc, char** argv) {
     Config& c = opts.config;
     c.grid = parse_grid(cli.grid);
     if (cli.offload) input_error("--offload: this engine does not offload the optimizer state yet");
-    if (cli.pipeline != 1)
-      input_error("--pipeline " + std::to_string(cli.pipeline) +
-                  ": this engine does not run pipeline stages yet (only 1); AxoNN's ax.init(G_inter=...) does");
+    if (cli.pipeline < 1) input_error("--pipeline " + std::to_string(cli.pipeline) + ": expected stages >= 1");
+    c.grid.p = cli.pipeline;
     c.order = parse_order(cli.order);
     c.micro_batch = cli.micro_batch;
     c.recompute = cli.recompute;

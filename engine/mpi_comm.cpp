@@ -51,12 +51,16 @@ void MpiComm::account(Axis a, double bytes, double t0) {
   stats.blocked_s[i] += now_s() - t0;
 }
 
+// The whole wait is the caller's: the tests of other operations made
+// meanwhile are not accounted to their axes as well.
 double MpiComm::complete(MPI_Request* req) {
   const double t0 = now_s();
   if (poll_s_ <= 0) {
     MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
     return now_s() - t0;
   }
+  const PerAxis<double> blocked = stats.blocked_s;
+  const double exposed = stats.nonblocking_exposed_s;
   for (;;) {
     int flag = 0;
     MPI_CHECK(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
@@ -64,6 +68,8 @@ double MpiComm::complete(MPI_Request* req) {
     progress();
     sleep_for(poll_s_);
   }
+  stats.blocked_s = blocked;
+  stats.nonblocking_exposed_s = exposed;
   return now_s() - t0;
 }
 
@@ -118,6 +124,12 @@ void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t s
 Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts) {
   Ticket id = next_ticket_++;
   inflight_.push_back({id, a, req, now_s(), false, std::move(on_done), std::move(counts)});
+  return id;
+}
+
+Comm::Ticket MpiComm::post_p2p(Axis a, MPI_Request req) {
+  Ticket id = next_ticket_++;
+  p2p_.push_back({id, a, req, now_s(), false, {}, {}});
   return id;
 }
 
@@ -202,6 +214,7 @@ Comm::Ticket MpiComm::ireduce_scatter_raw(Axis a, const void* full, void* shard,
 // Completion callbacks run in posting order, so accumulation into the
 // gradient shards happens in the same order as on the blocking path.
 void MpiComm::retire_done() {
+  for (auto it = p2p_.begin(); it != p2p_.end();) it = it->done ? p2p_.erase(it) : it + 1;
   while (!inflight_.empty() && inflight_.front().done) {
     Inflight op = std::move(inflight_.front());
     inflight_.pop_front();
@@ -214,18 +227,23 @@ void MpiComm::progress() {
   if (!in_wait_) retire_done();
 }
 
+// The non-blocking statistics are the collectives' (the overlap flags'); a
+// pipeline's messages are accounted by the time blocked for them.
 void MpiComm::test_inflight() {
-  for (Inflight& op : inflight_) {
-    if (op.done) continue;
-    double t0 = now_s();
-    int flag = 0;
-    MPI_CHECK(MPI_Test(&op.req, &flag, MPI_STATUS_IGNORE));
-    double dt = now_s() - t0;
-    stats.blocked_s[int(op.axis)] += dt;
-    stats.nonblocking_exposed_s += dt;
-    if (flag) {
-      op.done = true;
-      stats.inflight_s += now_s() - op.posted;
+  for (auto* q : {&inflight_, &p2p_}) {
+    const bool collective = q == &inflight_;
+    for (Inflight& op : *q) {
+      if (op.done) continue;
+      double t0 = now_s();
+      int flag = 0;
+      MPI_CHECK(MPI_Test(&op.req, &flag, MPI_STATUS_IGNORE));
+      double dt = now_s() - t0;
+      stats.blocked_s[int(op.axis)] += dt;
+      if (collective) stats.nonblocking_exposed_s += dt;
+      if (flag) {
+        op.done = true;
+        if (collective) stats.inflight_s += now_s() - op.posted;
+      }
     }
   }
 }
@@ -247,6 +265,75 @@ void MpiComm::wait(Ticket t) {
   }
   in_wait_ = false;
   retire_done();
+}
+
+Comm::Ticket MpiComm::isend_raw(Axis a, int peer, const void* buf, size_t n, Scalar s, int tag) {
+  device_.synchronize();
+  const double t0 = now_s();
+  MPI_Request req;
+  MPI_CHECK(MPI_Isend(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
+  account(a, double(n * scalar_bytes(s)), t0);
+  return post_p2p(a, req);
+}
+
+Comm::Ticket MpiComm::irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s, int tag) {
+  const double t0 = now_s();
+  MPI_Request req;
+  MPI_CHECK(MPI_Irecv(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
+  account(a, 0, t0);  // a message's bytes are counted once, by its sender
+  return post_p2p(a, req);
+}
+
+MpiComm::Inflight* MpiComm::find(Ticket t) {
+  for (auto* q : {&inflight_, &p2p_})
+    for (Inflight& op : *q)
+      if (op.id == t) return &op;
+  return nullptr;  // completed and retired already
+}
+
+void MpiComm::complete_op(Inflight& op) {
+  if (op.done) return;
+  const Axis axis = op.axis;
+  const Ticket id = op.id;
+  in_wait_ = true;
+  const double waited = complete(&op.req);
+  in_wait_ = false;
+  Inflight* o = find(id);  // complete() progressed the others, which retires nothing while in_wait_
+  stats.blocked_s[int(axis)] += waited;
+  o->done = true;
+}
+
+void MpiComm::wait_one(Ticket t) {
+  if (t == 0) return;
+  if (Inflight* op = find(t)) complete_op(*op);
+  retire_done();
+}
+
+size_t MpiComm::wait_any(const std::vector<Ticket>& ts) {
+  const double t0 = now_s();
+  const PerAxis<double> blocked = stats.blocked_s;  // as in complete(): the wait is the caller's
+  const double exposed = stats.nonblocking_exposed_s;
+  Axis axis = Axis::P;
+  for (Ticket t : ts)
+    if (const Inflight* op = t ? find(t) : nullptr) {
+      axis = op->axis;
+      break;
+    }
+  for (;;) {
+    test_inflight();
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (ts[i] == 0) continue;
+      const Inflight* op = find(ts[i]);
+      if (!op || op->done) {
+        stats.blocked_s = blocked;
+        stats.nonblocking_exposed_s = exposed;
+        stats.blocked_s[int(axis)] += now_s() - t0;
+        retire_done();
+        return i;
+      }
+    }
+    if (poll_s_ > 0) sleep_for(poll_s_);
+  }
 }
 
 void MpiComm::wait_all() {

@@ -30,7 +30,9 @@ class MpiComm final : public Comm {
 
   void wait(Ticket t) override;
   void wait_all() override;
-  bool pending() const override { return !inflight_.empty(); }
+  void wait_one(Ticket t) override;
+  size_t wait_any(const std::vector<Ticket>& ts) override;
+  bool pending() const override { return !inflight_.empty() || !p2p_.empty(); }
   // Drives every in-flight operation once (MPI_Test); cheap when none is.
   void progress() override;
   double sum_all(double v) override;
@@ -49,6 +51,8 @@ class MpiComm final : public Comm {
   Ticket ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
                                    std::function<void()> on_done) override;
   void all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) override;
+  Ticket isend_raw(Axis a, int peer, const void* buf, size_t n, Scalar s, int tag) override;
+  Ticket irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s, int tag) override;
 
  private:
   struct Inflight {
@@ -61,10 +65,13 @@ class MpiComm final : public Comm {
     std::vector<int> counts;  // a v-collective's counts live until it completes
   };
   Ticket post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts = {});
+  Ticket post_p2p(Axis a, MPI_Request req);
   // The even parts of n over axis a: counts, and displacements if asked.
   std::vector<int> part_counts(Axis a, size_t n, std::vector<int>* displs = nullptr) const;
   void retire_done();
   void test_inflight();
+  Inflight* find(Ticket t);
+  void complete_op(Inflight& op);  // waits for op alone, accounting it
   void account(Axis a, double bytes, double t0);
   // Blocks until `req` completes: MPI_Wait, or with Δ, MPI_Test + sleep
   // while progressing what else is in flight. Returns the seconds waited.
@@ -74,7 +81,8 @@ class MpiComm final : public Comm {
   int world_rank_ = 0;
   double poll_s_ = 0;
   PerAxis<MPI_Comm> axis_comm_{};
-  std::deque<Inflight> inflight_;
+  std::deque<Inflight> inflight_;  // collectives: completed, and their callbacks run, in posting order
+  std::deque<Inflight> p2p_;       // sends and receives: each completed on its own (wait_one, wait_any)
   Ticket next_ticket_ = 1;
   bool in_wait_ = false;  // wait() walks inflight_ by index: no retiring meanwhile
 };

@@ -14,14 +14,21 @@ void check_divisible(const ModelSpec& m, const Grid& g) {
   if (std::string why = engine_split_problem(m, g); !why.empty()) input_error("grid cannot divide the model: " + why);
 }
 
-ParamLayout param_layout(const ModelSpec& m, const Grid& g) {
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage) {
   check_divisible(m, g);
   ParamLayout L;
+  const int per_stage = m.layers / g.p;
+  L.stage = stage;
+  L.first = stage == 0;
+  L.last = stage == g.p - 1;
+  L.first_layer = stage * per_stage;
+  bool keep = true;  // whether the parameters being declared are this stage's
   const long H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double resid_std = 0.02 / std::sqrt(2.0 * m.layers);  // GPT-2: residual projections scaled by depth
   int id = 0;
 
   auto matrix = [&](std::string name, long rows, long cols, bool transposed, bool qkv, double std) {
+    if (!keep) return ++id, -1;
     MatrixParam p;
     p.name = std::move(name);
     p.id = id++;
@@ -37,6 +44,7 @@ ParamLayout param_layout(const ModelSpec& m, const Grid& g) {
   };
   auto vector = [&](std::string name, long rows, long cols, Axis split, bool qkv, VectorParam::Init init,
                     double std = 0) {
+    if (!keep) return ++id, -1;
     VectorParam p;
     p.name = std::move(name);
     p.id = id++;
@@ -50,9 +58,11 @@ ParamLayout param_layout(const ModelSpec& m, const Grid& g) {
   };
   using I = VectorParam::Init;
 
+  keep = L.first;
   L.embedding = matrix("embedding", Vp, H, true, false, 0.02);
   L.positions = vector("positions", S, H, Axis::X, false, I::Normal, 0.01);
   for (int l = 0; l < m.layers; ++l) {
+    keep = l >= L.first_layer && l < L.first_layer + per_stage;
     std::string b = "block" + std::to_string(l) + ".";
     BlockParams bp;
     bp.ln1_g = vector(b + "ln1.weight", 1, H, Axis::X, false, I::One);
@@ -67,8 +77,9 @@ ParamLayout param_layout(const ModelSpec& m, const Grid& g) {
     bp.fc1_b = vector(b + "fc1.bias", 1, F, Axis::Y, false, I::Zero);
     bp.fc2 = matrix(b + "fc2.weight", F, H, true, false, resid_std);
     bp.fc2_b = vector(b + "fc2.bias", 1, H, Axis::X, false, I::Zero);
-    L.blocks.push_back(bp);
+    if (keep) L.blocks.push_back(bp);
   }
+  keep = L.last;
   L.lnf_g = vector("ln_f.weight", 1, H, Axis::X, false, I::One);
   L.lnf_b = vector("ln_f.bias", 1, H, Axis::X, false, I::Zero);
   L.lm_head = matrix("lm_head.weight", H, Vp, false, false, 0.02);

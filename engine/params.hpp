@@ -49,11 +49,18 @@ struct BlockParams {
   int qkv, out, fc1, fc2;                                      // MatrixParam indices
 };
 
+// One pipeline stage's parameters (MODEL.md §9): its L/P contiguous blocks,
+// the embedding and positions on the first stage, the final LayerNorm and LM
+// head on the last. Ids (which key the initialisation) are the whole
+// model's, so a parameter has the same values whichever stage holds it;
+// absent parameters' indices are -1.
 struct ParamLayout {
+  int stage = 0, first_layer = 0;
+  bool first = true, last = true;
   std::vector<MatrixParam> matrices;  // in forward order: embedding, blocks, LM head
   std::vector<VectorParam> vectors;
   std::vector<BlockParams> blocks;
-  int embedding = 0, lm_head = 0, positions = 0, lnf_g = 0, lnf_b = 0;
+  int embedding = -1, lm_head = -1, positions = -1, lnf_g = -1, lnf_b = -1;
   size_t shard_total = 0, vector_total = 0;
   size_t largest_block = 0;
 };
@@ -61,7 +68,7 @@ struct ParamLayout {
 // Throws InputError when the grid cannot divide the model (MODEL.md §2's list,
 // without padding).
 void check_divisible(const ModelSpec& m, const Grid& g);
-ParamLayout param_layout(const ModelSpec& m, const Grid& g);
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0);
 
 // Logical column of local column `lc` in column block `b` of `block_cols`.
 long logical_col(bool qkv, long cols, long block_cols, int b, long lc);

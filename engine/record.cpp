@@ -45,6 +45,15 @@ nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
   return d;
 }
 
+// Per pipeline stage, per step after the first, mean over the stage's ranks.
+nlohmann::json stages_json(const RunResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t s = 0; s < r.stages.size(); ++s)
+    out.push_back({{"stage", s}, {"busy_s", r.stages[s].busy_s}, {"idle_s", r.stages[s].idle_s},
+                   {"p2p_bytes", r.stages[s].p2p_bytes}});
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r,
@@ -75,6 +84,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"ranks", ranks},
           {"batch_sequences", o.batch},
           {"micro_steps", r.micro_steps},
+          {"stages", stages_json(r)},
           {"data_parallel", {{"odp", o.config.overlap.odp}, {"shard_optimizer", o.config.shard_optimizer},
                              {"bucket_bytes", o.dp_bucket_bytes}, {"buckets", r.dp_buckets}}},
           {"data", o.data},

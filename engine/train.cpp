@@ -12,6 +12,7 @@
 #include "error.hpp"
 #include "mpi_comm.hpp"
 #include "mpi_poll.hpp"
+#include "pipeline.hpp"
 
 namespace ff::engine {
 
@@ -95,8 +96,13 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
   Gpt<T> model(comm, o.model, c, o.seed, o.dp_bucket_bytes);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
-  // The loss is replicated over X and Y: one rank of each (z, d) reports it.
-  const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0;
+  // The loss is replicated over X and Y: one rank of each (z, d) of the last
+  // stage reports it.
+  const int P = c.grid.p, stage = comm.coord(Axis::P);
+  const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0 && stage == P - 1;
+  std::unique_ptr<PipelineStage<T>> pipeline;
+  if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1));
+  double stage_time = 0, stage_idle = 0, stage_bytes = 0;
   const T grad_scale = T(1.0 / (double(o.batch) * double(S)));
   std::vector<int> tokens(size_t(mb) * (S + 1));
 
@@ -115,12 +121,19 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     const double t0 = now_s();
 
     model.zero_grad();
-    double local_loss = 0;
-    for (long a = 0; a < micro_steps; ++a) {
-      // Sequences of a step go to (z, d) ranks in blocks of micro_batch.
+    // Sequences of a step go to (z, d) ranks in blocks of micro_batch.
+    auto tokens_of = [&](long a, int* out) {
       long first = long(step) * o.batch + a * mb * c.grid.z * c.grid.d + (long(d) * c.grid.z + z) * mb;
-      for (long i = 0; i < mb; ++i) data.sequence(first + i, &tokens[i * (S + 1)]);
-      local_loss += model.micro_step(tokens.data(), grad_scale, a + 1 == micro_steps);
+      for (long i = 0; i < mb; ++i) data.sequence(first + i, &out[i * (S + 1)]);
+    };
+    double local_loss = 0;
+    if (pipeline) {
+      local_loss = pipeline->step(tokens_of, grad_scale);
+    } else {
+      for (long a = 0; a < micro_steps; ++a) {
+        tokens_of(a, tokens.data());
+        local_loss += model.micro_step(tokens.data(), grad_scale, a + 1 == micro_steps);
+      }
     }
     StepRecord r;
     r.step = step;
@@ -139,6 +152,11 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.gemm_s = model.gemm_stats.seconds - gemm_before.seconds;
     r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
     r.device_s = device->stats.busy_s - device_before.busy_s;
+    if (step > 0 || o.steps == 1) {
+      stage_time += r.time_s;
+      stage_idle += r.comm_s[int(Axis::P)];
+      stage_bytes += comm.stats.bytes[int(Axis::P)] - before.bytes[int(Axis::P)];
+    }
     r.late_s = device->stats.late_s - device_before.late_s;
     if (step == 0) after_first = device->stats;
     res.steps.push_back(r);
@@ -167,6 +185,22 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     double v = mine / timed;
     sum->assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
+  }
+
+  if (P > 1) {  // per stage: this rank's figures, averaged over the stage's ranks on rank 0
+    double mine[4] = {double(stage), (stage_time - stage_idle) / timed, stage_idle / timed, stage_bytes / timed};
+    std::vector<double> all(comm.world_rank() == 0 ? size_t(4 * ranks) : 0);
+    MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, world));
+    if (comm.world_rank() == 0) {
+      res.stages.assign(size_t(P), StageRecord{});
+      const double per_stage = double(ranks / P);
+      for (int r = 0; r < ranks; ++r) {
+        StageRecord& st = res.stages[size_t(all[4 * r])];
+        st.busy_s += all[4 * r + 1] / per_stage;
+        st.idle_s += all[4 * r + 2] / per_stage;
+        st.p2p_bytes += all[4 * r + 3] / per_stage;
+      }
+    }
   }
 
   double rss = peak_rss_bytes();

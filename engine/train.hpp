@@ -45,7 +45,15 @@ struct StepRecord {
   double late_s = 0;                 // the latest rank: how far its host's real work pushed the device clock
 };
 
+// A pipeline stage over the steps after the first, per step, mean over its ranks.
+struct StageRecord {
+  double busy_s = 0;       // not waiting for a neighbour's message
+  double idle_s = 0;       // waiting for one (and for sends to drain): the bubble
+  double p2p_bytes = 0;    // sent
+};
+
 struct RunResult {
+  std::vector<StageRecord> stages;         // P > 1, on world rank 0
   std::vector<StepRecord> steps;
   PerAxis<double> bytes_per_step{};        // per axis, per rank
   std::vector<double> peak_memory_bytes;   // per rank (resident set), on world rank 0
