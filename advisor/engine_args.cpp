@@ -95,7 +95,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   std::string sizes;
   for (Axis ax : kGridFlagAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
   app.add_option("--grid", a.grid, sizes + "; times --pipeline, the number of ranks")->capture_default_str();
-  app.add_option("--pipeline", a.pipeline, "Pipeline stages (this engine runs 1)")->capture_default_str();
+  app.add_option("--pipeline", a.pipeline, "Pipeline stages (whole blocks each; G_x·G_y·G_z·G_data·P ranks)")->capture_default_str();
   app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
                                          axis_name(kAxes[0]) + " varies fastest)")
       ->capture_default_str();

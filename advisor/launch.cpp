@@ -15,7 +15,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   std::string device_note;
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
   std::string missing;
-  for (auto [has, what] : {std::pair{c.grid.p > 1, "pipeline stages"}, {c.offload, "offload"}})
+  for (auto [has, what] : {std::pair{c.offload, "offload"}})
     if (has) missing += (missing.empty() ? "" : ", ") + std::string(what);
   if (const auto comma = missing.rfind(", "); comma != std::string::npos) missing.replace(comma, 2, " or ");
   if (!missing.empty())

@@ -50,7 +50,7 @@ nlohmann::json stages_json(const RunResult& r) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t s = 0; s < r.stages.size(); ++s)
     out.push_back({{"stage", s}, {"busy_s", r.stages[s].busy_s}, {"idle_s", r.stages[s].idle_s},
-                   {"p2p_bytes", r.stages[s].p2p_bytes}});
+                   {"bytes_per_step", per_axis_json(r.stages[s].bytes)}});
   return out;
 }
 

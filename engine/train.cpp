@@ -102,7 +102,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0 && stage == P - 1;
   std::unique_ptr<PipelineStage<T>> pipeline;
   if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1));
-  double stage_time = 0, stage_idle = 0, stage_bytes = 0;
+  double stage_time = 0, stage_idle = 0;
   const T grad_scale = T(1.0 / (double(o.batch) * double(S)));
   std::vector<int> tokens(size_t(mb) * (S + 1));
 
@@ -155,7 +155,6 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     if (step > 0 || o.steps == 1) {
       stage_time += r.time_s;
       stage_idle += r.comm_s[int(Axis::P)];
-      stage_bytes += comm.stats.bytes[int(Axis::P)] - before.bytes[int(Axis::P)];
     }
     r.late_s = device->stats.late_s - device_before.late_s;
     if (step == 0) after_first = device->stats;
@@ -188,17 +187,20 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   }
 
   if (P > 1) {  // per stage: this rank's figures, averaged over the stage's ranks on rank 0
-    double mine[4] = {double(stage), (stage_time - stage_idle) / timed, stage_idle / timed, stage_bytes / timed};
-    std::vector<double> all(comm.world_rank() == 0 ? size_t(4 * ranks) : 0);
-    MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, world));
+    constexpr int k = 3 + kAxisCount;
+    double mine[k] = {double(stage), (stage_time - stage_idle) / timed, stage_idle / timed};
+    for (int a = 0; a < kAxisCount; ++a) mine[3 + a] = res.bytes_per_step[a];
+    std::vector<double> all(comm.world_rank() == 0 ? size_t(k * ranks) : 0);
+    MPI_CHECK(MPI_Gather(mine, k, MPI_DOUBLE, all.data(), k, MPI_DOUBLE, 0, world));
     if (comm.world_rank() == 0) {
       res.stages.assign(size_t(P), StageRecord{});
       const double per_stage = double(ranks / P);
       for (int r = 0; r < ranks; ++r) {
-        StageRecord& st = res.stages[size_t(all[4 * r])];
-        st.busy_s += all[4 * r + 1] / per_stage;
-        st.idle_s += all[4 * r + 2] / per_stage;
-        st.p2p_bytes += all[4 * r + 3] / per_stage;
+        const double* v = &all[size_t(k * r)];
+        StageRecord& st = res.stages[size_t(v[0])];
+        st.busy_s += v[1] / per_stage;
+        st.idle_s += v[2] / per_stage;
+        for (int a = 0; a < kAxisCount; ++a) st.bytes[a] += v[3 + a] / per_stage;
       }
     }
   }

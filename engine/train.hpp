@@ -49,7 +49,7 @@ struct StepRecord {
 struct StageRecord {
   double busy_s = 0;       // not waiting for a neighbour's message
   double idle_s = 0;       // waiting for one (and for sends to drain): the bubble
-  double p2p_bytes = 0;    // sent
+  PerAxis<double> bytes{}; // per axis, as bytes_per_step (on P: the messages it sends)
 };
 
 struct RunResult {

@@ -59,11 +59,18 @@ nlohmann::json pipeline_json(const Prediction& pr) {
                       {"bubble_s", pr.estimate.bubble_s}};
   j["per_stage"] = nlohmann::json::array();
   const auto st = stage_times(pr.staged, pr.per_kind);
+  const double message_bytes = pr.staged.plan[0].message_elements * dtype_bytes(pr.config.dtype);
   for (int i = 0; i < g.p; ++i) {
     const MemoryUse& u = pr.stage_memory[i];
+    const Plan& plan = pr.staged.plan[pr.staged.kinds.kind_of(i)];
+    // What the stage sends on P: activations forward (all but the last),
+    // gradients backward (all but the first), one per micro-batch each.
+    PerAxis<double> bytes = bytes_per_step(plan, pr.config.shard_optimizer);
+    bytes[int(Axis::P)] = message_bytes * double(plan.micro_steps) * ((i + 1 < g.p) + (i > 0));
     j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)])},
                               {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
                               {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},
+                              {"bytes_per_step", per_axis_json(bytes)},
                               {"memory_gib", u.total() / 1073741824.0},
                               {"activations_gib", u.activations / 1073741824.0},
                               {"states_gib", u.states / 1073741824.0}});

@@ -75,6 +75,25 @@ assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["byte
 ' "$tmp/run3.json" "$tmp/predict3.json"
 expect 0 'G_data = 1: nothing to shard over' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --shard-optimizer --steps 1
 
+# Pipeline stages: per stage, the bytes of every axis equal the advisor's
+# for the same flags (its messages on P included), and a busy/idle split.
+model4=$tmp/gpt-4l.json
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="gpt-4l", layers=4); json.dump(m, open(sys.argv[2], "w"))' \
+  "$tiny" "$model4"
+cfg4=(--grid 2,1,1,2 --pipeline 2 --micro-batch 1 --batch 8 --overlap all)
+expect 0 'final loss' -- $run 8 "$engine" --model "$model4" "${cfg4[@]}" --steps 2 --record "$tmp/run4.json"
+"$advisor" predict --model "$model4" --gpus 8 "${cfg4[@]}" --dtype fp32 --json >"$tmp/predict4.json"
+check "pipeline: per stage, bytes equal advisor predict; busy and idle recorded" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["config"]["grid"]["pipe"] == 2 and len(r["stages"]) == 2, r["stages"]
+for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
+    assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
+    assert got["bytes_per_step"]["pipe"] > 0 and got["busy_s"] > 0 and got["idle_s"] >= 0, got
+' "$tmp/run4.json" "$tmp/predict4.json"
+expect 2 'layers 2 % stages 4' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
+expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 2,1,1,2 --pipeline 2 --record "$tmp/bad.json"
+
 # The same run on the paced device: the cpu's results (to fp32 rounding: a
 # paced rank waits on MPI_Iallreduce & co., whose reduction order in Open MPI
 # is not MPI_Allreduce's; the first step, before any reduced gradient is
@@ -153,15 +172,22 @@ expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 
 no_leftovers "$tmp/bad.json"
 
 # --- a rank that dies: mpirun ends the job, non-zero, within 30 s ------------
-mpirun --oversubscribe -np 4 "$engine" --model "$tiny" --grid 2,1,1,2 --steps 100000 --record "$tmp/dead.json" \
-  >"$tmp/dead.out" 2>&1 &
-launcher=$!
-for _ in $(seq 100); do grep -q 'step    2' "$tmp/dead.out" && break; sleep 0.2; done
-victim=$(pgrep -P "$launcher" -f engine | tail -1)
-if [[ -z $victim ]]; then
-  echo "FAIL: no engine rank found under mpirun"
-  failures=$((failures + 1))
-else
+# killed_rank LABEL ENGINE_ARGS...: 4 ranks, one killed at step 2.
+killed_rank() {
+  local label=$1
+  shift
+  mpirun --oversubscribe -np 4 "$engine" --model "$tiny" "$@" --steps 100000 --record "$tmp/dead.json" \
+    >"$tmp/dead.out" 2>&1 &
+  local launcher=$!
+  for _ in $(seq 100); do grep -q 'step    2' "$tmp/dead.out" && break; sleep 0.2; done
+  local victim
+  victim=$(pgrep -P "$launcher" -f engine | tail -1)
+  if [[ -z $victim ]]; then
+    echo "FAIL: $label: no engine rank found under mpirun"
+    failures=$((failures + 1))
+    return
+  fi
+  local start rc took watchdog
   start=$(date +%s)
   kill -9 "$victim"
   ( sleep 40; kill -9 "$launcher" 2>/dev/null ) &
@@ -170,13 +196,15 @@ else
   rc=$?
   took=$(($(date +%s) - start))
   kill "$watchdog" 2>/dev/null
-  if [[ $rc -ne 0 && $took -le 30 ]]; then echo "ok: killed rank: mpirun exit $rc after ${took}s"; else
-    echo "FAIL: killed rank: mpirun exit $rc after ${took}s"
+  if [[ $rc -ne 0 && $took -le 30 ]]; then echo "ok: $label: mpirun exit $rc after ${took}s"; else
+    echo "FAIL: $label: mpirun exit $rc after ${took}s"
     tail -5 "$tmp/dead.out"
     failures=$((failures + 1))
   fi
-fi
-no_leftovers "$tmp/dead.json"
+  no_leftovers "$tmp/dead.json"
+}
+killed_rank "killed rank" --grid 2,1,1,2
+killed_rank "killed pipeline stage" --grid 1,1,1,2 --pipeline 2 --batch 8 --device paced
 
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]
