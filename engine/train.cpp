@@ -102,7 +102,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0 && stage == P - 1;
   std::unique_ptr<PipelineStage<T>> pipeline;
   if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1));
-  double stage_time = 0, stage_idle = 0;
+  double stage_idle = 0;
   const T grad_scale = T(1.0 / (double(o.batch) * double(S)));
   std::vector<int> tokens(size_t(mb) * (S + 1));
 
@@ -153,7 +153,6 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
     r.device_s = device->stats.busy_s - device_before.busy_s;
     if (step > 0 || o.steps == 1) {
-      stage_time += r.time_s;
       stage_idle += r.comm_s[int(Axis::P)];
     }
     r.late_s = device->stats.late_s - device_before.late_s;
@@ -188,7 +187,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
 
   if (P > 1) {  // per stage: this rank's figures, averaged over the stage's ranks on rank 0
     constexpr int k = 3 + kAxisCount;
-    double mine[k] = {double(stage), (stage_time - stage_idle) / timed, stage_idle / timed};
+    double mine[k] = {double(stage), (ds.busy_s - from.busy_s) / timed, stage_idle / timed};
     for (int a = 0; a < kAxisCount; ++a) mine[3 + a] = res.bytes_per_step[a];
     std::vector<double> all(comm.world_rank() == 0 ? size_t(k * ranks) : 0);
     MPI_CHECK(MPI_Gather(mine, k, MPI_DOUBLE, all.data(), k, MPI_DOUBLE, 0, world));

@@ -47,8 +47,8 @@ struct StepRecord {
 
 // A pipeline stage over the steps after the first, per step, mean over its ranks.
 struct StageRecord {
-  double busy_s = 0;       // not waiting for a neighbour's message
-  double idle_s = 0;       // waiting for one (and for sends to drain): the bubble
+  double busy_s = 0;       // the device computing (its kernels' time)
+  double idle_s = 0;       // the host waiting for a neighbour's message (or a send to drain)
   PerAxis<double> bytes{}; // per axis, as bytes_per_step (on P: the messages it sends)
 };
 
