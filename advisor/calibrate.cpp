@@ -629,6 +629,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   }
   p["name"] = name;
   p["gpus_per_node"] = m.gpus_per_node;  // the placement the geometries were measured under
+  if (m.poll_s > 0) p["poll_us"] = m.poll_s * 1e6;  // how its ranks waited: a paced engine must wait alike
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);

@@ -9,9 +9,9 @@ namespace ff {
 
 DevicePace default_pace() {
   DevicePace p;
-  p.gemm_flops = 2e9;
-  p.bytes_per_s = 0.5e9;
-  p.poll_s = 50e-6;
+  p.gemm_flops = kDefaultPaceGflops * 1e9;
+  p.bytes_per_s = kDefaultPaceGbps * 1e9;
+  p.poll_s = kDefaultPollUs * 1e-6;
   return p;
 }
 

@@ -18,8 +18,10 @@ struct DevicePace {
   bool operator==(const DevicePace&) const = default;
 };
 
-// The default pace, chosen so that 8 ranks on 2 cores keep the host's real
-// work well below the paced time (engine/README.md has the measurement).
+// The default pace, in the flags' units, chosen so that 8 ranks on 2 cores
+// keep the host's real work well below the paced time (engine/README.md has
+// the measurement).
+inline constexpr double kDefaultPaceGflops = 2, kDefaultPaceGbps = 0.5, kDefaultPollUs = 50;
 DevicePace default_pace();
 // fp32 or fp64 GEMM rate: a host computes fp64 at about half its fp32 rate.
 double pace_gemm_flops(const DevicePace& p, bool fp64);

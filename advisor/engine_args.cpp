@@ -1,5 +1,6 @@
 #include "engine_args.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -23,10 +24,13 @@ DevicePace pace_of(const EngineArgs& a) {
   return p;
 }
 
+// In the flags' units, rounded where the conversion leaves a last-digit
+// error (50e-6 s is 49.999999999999993 µs): a launch line reads as typed.
 void set_pace(EngineArgs& a, const DevicePace& p) {
-  a.pace_gflops = p.gemm_flops / 1e9;
-  a.pace_gbps = p.bytes_per_s / 1e9;
-  a.poll_us = p.poll_s * 1e6;
+  auto tidy = [](double v) { return std::round(v * 1e9) / 1e9; };
+  a.pace_gflops = tidy(p.gemm_flops / 1e9);
+  a.pace_gbps = tidy(p.bytes_per_s / 1e9);
+  a.poll_us = tidy(p.poll_s * 1e6);
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {

@@ -29,9 +29,9 @@ struct EngineArgs {
   std::string overlap = "none";
   std::string device = "cpu";  // the backend the engine computes on
   // The paced device's description (DESIGN §11), in the flags' units.
-  double pace_gflops = default_pace().gemm_flops / 1e9;
-  double pace_gbps = default_pace().bytes_per_s / 1e9;
-  double poll_us = default_pace().poll_s * 1e6;
+  double pace_gflops = kDefaultPaceGflops;
+  double pace_gbps = kDefaultPaceGbps;
+  double poll_us = kDefaultPollUs;
   std::string dtype = "fp32";
   long batch = 0;  // 0: one micro-step, micro_batch·G_z·G_data sequences
   int steps = 10;

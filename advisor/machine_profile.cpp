@@ -102,6 +102,8 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.name = f.string("name");
   p.description = f.has("description") ? f.string("description") : "";
   p.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
+  p.poll_s = f.number_or("poll_us", 0) * 1e-6;
+  if (!(p.poll_s >= 0) || p.poll_s > 1) f.fail("poll_us", "a number of µs from 0 to 1e6");
 
   Fields compute = f.object("compute");
   Fields peak = compute.object("peak_tflops");

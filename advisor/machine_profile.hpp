@@ -72,6 +72,7 @@ struct MachineProfile {
   double overlap_efficiency = 0;     // fraction of a compute window communication can hide under
   double nonblocking_slowdown = 1;   // a collective issued non-blocking (to be overlapped) takes this × its blocking time
   double dp_bucket_bytes = 25.0 * 1048576;  // ODP's gradient buckets (PyTorch DDP's default 25 MiB)
+  double poll_s = 0;                 // the links were measured with waits of MPI_Test + sleep this long (0: MPI's)
   LinkParams intra_default;          // a group inside a node absent from `intra`
   std::vector<IntraEntry> intra;
   LinkParams inter_node;             // one group per node: alpha and the node's busbw

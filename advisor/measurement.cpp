@@ -160,6 +160,8 @@ Measurement measurement_from(const Fields& f) {
   }
   m.host_memory_bytes = f.number_or("host_memory_GiB", 0) * GiB;
   if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
+  m.poll_s = f.number_or("poll_us", 0) * 1e-6;
+  if (m.poll_s < 0) f.fail("poll_us", "a number of µs >= 0");
   return m;
 }
 
@@ -241,6 +243,9 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     if (m.gpus_per_node != out.gpus_per_node)
       input_error("measurements disagree on ranks per node (" + std::to_string(out.gpus_per_node) + " and " +
                   std::to_string(m.gpus_per_node) + "): they are not of one placement");
+    if (m.poll_s != out.poll_s)
+      input_error("measurements waited differently (--poll-us " + std::to_string(out.poll_s * 1e6) + " and " +
+                  std::to_string(m.poll_s * 1e6) + "): their links are not one machine's");
     for (const auto& c : m.collectives) merge_sample(out.collectives, c);
     for (const auto& c : m.p2p) merge_sample(out.p2p, c);
     if (!m.host_link.empty()) {
@@ -355,6 +360,7 @@ nlohmann::json to_json(const Measurement& m) {
     j["host_link"] = {{"kind", m.host_link_kind}, {"what", host_link_description(m.host_link_kind)}, {"samples", rows}};
   }
   if (m.host_memory_bytes > 0) j["host_memory_GiB"] = m.host_memory_bytes / GiB;
+  if (m.poll_s > 0) j["poll_us"] = m.poll_s * 1e6;
   return j;
 }
 

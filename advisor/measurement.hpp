@@ -116,6 +116,9 @@ struct Measurement {
   // between two host buffers stands in; it is not a GPU link).
   std::string host_link_kind;
   double host_memory_bytes = 0;  // a node's RAM (the host's, shared by the nodes it stands for); 0 if unknown
+  // Δ: every operation was waited for by MPI_Test + a sleep of this long (a
+  // paced engine's waits); 0: MPI's own waits.
+  double poll_s = 0;
 };
 
 // The "format" a measurement record carries.

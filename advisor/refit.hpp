@@ -21,6 +21,7 @@ struct MeasuredRun {
   double time_s = 0;                 // per step
   double compute_s = 0;              // per step
   PerAxis<double> comm_s{};          // blocked per axis per step
+  double device_s = 0;               // the paced device's busy time per step (compute by construction); 0: not paced
 };
 
 enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap, Nonblocking };

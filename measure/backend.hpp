@@ -71,7 +71,8 @@ class Backend {
 };
 
 
-std::unique_ptr<Backend> make_mpi_backend();
+// poll_s > 0: every operation waited for by MPI_Test + sleep poll_s (Δ).
+std::unique_ptr<Backend> make_mpi_backend(double poll_s = 0);
 // Null with `why` set when this build has no NCCL or the node has no GPU.
 // `node_comm` holds the ranks sharing this host; local rank i drives GPU i.
 std::unique_ptr<Backend> make_nccl_backend(MPI_Comm node_comm, std::string* why);

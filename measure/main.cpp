@@ -47,6 +47,7 @@ struct Options {
   std::string model, gemm_grids;
   int micro_batch = 1;
   int engine_steps = 4;
+  double poll_us = 0;
   std::string base, name, out, raw;
 };
 
@@ -256,6 +257,10 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_flag("--nonblocking,!--no-nonblocking", o.nonblocking,
                "also time each collective issued non-blocking (MPI_Iallreduce & co., then MPI_Wait), the form the "
                "overlap flags use; mpi backend only, NCCL's calls are all asynchronous");
+  app.add_option("--poll-us", o.poll_us,
+                 "wait for every operation by MPI_Test + a sleep of this many µs, as `engine --device paced "
+                 "--poll-us` does (0: MPI's own waits); mpi backend only")
+      ->capture_default_str();
   app.add_option("--intra", o.intra,
                  "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
   app.add_option("--inter", o.inter,
@@ -385,7 +390,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   std::unique_ptr<Backend> backend;
   std::string why;
   if (gpu) backend = make_nccl_backend(node.comm, &why);
-  else backend = make_mpi_backend();
+  else backend = make_mpi_backend(o.poll_us * 1e-6);
   agree(backend != nullptr, why);
   double node_memory = node_memory_bytes();
   double memory_per_rank = gpu ? gpu_memory_bytes() : node_memory / node.host_ranks;
@@ -561,6 +566,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   m.backend = backend->name();
   m.ranks = ranks;
   m.gpus_per_node = per_node;
+  m.poll_s = gpu ? 0 : o.poll_us * 1e-6;
   m.nodes = nodes;
   m.command = launch_command(argc, argv);
   m.host = host_name();

@@ -8,12 +8,14 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <cmath>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.hpp"
 #include "child_process.hpp"
+#include "device_pace.hpp"
 #include "engine_args.hpp"
 #include "error.hpp"
 #include "format.hpp"
@@ -40,6 +42,8 @@ struct ValidateOptions {
   std::vector<int> micro_batches;
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
   double run_timeout = 300;
+  std::string device = "cpu";
+  EngineArgs pace;  // the paced device's flags (pace_gflops, pace_gbps, poll_us)
 };
 
 // Everything fixed before the first run.
@@ -85,8 +89,26 @@ Setup setup(const ValidateOptions& o) {
   s.job.gpus = o.ranks;
   s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
   s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
+  // Priced as the engine computes it: its attention is unfused (full S×S
+  // scores), whatever the model file says a production run would use.
+  s.job.model.attention = Attention::Unfused;
   std::string origin;
   s.machine_json = machine_json(o.machine.empty() ? default_machine() : o.machine, origin);
+  if (o.device != "cpu" && o.device != "paced")
+    input_error("--device " + o.device + ": expected cpu or paced (the engine's devices a validation runs on)");
+  if (o.device == "paced") {
+    const DevicePace pace = pace_of(o.pace);
+    check_pace(pace);
+    // The links must have been measured the way paced ranks wait.
+    const double measured = s.machine_json.value("poll_us", 0.0);
+    if (measured > 0 && std::abs(measured - pace.poll_s * 1e6) > 1e-9)
+      input_error("--poll-us " + fixed(pace.poll_s * 1e6, 0) + ": " + origin + " was measured with poll_us " +
+                  fixed(measured, 0) + " (measure --poll-us); validate with the same, or measure again");
+    if (!(measured > 0))
+      std::cerr << "advisor: warning: " << origin << " has no poll_us: its links were not measured the way paced "
+                << "ranks wait (measure --poll-us " << fixed(pace.poll_s * 1e6, 0) << ")\n";
+    s.machine_json = paced_profile_json(s.machine_json, pace);
+  }
   s.machine = machine_from_json(s.machine_json, origin);
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
@@ -161,27 +183,38 @@ std::vector<Config> run_order(std::vector<std::vector<Config>> by_grid, unsigned
 // --- one run ---------------------------------------------------------------
 
 // Time per step: the median over the steps after the first (which warms
-// caches and allocations); compute and communication: their mean.
+// caches and allocations); compute and communication: their mean. On the
+// paced device compute is the device's busy time (known by construction);
+// the host's view of it is kept as host_compute_s.
 json measured_of(const json& record, const std::string& origin) {
   Fields f(record, origin);
   const auto& steps = f.array("steps");
   if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
   std::vector<double> times;
-  double compute = 0;
+  double compute = 0, device = 0;
+  bool paced = true;
   PerAxis<double> comm{};
   for (size_t i = 1; i < steps.size(); ++i) {
     Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
     times.push_back(s.positive("time_s"));
     compute += s.number("compute_s");
+    paced = paced && s.has("device_s") && record.value("device", json::object()).value("name", "") == "paced";
+    if (paced) device += s.number("device_s");
     Fields c = s.object("comm_s");
     PerAxis<double> step = per_axis_numbers(c);
     for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
   }
   double n = double(times.size());
   for (double& c : comm) c /= n;
-  return {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
-          {"steps_discarded", 1},
-          {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
+  json m = {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
+            {"steps_discarded", 1},
+            {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
+  if (paced) {
+    m["host_compute_s"] = m["compute_s"];
+    m["compute_s"] = m["device_s"] = device / n;
+    m["late_share_of_step_max"] = record["device"].value("late_share_of_step_max", 0.0);
+  }
+  return m;
 }
 
 // The measurement in the record a run of `c` wrote; throws InputError.
@@ -219,6 +252,8 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   fs::remove(rec);
   fs::remove(log);
   EngineArgs args = engine_args(s.model_path, c, s.job.batch);
+  args.device = o.device;
+  if (o.device == "paced") set_pace(args, pace_of(o.pace));
   args.steps = o.steps;
   args.record = rec;
   args.quiet = true;
@@ -261,6 +296,7 @@ json load_resumed(const ValidateOptions& o, const json& fresh) {
     input_error(o.out + ": not an advisor validate report (no \"job\" and \"runs\")");
   for (const char* k : {"model", "ranks", "batch_sequences", "steps", "dtype"})
     differs(k, old["job"].value(k, json(nullptr)), fresh["job"][k]);
+  differs("device", old.value("device", json{{"name", "cpu"}}), fresh["device"]);
   if (old.value("machine_profile", json(nullptr)) != fresh["machine_profile"])
     input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
                 "); resume with the same --machine");
@@ -335,8 +371,13 @@ void run(const ValidateOptions& o) {
   const std::vector<Config> plan = plan_of(by_grid, o, pc);
   const bool sampled = feasible.size() > size_t(o.max_configs);
 
+  json device = {{"name", o.device}};
+  if (o.device == "paced") {
+    device["pace"] = {{"gemm_gflops", o.pace.pace_gflops}, {"gbps", o.pace.pace_gbps}, {"poll_us", o.pace.poll_us}};
+  }
   json report = {{"format", "fourfold-validation/2"},
                  {"job", job_json(s.job, o.model, o.steps)},
+                 {"device", device},
                  {"repeats", o.repeats},
                  {"machine", o.machine.empty() ? default_machine() : o.machine},
                  {"machine_profile", s.machine_json},
@@ -479,6 +520,17 @@ void setup_validate(CLI::App& app) {
   sub->add_option("--run-timeout", o->run_timeout, "Seconds before a run is stopped and recorded as failed")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
+  sub->add_option("--device", o->device,
+                  "The engine's device for every run: cpu, or paced (each rank's own virtual device, DESIGN §11; "
+                  "the predictions then price the pace, not the profile's compute)")
+      ->capture_default_str();
+  sub->add_option("--pace-gflops", o->pace.pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM")
+      ->capture_default_str();
+  sub->add_option("--pace-gbps", o->pace.pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
+  sub->add_option("--poll-us", o->pace.poll_us,
+                  "Paced device: µs between MPI_Test calls while waiting (the profile's links should be measured "
+                  "with the same: measure --poll-us)")
+      ->capture_default_str();
   sub->callback([o] { run(*o); });
 }
 

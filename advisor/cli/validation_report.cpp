@@ -39,6 +39,8 @@ ReportRuns read_report_runs(const json& report, const std::string& origin) {
     m.compute_s = meas.number("compute_s");
     Fields comm = meas.object("comm_s");
     m.comm_s = per_axis_numbers(comm);
+    m.device_s = meas.number_or("device_s", 0);
+    if (m.device_s < 0) meas.fail("device_s", "seconds >= 0");
     r.runs.push_back(m);
     r.keys.push_back(config_label(m.config));
     r.repeats_ok.push_back(int(meas.integer_or("repeats_ok", 1, 1)));
@@ -82,6 +84,7 @@ void summarize_run(json& run) {
   sort_repeats(reps);
   const std::string origin = "run " + run.value("key", std::string("?"));
   std::vector<StepTimes> ok;
+  std::vector<double> device, late;  // the paced device's busy time, and how late the host was (share of a step)
   const json *first_ok = nullptr, *last_failed = nullptr;
   for (size_t i = 0; i < reps.size(); ++i) {
     if (!is_ok(reps[i])) {
@@ -91,6 +94,8 @@ void summarize_run(json& run) {
     Fields f(reps[i], origin, "repeats[" + std::to_string(i) + "]");
     Fields c = f.object("comm_s");
     ok.push_back({f.positive("time_s"), f.number("compute_s"), per_axis_numbers(c)});
+    if (f.has("device_s")) device.push_back(f.number("device_s"));
+    if (f.has("late_share_of_step_max")) late.push_back(f.number("late_share_of_step_max"));
     if (!first_ok) first_ok = &reps[i];
   }
   for (const char* k : {"measured", "error", "log_tail"}) run.erase(k);
@@ -108,6 +113,8 @@ void summarize_run(json& run) {
                      {"repeats_ok", s.n},
                      {"spread", {{"min_s", s.min_s}, {"max_s", s.max_s}, {"relative", s.relative_spread}}},
                      {"bytes_per_step", first_ok->value("bytes_per_step", json(nullptr))}};
+  if (device.size() == ok.size()) run["measured"]["device_s"] = median(device);
+  if (!late.empty()) run["measured"]["late_share_of_step_max"] = *std::max_element(late.begin(), late.end());
   run["status"] = "ok";
 }
 
@@ -222,6 +229,10 @@ void print_validation_text(const json& report) {
             << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "
             << s["top_pick"].get<std::string>() << " is " << pct(s["regret"]) << " slower than the measured best "
             << s["measured_best"].get<std::string>() << "\n";
+  if (s.contains("comm_mape"))
+    std::cout << "Paced device: communication part (time - device time) MAPE " << pct(s["comm_mape"])
+              << "; it is " << pct(s["comm_share_range"][0]) << " to " << pct(s["comm_share_range"][1])
+              << " of the measured steps\n";
   print_placement(report.value("placement", json(nullptr)));
   const json& oos = report["out_of_sample"];
   if (oos.contains("skipped")) {
@@ -242,8 +253,9 @@ void print_validation_text(const json& report) {
     // half's own is one fitted profile choosing among runs it did not see.
     const json& scored = h["fitted"];
     std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "; on the other "
-              << h["scored_on"].size() << ": MAPE " << pct(scored["mape"]) << ", regret " << pct(scored["regret"])
-              << " (top pick " << scored.value("top_pick", "?") << ")\n";
+              << h["scored_on"].size() << ": MAPE " << pct(scored["mape"])
+              << (scored.contains("comm_mape") ? ", communication part " + pct(scored["comm_mape"]) : std::string())
+              << ", regret " << pct(scored["regret"]) << " (top pick " << scored.value("top_pick", "?") << ")\n";
   }
 }
 

@@ -35,16 +35,54 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
   ok.runs = rr.runs;
   ok.keys = rr.keys;
   ok.repeats_ok = rr.repeats_ok;
+  bool all_paced = !ok.runs.empty();
+  for (const auto& r : ok.runs) all_paced = all_paced && r.device_s > 0;
   for (const auto& r : ok.runs) {
-    ok.predicted.push_back(predict(job, m, r.config).estimate.time_s);
+    const Estimate e = predict(job, m, r.config).estimate;
+    ok.predicted.push_back(e.time_s);
     ok.measured.push_back(r.time_s);
+    if (!all_paced) continue;
+    ok.predicted_comm.push_back(e.time_s - e.compute_s);
+    ok.measured_comm.push_back(r.time_s - r.device_s);
   }
   return ok;
 }
 
+bool paced(const OkRuns& ok) { return !ok.measured_comm.empty(); }
+
+namespace {
+
+// The communication part's MAPE (DESIGN §11: compute is known by
+// construction on the paced device, so the model is also scored on the rest
+// of the step, which a slow pace would otherwise dilute).
+double comm_mape(const std::vector<double>& predicted, const std::vector<double>& measured,
+                 const std::vector<size_t>& which) {
+  double sum = 0;
+  for (size_t i : which) sum += std::abs(predicted[i] - measured[i]) / std::max(measured[i], 1e-12);
+  return which.empty() ? 0 : sum / double(which.size());
+}
+
+std::vector<size_t> all_of(size_t n) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+}  // namespace
+
 json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
-  return scores_json(score(ok.predicted, ok.measured), ok.keys);
+  json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
+  if (paced(ok)) {
+    j["comm_mape"] = comm_mape(ok.predicted_comm, ok.measured_comm, all_of(ok.runs.size()));
+    double lo = 1, hi = 0;
+    for (size_t i = 0; i < ok.runs.size(); ++i) {
+      const double share = ok.measured_comm[i] / ok.measured[i];
+      lo = std::min(lo, share), hi = std::max(hi, share);
+    }
+    j["comm_share_range"] = {lo, hi};  // DESIGN §11 asks for 20–80%
+  }
+  return j;
 }
 
 json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok) {
@@ -62,6 +100,17 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     part["scored_on"] = scored_keys;
     part["raw"] = scores_json(h.raw, scored_keys);
     part["fitted"] = scores_json(h.fitted, scored_keys);
+    if (paced(ok)) {
+      // The scored half's communication part under the other half's fit.
+      const MachineProfile fitted = apply_factors(m, h.fit.factors);
+      std::vector<double> pred(ok.runs.size(), 0.0);
+      for (size_t i : h.scored_on) {
+        const Estimate e = predict(job, fitted, ok.runs[i].config).estimate;
+        pred[i] = e.time_s - e.compute_s;
+      }
+      part["raw"]["comm_mape"] = comm_mape(ok.predicted_comm, ok.measured_comm, h.scored_on);
+      part["fitted"]["comm_mape"] = comm_mape(pred, ok.measured_comm, h.scored_on);
+    }
     parts.push_back(part);
   }
   return {{"method", "runs sorted by configuration key, alternately into halves A and B; fit on A, score on B, and "

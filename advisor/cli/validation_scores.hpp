@@ -17,8 +17,12 @@ struct OkRuns {
   std::vector<std::string> keys;
   std::vector<int> repeats_ok;  // the successful repeats behind each median
   std::vector<double> predicted, measured;
+  // The paced device's runs: communication (time − compute) as predicted and
+  // as measured (time − the device's busy time). Empty unless every run is paced.
+  std::vector<double> predicted_comm, measured_comm;
 };
 OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
+bool paced(const OkRuns& ok);
 
 // MAPE, rank correlations and regret of the runs as priced (the report's "summary").
 nlohmann::json summary_json(const OkRuns& ok);
