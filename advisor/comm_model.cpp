@@ -23,6 +23,17 @@ double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
   return alpha * steps + steps / g * bytes / busbw;
 }
 
+// An all-reduce as NCCL's trees and MPI's recursive doubling run small
+// messages, where the profile did not measure this group size: ⌈log2 g⌉
+// rounds, each sending the whole buffer (Thakur, Rabenseifner and Gropp
+// 2005), priced at the link's latency and bandwidth; the ring otherwise.
+double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here) {
+  const double ring = ring_time(c, g, bytes, alpha, busbw);
+  if (c != Coll::AllReduce || measured_here) return ring;
+  const double rounds = std::ceil(std::log2(double(g)));
+  return std::min(ring, rounds * (alpha + bytes / busbw));
+}
+
 void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<double, 6>& busbw) {
   for (int k = 0; k < 3; ++k) {
     alpha[k] = l.by_op[k] ? l.op_alpha_s[k] : l.alpha_s;
@@ -37,8 +48,8 @@ void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<doubl
 double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   if (g <= 1) return 0;
   const int k = static_cast<int>(c);
-  return ring_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
-                   link.by_op[k] ? link.op_busbw[k] : link.busbw);
+  return priced_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
+                     link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here);
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -101,6 +112,8 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   if (l.across) l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
   resolve(l.intra, l.intra_alpha, l.intra_busbw);
   resolve(l.inter, l.inter_alpha, l.inter_busbw);
+  l.intra_measured = l.intra.measured_here;
+  l.inter_measured = l.inter.measured_here;
   for (int k = 0; k < 3; ++k)
     l.nonblocking_differs |= l.intra_alpha[k + 3] != l.intra_alpha[k] || l.intra_busbw[k + 3] != l.intra_busbw[k] ||
                              l.inter_alpha[k + 3] != l.inter_alpha[k] || l.inter_busbw[k + 3] != l.inter_busbw[k];
@@ -111,8 +124,8 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   double t = 0;
   if (l.size <= 1) return 0;
   const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
-  if (l.inside) t = ring_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k]);
-  if (l.across) t = std::max(t, ring_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k]));
+  if (l.inside) t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured);
+  if (l.across) t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured));
   return t;
 }
 

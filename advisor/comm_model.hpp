@@ -43,6 +43,7 @@ struct AxisLink {
   // Index: Coll, plus 3 for the non-blocking form.
   std::array<double, 6> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
   bool nonblocking_differs = false;  // some non-blocking figure is not the blocking one
+  bool intra_measured = false, inter_measured = false;  // LinkParams::measured_here of each tier
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node), else the

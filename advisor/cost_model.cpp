@@ -41,6 +41,14 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.overlap_efficiency = p.overlap_efficiency;
   plan.nonblocking_slowdown = p.nonblocking_slowdown;
   plan.message_elements = t * hx;
+  {
+    // All G ranks: inside one node, or every node's ranks across them.
+    const long long G = g.total();
+    const int per_node = p.gpus_per_node;
+    const LinkParams world = G <= per_node ? intra_link(p, 1, int(G))
+                                           : inter_link(p, 1, int(G), int(std::min<long long>(G, per_node)));
+    plan.sync_s = 2 * collective_time(Coll::AllReduce, int(G), 8.0, world);
+  }
   // Everything of a micro-step that is not its forward ("fwd …") is backward.
   auto backward = [](const char* what, bool per_step) { return !per_step && std::string_view(what).substr(0, 3) != "fwd"; };
   auto comm = [&](const char* layer, const char* what, Axis a, Coll c, double elems, int bytes, double count,
@@ -293,10 +301,11 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     if (c.per_step) exposed_step += exposed;
     else (c.bwd ? exposed_bwd : exposed_fwd) += per_micro;
   }
-  e.time_s = e.compute_s + exposed_total;
+  e.sync_s = plan.sync_s;
+  e.time_s = e.compute_s + exposed_total + e.sync_s;
   e.fwd_s = plan.compute_fwd_s + exposed_fwd;
   e.bwd_s = plan.compute_bwd_s + exposed_bwd;
-  e.step_s = plan.compute_step_s + exposed_step;
+  e.step_s = plan.compute_step_s + exposed_step + e.sync_s;
   e.mfu = plan.model_flops / (e.time_s * plan.peak_flops_all);
   e.hfu = plan.hardware_flops / (e.time_s * plan.peak_flops_all);
   e.tokens_per_s = batch_tokens / e.time_s;

@@ -50,6 +50,9 @@ struct Plan {
   Dtype dtype = Dtype::BF16;
   long long micro_steps = 1;
   double tokens = 0;  // t = micro_batch · S per rank per micro-step
+  // The end-of-step scalars over all ranks (the gradient norm's sum of
+  // squares before AdamW, the loss after): two 8-byte all-reduces, never hidden.
+  double sync_s = 0;
   std::vector<CommTerm> comm;
   std::vector<ComputeTerm> compute;
   // Compute windows of the block's four linear layers, one occurrence each:
@@ -99,8 +102,9 @@ struct Estimate {
   double compute_s = 0;
   PerAxis<double> comm_s{};          // before hiding
   PerAxis<double> exposed_comm_s{};  // what compute did not hide
-  double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed − host_s (0 without stages)
+  double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed − host_s − sync_s (0 without stages)
   double host_s = 0;                 // offload: host-link time the data-parallel all-reduce did not hide
+  double sync_s = 0;                 // the end-of-step scalar all-reduces over all ranks (Plan::sync_s)
   double mfu = 0, hfu = 0, tokens_per_s = 0;
   // One micro-step's forward and backward (compute plus exposed
   // communication), and what runs once an iteration: a stage's f, b and

@@ -131,9 +131,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   Fields intra = f.object("intra_node");
   p.intra_default = link_from(intra.object("default"));
   const auto& itable = intra.array("table");
+  const bool intra_measured = intra.has("kind") && intra.string("kind") == "measured";
   for (size_t i = 0; i < itable.size(); ++i) {
     Fields e(itable[i], origin, intra.path("table") + "[" + std::to_string(i) + "]");
     p.intra.push_back({e.integer("stride", 1), int(e.integer("size", 2)), link_from(e)});
+    p.intra.back().link.measured_here = intra_measured;
   }
 
   Fields inter = f.object("inter_node");
@@ -143,6 +145,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     for (size_t i = 0; i < t.size(); ++i) {
       Fields e(t[i], origin, inter.path("table") + "[" + std::to_string(i) + "]");
       InterEntry x{int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)), link_from(e)};
+      x.link.measured_here = inter.has("kind") && inter.string("kind") == "measured";
       x.members_per_node = int(e.integer_or("members_per_node", 1, 1));
       if (x.members_per_node >= x.size)
         e.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");

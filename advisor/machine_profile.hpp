@@ -25,6 +25,11 @@ struct LinkParams {
   // OAR, ORS and OAG issue); where nb_by_op is false the blocking figure applies.
   std::array<bool, 3> nb_by_op{};
   std::array<double, 3> nb_alpha_s{}, nb_busbw{};
+  // Measured at this group size (a table entry of a measured section): the
+  // fit holds whatever algorithm the library chose for small messages.
+  // Otherwise an all-reduce is priced as the cheaper of ring and recursive
+  // doubling (MODEL.md §2).
+  bool measured_here = false;
 };
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);

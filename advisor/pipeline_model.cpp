@@ -289,7 +289,7 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * st.message_s;
   e.exposed_comm_s[pipe] = 2.0 * (P - 1) * st.message_s;
   e.time_s = s.time_s;
-  double busy = e.compute_s + e.host_s;
+  double busy = e.compute_s + e.host_s + e.sync_s;
   for (double x : e.exposed_comm_s) busy += x;
   e.bubble_s = std::max(0.0, e.time_s - busy);
   rates(e, plan0, batch_tokens);

@@ -168,9 +168,16 @@ RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<
   const std::vector<double> r0 = residuals(job, base, runs);
 
   // A knob is fitted only if moving it (×2, or overlap to the other end)
-  // moves some residual: otherwise the data cannot say what it is.
+  // moves some residual: otherwise the data cannot say what it is. On the
+  // paced device compute is the pace by construction: its knobs stay at 1.
+  bool paced = true;
+  for (const MeasuredRun& m : runs) paced = paced && m.device_s > 0;
   std::vector<Knob> free;
   for (Knob k : kKnobs) {
+    if (paced && (k == Knob::Gemm || k == Knob::Elementwise)) {
+      r.held_because[size_t(k)] = "the paced device: compute is the pace by construction";
+      continue;
+    }
     Factors moved = id;
     moved[k] = is_log(k) ? 2 * id[k] : (id[k] < 0.5 ? 1.0 : 0.0);
     std::vector<double> r1 = residuals(job, apply_factors(base, moved), runs);

@@ -398,9 +398,11 @@ int run(int argc, char** argv, int rank, int ranks) {
     throw InputError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
                      human_bytes(memory_per_rank) + " each rank has");
 
+  // Waiting by polling, the blocking form is the non-blocking call waited
+  // for: one form, timed once.
   std::vector<Form> forms;
   for (bool nb : {false, true})
-    if (!nb || (o.nonblocking && backend->has_nonblocking()))
+    if (!nb || (o.nonblocking && backend->has_nonblocking() && !(o.poll_us > 0)))
       for (Coll op : ops.colls) forms.push_back({op, nb});
   say("measure: " + std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node (" + node.source +
       "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " + backend->name() + "; " +

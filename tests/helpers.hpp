@@ -29,8 +29,18 @@ inline ff::GemmTable flat_gemm(double eff) {
   return t;
 }
 
+// A link as a measured profile has it: priced by the ring formulas as
+// fitted (the cheaper-of-ring-and-tree rule for unmeasured sizes is tested
+// apart, in test_comm_model.cpp).
+inline ff::LinkParams measured(double alpha_s, double busbw) {
+  ff::LinkParams l{alpha_s, busbw};
+  l.measured_here = true;
+  return l;
+}
+
 // A synthetic machine: every GEMM at efficiency 0.5, no intra table (every
-// group inside a node uses intra_default), no inter table (node_busbw / c).
+// group inside a node uses intra_default), no inter table (node_busbw / c);
+// its links priced as measured.
 inline ff::MachineProfile toy_machine(int gpus_per_node) {
   ff::MachineProfile p;
   p.name = "toy";
@@ -43,8 +53,8 @@ inline ff::MachineProfile toy_machine(int gpus_per_node) {
   p.hbm_capacity = 1e15;  // everything fits
   p.memory_reserve = 1e9;
   p.overlap_efficiency = 0;
-  p.intra_default = {5e-6, 100e9};
-  p.inter_node = {10e-6, 80e9};
+  p.intra_default = measured(5e-6, 100e9);
+  p.inter_node = measured(10e-6, 80e9);
   p.gemm_bf16 = flat_gemm(0.5);
   p.gemm_fp32 = flat_gemm(0.5);
   return p;
@@ -54,9 +64,9 @@ inline ff::MachineProfile toy_machine(int gpus_per_node) {
 // g=2 → 76, g=4 → 225 GB/s; stride 2: g=2 → 76; across ≈ 80 GB/s a node.
 inline ff::MachineProfile perlmutter_like() {
   ff::MachineProfile p = toy_machine(4);
-  p.intra_default = {5e-6, 76e9};
-  p.intra = {{1, 2, {5e-6, 76e9}}, {1, 4, {5e-6, 225e9}}, {2, 2, {5e-6, 76e9}}};
-  p.inter_node = {10e-6, 80e9};
+  p.intra_default = measured(5e-6, 76e9);
+  p.intra = {{1, 2, measured(5e-6, 76e9)}, {1, 4, measured(5e-6, 225e9)}, {2, 2, measured(5e-6, 76e9)}};
+  p.inter_node = measured(10e-6, 80e9);
   return p;
 }
 

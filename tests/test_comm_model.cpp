@@ -15,7 +15,7 @@ using fftest::rel;
 constexpr double GBps = 1e9;
 
 TEST_CASE("comm: collective_time follows the ring alpha-beta formulas") {
-  const LinkParams link{5e-6, 225e9};
+  const LinkParams link = fftest::measured(5e-6, 225e9);
   const double bytes = 3e6;
   // all-reduce: α·2(g−1) + 2(g−1)/g · bytes/busbw
   CHECK(collective_time(Coll::AllReduce, 4, bytes, link) == rel(5e-6 * 2 * (4 - 1) + 2.0 * (4 - 1) / 4 * bytes / 225e9));
@@ -52,6 +52,30 @@ TEST_CASE("comm: collective_time follows the ring alpha-beta formulas") {
   CHECK(std::string(coll_name(Coll::AllReduce)) == "all-reduce");
   CHECK(std::string(coll_name(Coll::AllGather)) == "all-gather");
   CHECK(std::string(coll_name(Coll::ReduceScatter)) == "reduce-scatter");
+}
+
+TEST_CASE("comm: an all-reduce where the profile did not measure the group size: the cheaper of ring and tree") {
+  // Recursive doubling: ⌈log2 g⌉ rounds of α + bytes/bw.
+  const LinkParams nominal{5e-6, 10e9};
+  // 128 ranks, 4 bytes (a LayerNorm statistic): ring 2·127·5 µs + 2·127/128·4 B / 10 GB/s = 1270.0008 µs;
+  // doubling 7·(5 µs + 0.4 ns) = 35.0028 µs.
+  CHECK(collective_time(Coll::AllReduce, 128, 4, nominal) == rel(7 * (5e-6 + 4 / 10e9)));
+  // 1 GiB on 128: ring 1.27 ms + 254/128 · 0.10737 s = 0.21434 s; doubling 7·(5 µs + 0.10737 s) = 0.75165 s.
+  const double gib = 1073741824.0;
+  CHECK(collective_time(Coll::AllReduce, 128, gib, nominal) == rel(2 * 127 * 5e-6 + 2.0 * 127 / 128 * gib / 10e9));
+  // 3 ranks take ⌈log2 3⌉ = 2 rounds: 4 KiB, ring 4·5 µs + 4/3 · 0.4096 µs = 20.546 µs; doubling 2·(5 + 0.4096) µs.
+  CHECK(collective_time(Coll::AllReduce, 3, 4096, nominal) == rel(2 * (5e-6 + 4096 / 10e9)));
+  // Measured at this size, the ring as fitted; and only all-reduce has the choice.
+  LinkParams fitted = nominal;
+  fitted.measured_here = true;
+  CHECK(collective_time(Coll::AllReduce, 128, 4, fitted) == rel(2 * 127 * 5e-6 + 2.0 * 127 / 128 * 4 / 10e9));
+  CHECK(collective_time(Coll::AllGather, 128, 4, nominal) == rel(127 * 5e-6 + 127.0 / 128 * 4 / 10e9));
+  // On an axis: a profile's measured table entry keeps the ring, the node link of a size it lacks does not.
+  MachineProfile p = fftest::toy_machine(4);
+  p.intra = {{1, 4, fftest::measured(5e-6, 10e9)}};
+  p.intra_default = nominal;
+  CHECK(collective_time(Coll::AllReduce, 4, axis_link(p, 4, 1, 4)) == rel(2 * 3 * 5e-6 + 1.5 * 4 / 10e9));
+  CHECK(collective_time(Coll::AllReduce, 4, axis_link(p, 4, 1, 2)) == rel(1 * (5e-6 + 4 / 10e9)));
 }
 
 TEST_CASE("comm: axis links on a Perlmutter-like profile (4 GPUs a node)") {
@@ -192,8 +216,8 @@ TEST_CASE("comm: group_geometry with a node size that is not a power of two (6 a
 
 TEST_CASE("comm: an axis with groups inside and across costs its slowest group") {
   MachineProfile p = fftest::toy_machine(6);
-  p.intra = {{1, 4, {5e-6, 225e9}}, {2, 2, {5e-6, 76e9}}};
-  p.inter_node = {10e-6, 80e9};
+  p.intra = {{1, 4, fftest::measured(5e-6, 225e9)}, {2, 2, fftest::measured(5e-6, 76e9)}};
+  p.inter_node = fftest::measured(10e-6, 80e9);
   const double bytes = 4e6;
 
   SUBCASE("stride 1 size 4 among 12: intra (1,4) 225 vs inter c = 1, 80") {

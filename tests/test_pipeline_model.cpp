@@ -265,8 +265,9 @@ TEST_CASE("pipeline: predict explains every stage and agrees with the simulation
   REQUIRE(pr.stage_memory.size() == 2);
   CHECK(pr.memory.total() == std::max(pr.stage_memory[0].total(), pr.stage_memory[1].total()));
   CHECK(pr.estimate.bubble_s >= 0);
-  double busy = pr.estimate.compute_s + pr.estimate.bubble_s;
+  double busy = pr.estimate.compute_s + pr.estimate.bubble_s + pr.estimate.sync_s;
   for (double x : pr.estimate.exposed_comm_s) busy += x;
+  CHECK(pr.estimate.sync_s > 0);
   CHECK(busy == rel(pr.estimate.time_s, 1e-9));
   CHECK(pr.message_s > 0);
   CHECK(pr.schedule.time_s == rel(pr.simulated.time_s, 0.05));

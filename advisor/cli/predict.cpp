@@ -176,6 +176,7 @@ void run(const PredictOptions& o) {
     if (c.grid.p > 1) out["pipeline"] = pipeline_json(pr);
     out["pipeline_idle_s"] = e.bubble_s;
     out["host_link_s"] = e.host_s;
+    out["sync_s"] = e.sync_s;  // the end-of-step scalar all-reduces over all ranks
     if (c.overlap.odp)
       out["odp"] = {{"buckets", pr.dp_buckets},
                     {"bucket_bytes", plan.dp_bucket_bytes},
@@ -315,6 +316,7 @@ void run(const PredictOptions& o) {
       std::cout << (a == kAxes[0] ? " " : ", ") << axis_name(a) << " " << seconds(e.exposed_comm_s[int(a)]);
   if (c.offload) std::cout << " + host link " << seconds(e.host_s);
   if (c.grid.p > 1) std::cout << " + pipeline idle " << seconds(e.bubble_s);
+  if (e.sync_s > 0) std::cout << " + loss and gradient-norm all-reduces over all ranks " << seconds(e.sync_s);
   std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";

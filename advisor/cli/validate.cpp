@@ -227,7 +227,8 @@ json record_measured(const std::string& rec, const Config& c) {
 
 json predicted_of(const Prediction& p) {
   const Estimate& e = p.estimate;
-  return {{"time_s", e.time_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", per_axis_json(e.exposed_comm_s)},
+  return {{"time_s", e.time_s}, {"compute_s", e.compute_s}, {"sync_s", e.sync_s},
+          {"exposed_comm_s", per_axis_json(e.exposed_comm_s)},
           {"comm_s", per_axis_json(e.comm_s)}, {"memory_gib", p.memory.total() / 1073741824.0}};
 }
 
