@@ -24,9 +24,9 @@ DevicePace pace_of(const EngineArgs& a) {
 }
 
 void set_pace(EngineArgs& a, const DevicePace& p) {
-  a.pace_gflops = p.gemm_flops / 1e9;
-  a.pace_gbps = p.bytes_per_s / 1e9;
-  a.poll_us = p.poll_s * 1e6;
+  a.pace_gflops = as_written(p.gemm_flops / 1e9);
+  a.pace_gbps = as_written(p.bytes_per_s / 1e9);
+  a.poll_us = as_written(p.poll_s * 1e6);
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {
@@ -61,17 +61,16 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
-  for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
-                               std::string("--dtype"), a.dtype})
-    v.push_back(s);
   auto real = [](double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", x);
     return std::string(buf);
   };
-  if (a.device == "paced")  // the pace is part of what ran: always spelled out
+  v.insert(v.end(), {"--overlap", a.overlap, "--device", a.device});
+  if (a.device == "paced")  // the pace is part of what ran: always spelled out, next to the device
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
                        real(a.poll_us)});
+  v.insert(v.end(), {"--dtype", a.dtype});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
