@@ -170,6 +170,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
     p.host_memory = figure(host, "memory_GiB", GiB);
   }
+  if (f.has("poll_us")) {
+    double us = f.number("poll_us");
+    if (us < 0) f.fail("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
+    p.poll_s = us * 1e-6;
+  }
   return p;
 }
 

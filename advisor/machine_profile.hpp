@@ -4,6 +4,7 @@
 // same format (profiles/README.md documents every field).
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,10 @@ struct MachineProfile {
   double host_link_bw = 0;   // bytes/s each way, one GPU copying alone
   double host_node_bw = 0;   // bytes/s each way, all of a node's GPUs copying at once, in total
   double host_memory = 0;    // bytes per node offloaded state may use
+  // Δ the links were measured with (measure --poll-us: every MPI wait
+  // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait); unset when
+  // the profile does not say ("poll_us" absent).
+  std::optional<double> poll_s;
 
   double peak_flops(Dtype t) const {
     return t == Dtype::BF16 ? peak_flops_bf16 : t == Dtype::FP16 ? peak_flops_fp16 : peak_flops_fp32;

@@ -1,11 +1,15 @@
 // The MPI backend: host buffers, each call complete before it returns
 // (non-blocking forms are waited for at once), so sync() has nothing to wait for.
 // Its "device" is host memory, so its host link is a memcpy standing in.
+// With a poll interval Δ > 0 every timed operation is issued non-blocking and
+// waited for by MPI_Test + sleep Δ, as a paced engine's ranks wait (DESIGN §11):
+// a sleeping rank makes no MPI progress, so Δ is part of what the links cost.
 #include <cstdlib>
 #include <cstring>
 
 #include "backend.hpp"
 #include "check.hpp"
+#include "mpi_poll.hpp"
 
 namespace ff::measure {
 
@@ -23,6 +27,9 @@ namespace {
 
 class MpiBackend : public Backend {
  public:
+  explicit MpiBackend(double poll_s) : poll_s_(poll_s) {
+    if (poll_s_ > 0) ff::set_fine_timer_slack();  // else each sleep of Δ rounds up by the default 50 µs
+  }
   std::string name() const override { return "mpi"; }
 
   std::unique_ptr<Group> make_group(MPI_Comm comm) override {
@@ -45,7 +52,8 @@ class MpiBackend : public Backend {
   bool has_nonblocking() const override { return true; }
   void run(Coll op, Group& g, const float* send, float* recv, size_t count, bool nonblocking) override {
     int n = int(count);  // counts beyond 2^31 are rejected by --max-bytes
-    if (nonblocking) {
+    // Polling: the blocking form too, since a paced engine issues no blocking call.
+    if (nonblocking || poll_s_ > 0) {
       MPI_Request req;
       switch (op) {
         case Coll::AllReduce: MPI_CHECK(MPI_Iallreduce(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm, &req)); break;
@@ -54,7 +62,7 @@ class MpiBackend : public Backend {
           MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm, &req));
           break;
       }
-      MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      ff::wait_polling(&req, poll_s_);
       return;
     }
     switch (op) {
@@ -72,7 +80,7 @@ class MpiBackend : public Backend {
     MPI_Request req[2];
     MPI_CHECK(MPI_Irecv(recv, n, MPI_FLOAT, peer, 0, g.comm, &req[0]));
     MPI_CHECK(MPI_Isend(send, n, MPI_FLOAT, peer, 0, g.comm, &req[1]));
-    MPI_CHECK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    ff::waitall_polling(2, req, poll_s_);
   }
 
   float* alloc_host(size_t count) override { return alloc(count); }
@@ -97,11 +105,12 @@ class MpiBackend : public Backend {
   }
 
  private:
+  double poll_s_ = 0;  // Δ; 0 waits in MPI_Wait(all)
   std::vector<double> stamps_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend() { return std::make_unique<MpiBackend>(); }
+std::unique_ptr<Backend> make_mpi_backend(double poll_s) { return std::make_unique<MpiBackend>(poll_s); }
 
 }  // namespace ff::measure
