@@ -1,8 +1,12 @@
 // advisor validate: run the engine on the configurations of one job and hold
 // the measured time per step against the prediction (MODEL.md §8), in sample
-// and, after refitting on one half, out of sample on the other.
+// and, after refitting on one half, out of sample on the other. On the paced
+// device (DESIGN §11) compute is known by construction: the profile's compute
+// is the pace's, and the communication part is scored on its own.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -40,16 +44,31 @@ struct ValidateOptions {
   std::vector<int> micro_batches;
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
   double run_timeout = 300;
+  std::string device = "cpu";
+  // The paced device, in the engine's flags' units (GFLOP/s, GB/s, µs).
+  double pace_gflops = default_pace().gemm_flops / 1e9, pace_gbps = default_pace().bytes_per_s / 1e9,
+         poll_us = default_pace().poll_s * 1e6;
+  std::string pace_flag;  // the first --pace-*/--poll-us given, if any (refused without --device paced)
 };
 
 // Everything fixed before the first run.
 struct Setup {
   Job job;
   MachineProfile machine;
-  json machine_json;
+  json machine_json;     // what the predictions use: on the paced device, the pace in place of compute
+  std::string device;    // the engine's --device
+  DevicePace pace;       // its pace, when paced
+  json device_json;      // the report's "device"
   std::vector<std::string> launcher;
   std::string engine, model_path, logs;
 };
+
+// A number of µs as a person writes it: 50, 12.5.
+std::string micros_text(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", us);
+  return buf;
+}
 
 std::string engine_path(const std::string& given) {
   if (!given.empty()) {
@@ -88,6 +107,36 @@ Setup setup(const ValidateOptions& o) {
   std::string origin;
   s.machine_json = machine_json(o.machine.empty() ? default_machine() : o.machine, origin);
   s.machine = machine_from_json(s.machine_json, origin);
+  s.device = o.device;
+  s.device_json = {{"name", o.device}};
+  if (o.device == "paced") {
+    s.pace = {o.pace_gflops * 1e9, o.pace_gbps * 1e9, o.poll_us * 1e-6};
+    check_pace(s.pace);
+    // The links must have been measured the way the paced engine waits:
+    // every MPI wait MPI_Test + sleep Δ, a sleeping rank making no progress.
+    const std::string pace_poll = micros_text(o.poll_us);
+    if (s.machine.poll_s && std::abs(*s.machine.poll_s - s.pace.poll_s) > 1e-9) {
+      const double had = *s.machine.poll_s * 1e6;
+      input_error("--machine " + origin + ": its links were measured with poll_us " + micros_text(had) +
+                  (had > 0 ? "" : " (MPI_Wait)") + ", but the paced engine waits with --poll-us " + pace_poll +
+                  ": the collectives would be priced for another wait; measure again with `measure --backend mpi "
+                  "--poll-us " + pace_poll + "`" + (had > 0 ? " or give --poll-us " + micros_text(had) : ""));
+    }
+    if (!s.machine.poll_s)
+      std::cerr << "advisor: warning: " << origin << " does not say how its links were waited for (no poll_us); the "
+                << "paced engine polls every " << pace_poll << " us, so measure with `measure --backend mpi "
+                << "--poll-us " << pace_poll << "` for a profile that prices its waits\n";
+    s.machine_json = paced_profile_json(s.machine_json, s.pace);
+    s.machine = machine_from_json(s.machine_json, origin + " on the paced device");
+    s.device_json["pace"] = s.machine_json["paced_device"];
+  } else if (o.device != "cpu") {
+    input_error("--device '" + o.device + "': expected cpu (the engine computes on the host) or paced (DESIGN §11)");
+  } else if (!o.pace_flag.empty()) {
+    input_error(o.pace_flag + " describes the paced device: give --device paced with it");
+  } else if (s.machine.poll_s && *s.machine.poll_s > 0) {
+    std::cerr << "advisor: warning: " << origin << "'s links were measured polling every "
+              << micros_text(*s.machine.poll_s * 1e6) << " us (poll_us), but the cpu engine waits in MPI_Wait\n";
+  }
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
   if (find_program(s.launcher[0]).empty())
@@ -167,28 +216,39 @@ json measured_of(const json& record, const std::string& origin) {
   const auto& steps = f.array("steps");
   if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
   std::vector<double> times;
-  double compute = 0;
+  double compute = 0, device = 0;
+  bool all_device = true;  // the paced device's time in every step kept (records before it have none)
   PerAxis<double> comm{};
   for (size_t i = 1; i < steps.size(); ++i) {
     Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
     times.push_back(s.positive("time_s"));
     compute += s.number("compute_s");
+    if (s.has("device_s")) device += s.number("device_s");
+    else all_device = false;
     Fields c = s.object("comm_s");
     PerAxis<double> step = per_axis_numbers(c);
     for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
   }
   double n = double(times.size());
   for (double& c : comm) c /= n;
-  return {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
-          {"steps_discarded", 1},
-          {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
+  json m = {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
+            {"steps_discarded", 1},
+            {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
+  if (all_device) m["device_s"] = device / n;
+  return m;
 }
 
-// The measurement in the record a run of `c` wrote; throws InputError.
-json record_measured(const std::string& rec, const Config& c) {
+// The measurement in the record a run of `c` on `device` wrote; throws InputError.
+json record_measured(const std::string& rec, const Config& c, const std::string& device) {
   json record = read_json_file(rec);
-  if (config_from_json(Fields(record, rec).object("config").json(), rec) != c)
+  Fields f(record, rec);
+  if (config_from_json(f.object("config").json(), rec) != c)
     input_error(rec + ": the record's config is not the one launched");
+  // Engines from before --device write no "device"; one that does must have
+  // run on the device it was given.
+  if (f.has("device") && f.object("device").string("name") != device)
+    input_error(rec + ": the record's device is '" + f.object("device").string("name") + "', the run was launched with "
+                "--device " + device);
   return measured_of(record, rec);
 }
 
@@ -219,6 +279,8 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   fs::remove(rec);
   fs::remove(log);
   EngineArgs args = engine_args(s.model_path, c, s.job.batch);
+  args.device = s.device;
+  if (s.device == "paced") set_pace(args, s.pace);  // spelled out on every launch line
   args.steps = o.steps;
   args.record = rec;
   args.quiet = true;
@@ -238,7 +300,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   else if (!fs::exists(rec)) error = "exited 0 but wrote no record";
   if (error.empty()) {
     try {
-      r.update(record_measured(rec, c));
+      r.update(record_measured(rec, c, s.device));
     } catch (const std::exception& e) {  // InputError, or whatever else a bad record may raise
       error = e.what();
     }
@@ -261,6 +323,11 @@ json load_resumed(const ValidateOptions& o, const json& fresh) {
     input_error(o.out + ": not an advisor validate report (no \"job\" and \"runs\")");
   for (const char* k : {"model", "ranks", "batch_sequences", "steps", "dtype"})
     differs(k, old["job"].value(k, json(nullptr)), fresh["job"][k]);
+  // Reports from before --device ran on the cpu device.
+  const json old_device = old.value("device", json{{"name", "cpu"}});
+  if (old_device != fresh.at("device"))
+    input_error(o.out + " was measured on another device (" + old_device.dump() + ", this one " +
+                fresh.at("device").dump() + "); resume with the same --device and pace, or give another --out");
   if (old.value("machine_profile", json(nullptr)) != fresh["machine_profile"])
     input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
                 "); resume with the same --machine");
@@ -340,6 +407,7 @@ void run(const ValidateOptions& o) {
                  {"repeats", o.repeats},
                  {"machine", o.machine.empty() ? default_machine() : o.machine},
                  {"machine_profile", s.machine_json},
+                 {"device", s.device_json},
                  {"launcher", o.launcher},
                  {"engine", s.engine},
                  {"sampled", sampled},
@@ -479,7 +547,22 @@ void setup_validate(CLI::App& app) {
   sub->add_option("--run-timeout", o->run_timeout, "Seconds before a run is stopped and recorded as failed")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
-  sub->callback([o] { run(*o); });
+  sub->add_option("--device", o->device,
+                  "The engine's device: cpu (computes on the host), or paced (DESIGN §11: each kernel completes on a "
+                  "virtual clock at the --pace-* rates, MPI waits poll every --poll-us; the predictions use the "
+                  "pace for compute and the communication part is scored on its own)")
+      ->capture_default_str();
+  sub->add_option("--pace-gflops", o->pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM")->capture_default_str();
+  sub->add_option("--pace-gbps", o->pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
+  sub->add_option("--poll-us", o->poll_us,
+                  "Paced device: µs slept between MPI_Test calls while waiting; the --machine profile's links must "
+                  "have been measured with the same (measure --poll-us, the profile's poll_us)")
+      ->capture_default_str();
+  sub->callback([o, sub] {
+    for (const char* flag : {"--pace-gflops", "--pace-gbps", "--poll-us"})
+      if (o->pace_flag.empty() && sub->count(flag) > 0) o->pace_flag = flag;
+    run(*o);
+  });
 }
 
 }  // namespace ff::advisor

@@ -39,6 +39,7 @@ ReportRuns read_report_runs(const json& report, const std::string& origin) {
     m.compute_s = meas.number("compute_s");
     Fields comm = meas.object("comm_s");
     m.comm_s = per_axis_numbers(comm);
+    if (meas.has("device_s")) m.device_s = meas.number("device_s");
     r.runs.push_back(m);
     r.keys.push_back(config_label(m.config));
     r.repeats_ok.push_back(int(meas.integer_or("repeats_ok", 1, 1)));
@@ -82,6 +83,8 @@ void summarize_run(json& run) {
   sort_repeats(reps);
   const std::string origin = "run " + run.value("key", std::string("?"));
   std::vector<StepTimes> ok;
+  std::vector<double> device_s;  // the paced device's time, where every successful repeat has it
+  bool all_device = true;
   const json *first_ok = nullptr, *last_failed = nullptr;
   for (size_t i = 0; i < reps.size(); ++i) {
     if (!is_ok(reps[i])) {
@@ -91,6 +94,8 @@ void summarize_run(json& run) {
     Fields f(reps[i], origin, "repeats[" + std::to_string(i) + "]");
     Fields c = f.object("comm_s");
     ok.push_back({f.positive("time_s"), f.number("compute_s"), per_axis_numbers(c)});
+    if (f.has("device_s")) device_s.push_back(f.number("device_s"));
+    else all_device = false;
     if (!first_ok) first_ok = &reps[i];
   }
   for (const char* k : {"measured", "error", "log_tail"}) run.erase(k);
@@ -108,6 +113,7 @@ void summarize_run(json& run) {
                      {"repeats_ok", s.n},
                      {"spread", {{"min_s", s.min_s}, {"max_s", s.max_s}, {"relative", s.relative_spread}}},
                      {"bytes_per_step", first_ok->value("bytes_per_step", json(nullptr))}};
+  if (all_device) run["measured"]["device_s"] = median(device_s);
   run["status"] = "ok";
 }
 
@@ -218,10 +224,22 @@ void print_validation_text(const json& report) {
   if (s.contains("median_spread") && s["median_spread"].is_number())
     std::cout << ", its median over configurations ±" << fixed(50 * s["median_spread"].get<double>(), 1) << "%";
   std::cout << "\n";
+  const json device = report.value("device", json{{"name", "cpu"}});
+  if (device.value("name", "cpu") == "paced" && device.contains("pace")) {
+    const json& p = device["pace"];
+    std::cout << "Device: paced, " << p.value("gemm_gflops", 0.0) << " GFLOP/s, " << p.value("gbps", 0.0)
+              << " GB/s, MPI waits poll every " << p.value("poll_us", 0.0)
+              << " us: compute is known by construction, the communication part is scored on its own\n";
+  }
   std::cout << "In sample (the profile as given, nothing fitted), " << s["n"] << " runs: MAPE " << pct(s["mape"])
             << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "
             << s["top_pick"].get<std::string>() << " is " << pct(s["regret"]) << " slower than the measured best "
             << s["measured_best"].get<std::string>() << "\n";
+  if (s.contains("comm_mape")) {
+    const json& share = s["comm_share_range"];
+    std::cout << "Communication part (time per step - device time): MAPE " << pct(s["comm_mape"])
+              << "; its share of a step " << pct(share[0]) << " to " << pct(share[1]) << " over the runs\n";
+  }
   print_placement(report.value("placement", json(nullptr)));
   const json& oos = report["out_of_sample"];
   if (oos.contains("skipped")) {
@@ -232,7 +250,10 @@ void print_validation_text(const json& report) {
   std::cout << "Out of sample (refit on one half, scored on the other, both ways): MAPE " << pct(raw["mape"]) << " -> "
             << pct(fit["mape"]) << ", Spearman " << num2(raw["spearman"]) << " -> " << num2(fit["spearman"])
             << ", Kendall " << num2(raw["kendall"]) << " -> " << num2(fit["kendall"]) << ", regret " << pct(raw["regret"])
-            << " -> " << pct(fit["regret"]) << "\n";
+            << " -> " << pct(fit["regret"]);
+  if (fit.contains("comm_mape"))
+    std::cout << ", communication part MAPE " << pct(raw["comm_mape"]) << " -> " << pct(fit["comm_mape"]);
+  std::cout << "\n";
   for (const auto& h : oos["halves"]) {
     std::string f;
     for (const auto& [k, v] : h["factors"].items())
@@ -242,7 +263,9 @@ void print_validation_text(const json& report) {
     // half's own is one fitted profile choosing among runs it did not see.
     const json& scored = h["fitted"];
     std::cout << "  fit on " << h["fit_on"].size() << " runs: " << f << "; on the other "
-              << h["scored_on"].size() << ": MAPE " << pct(scored["mape"]) << ", regret " << pct(scored["regret"])
+              << h["scored_on"].size() << ": MAPE " << pct(scored["mape"])
+              << (scored.contains("comm_mape") ? " (communication part " + pct(scored["comm_mape"]) + ")" : "")
+              << ", regret " << pct(scored["regret"])
               << " (top pick " << scored.value("top_pick", "?") << ")\n";
   }
 }

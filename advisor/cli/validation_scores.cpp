@@ -26,6 +26,26 @@ json scores_json(const Scores& s, const std::vector<std::string>& keys) {
           {"regret", num(s.regret.value)}};
 }
 
+// The communication part's MAPE over runs `idx`, priced by `time` and
+// `compute` (indexed like ok.runs); null where the runs lack device_s.
+json comm_mape_json(const OkRuns& ok, const std::vector<double>& time, const std::vector<double>& compute,
+                    const std::vector<size_t>& idx) {
+  if (!ok.all_device) return nullptr;
+  std::vector<double> pt, pc, mt, md;
+  for (size_t i : idx) {
+    pt.push_back(time[i]), pc.push_back(compute[i]);
+    mt.push_back(ok.runs[i].time_s), md.push_back(*ok.runs[i].device_s);
+  }
+  double v = comm_mape(pt, pc, mt, md);
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+std::vector<size_t> all_of(const OkRuns& ok) {
+  std::vector<size_t> idx(ok.runs.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  return idx;
+}
+
 }  // namespace
 
 OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
@@ -35,16 +55,30 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
   ok.runs = rr.runs;
   ok.keys = rr.keys;
   ok.repeats_ok = rr.repeats_ok;
+  ok.all_device = !ok.runs.empty();
   for (const auto& r : ok.runs) {
-    ok.predicted.push_back(predict(job, m, r.config).estimate.time_s);
+    Estimate e = predict(job, m, r.config).estimate;
+    ok.predicted.push_back(e.time_s);
+    ok.predicted_compute.push_back(e.compute_s);
     ok.measured.push_back(r.time_s);
+    ok.all_device = ok.all_device && r.device_s.has_value();
   }
   return ok;
 }
 
 json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
-  return scores_json(score(ok.predicted, ok.measured), ok.keys);
+  json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
+  if (ok.all_device) {
+    j["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
+    double lo = 1, hi = 0;
+    for (const auto& r : ok.runs) {
+      double share = comm_share(r.time_s, *r.device_s);
+      lo = std::min(lo, share), hi = std::max(hi, share);
+    }
+    j["comm_share_range"] = {lo, hi};
+  }
+  return j;
 }
 
 json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok) {
@@ -52,6 +86,17 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     return {{"skipped", "needs at least 4 successful runs (2 to fit, 2 to score, each way); have " +
                             std::to_string(ok.runs.size())}};
   OutOfSample o = out_of_sample(job, m, ok.runs, ok.keys);
+  // Each run priced by the fit of the half it was not in, time and compute,
+  // for the communication part's score.
+  std::vector<double> cross_time(ok.runs.size()), cross_compute(ok.runs.size());
+  if (ok.all_device)
+    for (const HalfScore& h : o.halves) {
+      MachineProfile fitted = apply_factors(m, h.fit.factors);
+      for (size_t i : h.scored_on) {
+        Estimate e = predict(job, fitted, ok.runs[i].config).estimate;
+        cross_time[i] = e.time_s, cross_compute[i] = e.compute_s;
+      }
+    }
   json parts = json::array();
   for (const HalfScore& h : o.halves) {
     std::vector<std::string> fit_keys, scored_keys;
@@ -62,12 +107,21 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     part["scored_on"] = scored_keys;
     part["raw"] = scores_json(h.raw, scored_keys);
     part["fitted"] = scores_json(h.fitted, scored_keys);
+    if (ok.all_device) {
+      part["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, h.scored_on);
+      part["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, h.scored_on);
+    }
     parts.push_back(part);
+  }
+  json pooled = {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}};
+  if (ok.all_device) {
+    pooled["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
+    pooled["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, all_of(ok));
   }
   return {{"method", "runs sorted by configuration key, alternately into halves A and B; fit on A, score on B, and "
                      "B on A; 'pooled' scores every run under the fit of the other half"},
           {"halves", parts},
-          {"pooled", {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}}}};
+          {"pooled", pooled}};
 }
 
 void write_validation_plot(const std::string& path, const Job& job, const MachineProfile& machine, const OkRuns& ok,
