@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "compute_model.hpp"
+#include "device_pace.hpp"  // as_written
 #include "elementwise_fit.hpp"
 #include "json_fields.hpp"
 
@@ -629,7 +630,6 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   }
   p["name"] = name;
   p["gpus_per_node"] = m.gpus_per_node;  // the placement the geometries were measured under
-  if (m.poll_s > 0) p["poll_us"] = m.poll_s * 1e6;  // how its ranks waited: a paced engine must wait alike
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);
@@ -637,6 +637,11 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);
   if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
+  // How the links were waited for: a paced validation (advisor validate
+  // --device paced) needs them measured with its engine's Δ. A base's Δ does
+  // not describe this measurement.
+  p.erase("poll_us");
+  if (m.poll_s) p["poll_us"] = as_written(*m.poll_s * 1e6);
   p["raw"] = to_json(m);
   try {
     machine_from_json(p, "calibrated profile " + name);

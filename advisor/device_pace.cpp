@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "error.hpp"
 
@@ -33,8 +34,15 @@ std::string pace_label(const DevicePace& p) {
   return buf;
 }
 
+double as_written(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.12g", v);
+  return std::strtod(buf, nullptr);
+}
+
 nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
-  const double tflops = p.gemm_flops / 1e12;
+  const double tflops = as_written(p.gemm_flops / 1e12);
   const std::string why = "the paced device (" + pace_label(p) + "), not this machine's: engine --device paced";
   j["compute"] = {{"kind", "paced"},
                   {"source", why},
@@ -42,12 +50,14 @@ nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
                   {"attention_efficiency", 1.0}};
   j["gemm"] = {{"m", {1}}, {"n", {1}}, {"k", {1}}, {"bf16", {{{1.0}}}}, {"fp32", {{{1.0}}}}, {"source", why}};
   nlohmann::json& mem = j["memory"];
-  mem["hbm_GBps"] = p.bytes_per_s / 1e9;
+  mem["hbm_GBps"] = as_written(p.bytes_per_s / 1e9);
   mem["elementwise_efficiency"] = 1.0;
   nlohmann::json& ov = j["overlap"];
   ov["efficiency"] = 1.0;
   ov["source"] = "1 on the paced device: it computes while its rank polls MPI (DESIGN §11)";
-  j["paced_device"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6}};
+  j["paced_device"] = {{"gemm_gflops", as_written(p.gemm_flops / 1e9)},
+                       {"gbps", as_written(p.bytes_per_s / 1e9)},
+                       {"poll_us", as_written(p.poll_s * 1e6)}};
   return j;
 }
 

@@ -28,6 +28,10 @@ double pace_gemm_flops(const DevicePace& p, bool fp64);
 // Throws InputError naming the flag of a value that is not positive.
 void check_pace(const DevicePace& p);
 std::string pace_label(const DevicePace& p);  // "2 GFLOP/s, 0.5 GB/s, Δ 50 µs"
+// A pace figure converted between units as a person wrote it (12 significant
+// digits): 50 µs → 5e-5 s → 50 µs again, not 49.99999999999999, so launch
+// lines and reports say what was given.
+double as_written(double v);
 
 // `profile` (a machine profile's JSON) with its compute described by the pace:
 // peak = GEMM rate with a flat GEMM table, attention at the same rate,

@@ -1,6 +1,5 @@
 #include "engine_args.hpp"
 
-#include <cmath>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -24,13 +23,10 @@ DevicePace pace_of(const EngineArgs& a) {
   return p;
 }
 
-// In the flags' units, rounded where the conversion leaves a last-digit
-// error (50e-6 s is 49.999999999999993 µs): a launch line reads as typed.
 void set_pace(EngineArgs& a, const DevicePace& p) {
-  auto tidy = [](double v) { return std::round(v * 1e9) / 1e9; };
-  a.pace_gflops = tidy(p.gemm_flops / 1e9);
-  a.pace_gbps = tidy(p.bytes_per_s / 1e9);
-  a.poll_us = tidy(p.poll_s * 1e6);
+  a.pace_gflops = as_written(p.gemm_flops / 1e9);
+  a.pace_gbps = as_written(p.bytes_per_s / 1e9);
+  a.poll_us = as_written(p.poll_s * 1e6);
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {
@@ -65,18 +61,16 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
-  for (const std::string& s : {std::string("--overlap"), a.overlap, std::string("--device"), a.device,
-                               std::string("--dtype"), a.dtype})
-    v.push_back(s);
   auto real = [](double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", x);
     return std::string(buf);
   };
-  if (a.device == "paced")  // the pace is part of what ran: always spelled out
+  v.insert(v.end(), {"--overlap", a.overlap, "--device", a.device});
+  if (a.device == "paced")  // the pace is part of what ran: always spelled out, next to the device
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
                        real(a.poll_us)});
-  if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
+  v.insert(v.end(), {"--dtype", a.dtype});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
@@ -99,18 +93,15 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   std::string sizes;
   for (Axis ax : kGridFlagAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
   app.add_option("--grid", a.grid, sizes + "; times --pipeline, the number of ranks")->capture_default_str();
-  app.add_option("--pipeline", a.pipeline, "Pipeline stages (whole blocks each; G_x·G_y·G_z·G_data·P ranks)")->capture_default_str();
+  app.add_option("--pipeline", a.pipeline, "Pipeline stages (this engine runs 1)")->capture_default_str();
   app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
                                          axis_name(kAxes[0]) + " varies fastest)")
       ->capture_default_str();
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
   app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
-  app.add_flag("--shard-optimizer", a.shard_optimizer,
-               "Adam state divided over the data axis (ZeRO-1): gradients reduce-scattered, weights all-gathered");
-  app.add_option("--dp-bucket-mib", a.dp_bucket_mib, "Bucket size of the data-parallel gradient reduction under odp")
-      ->capture_default_str();
-  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
+  app.add_flag("--shard-optimizer", a.shard_optimizer, "Optimizer state divided over the data axis (not yet in this engine)");
+  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
       ->capture_default_str();
   app.add_option("--device", a.device,
                  "Where the math runs: cpu (OpenBLAS and plain loops), or paced (the cpu's results, each kernel "

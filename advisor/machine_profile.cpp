@@ -102,8 +102,6 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.name = f.string("name");
   p.description = f.has("description") ? f.string("description") : "";
   p.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
-  p.poll_s = f.number_or("poll_us", 0) * 1e-6;
-  if (!(p.poll_s >= 0) || p.poll_s > 1) f.fail("poll_us", "a number of µs from 0 to 1e6");
 
   Fields compute = f.object("compute");
   Fields peak = compute.object("peak_tflops");
@@ -174,6 +172,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     p.host_link_bw = figure(host, "link_GBps", GB);
     p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
     p.host_memory = figure(host, "memory_GiB", GiB);
+  }
+  if (f.has("poll_us")) {
+    double us = f.number("poll_us");
+    if (us < 0) f.fail("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
+    p.poll_s = us * 1e-6;
   }
   return p;
 }

@@ -4,6 +4,7 @@
 // same format (profiles/README.md documents every field).
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,6 @@ struct MachineProfile {
   double overlap_efficiency = 0;     // fraction of a compute window communication can hide under
   double nonblocking_slowdown = 1;   // a collective issued non-blocking (to be overlapped) takes this × its blocking time
   double dp_bucket_bytes = 25.0 * 1048576;  // ODP's gradient buckets (PyTorch DDP's default 25 MiB)
-  double poll_s = 0;                 // the links were measured with waits of MPI_Test + sleep this long (0: MPI's)
   LinkParams intra_default;          // a group inside a node absent from `intra`
   std::vector<IntraEntry> intra;
   LinkParams inter_node;             // one group per node: alpha and the node's busbw
@@ -94,6 +94,10 @@ struct MachineProfile {
   double host_link_bw = 0;   // bytes/s each way, one GPU copying alone
   double host_node_bw = 0;   // bytes/s each way, all of a node's GPUs copying at once, in total
   double host_memory = 0;    // bytes per node offloaded state may use
+  // Δ the links were measured with (measure --poll-us: every MPI wait
+  // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait); unset when
+  // the profile does not say ("poll_us" absent).
+  std::optional<double> poll_s;
 
   double peak_flops(Dtype t) const {
     return t == Dtype::BF16 ? peak_flops_bf16 : t == Dtype::FP16 ? peak_flops_fp16 : peak_flops_fp32;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
+#include "device_pace.hpp"  // as_written
 #include "error.hpp"
 #include "json_fields.hpp"
 
@@ -11,6 +13,12 @@ namespace ff {
 namespace {
 
 constexpr double us = 1e-6, GB = 1e9, GiB = 1073741824.0, TFLOPS = 1e12;
+
+std::string fmt_us(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", seconds / us);
+  return buf;
+}
 
 nlohmann::json micros(const std::vector<double>& seconds) {
   nlohmann::json a = nlohmann::json::array();
@@ -160,8 +168,11 @@ Measurement measurement_from(const Fields& f) {
   }
   m.host_memory_bytes = f.number_or("host_memory_GiB", 0) * GiB;
   if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
-  m.poll_s = f.number_or("poll_us", 0) * 1e-6;
-  if (m.poll_s < 0) f.fail("poll_us", "a number of µs >= 0");
+  if (f.has("poll_us")) {
+    double us = f.number("poll_us");
+    if (us < 0) f.fail("poll_us", "microseconds >= 0 (measure --poll-us)");
+    m.poll_s = us * 1e-6;
+  }
   return m;
 }
 
@@ -243,9 +254,12 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     if (m.gpus_per_node != out.gpus_per_node)
       input_error("measurements disagree on ranks per node (" + std::to_string(out.gpus_per_node) + " and " +
                   std::to_string(m.gpus_per_node) + "): they are not of one placement");
-    if (m.poll_s != out.poll_s)
-      input_error("measurements waited differently (--poll-us " + std::to_string(out.poll_s * 1e6) + " and " +
-                  std::to_string(m.poll_s * 1e6) + "): their links are not one machine's");
+    if (m.poll_s) {
+      if (out.poll_s && std::abs(*out.poll_s - *m.poll_s) > 1e-9)
+        input_error("measurements waited for MPI with different poll intervals (poll_us " + fmt_us(*out.poll_s) +
+                    " and " + fmt_us(*m.poll_s) + "): their links were timed in two ways");
+      out.poll_s = m.poll_s;
+    }
     for (const auto& c : m.collectives) merge_sample(out.collectives, c);
     for (const auto& c : m.p2p) merge_sample(out.p2p, c);
     if (!m.host_link.empty()) {
@@ -360,7 +374,7 @@ nlohmann::json to_json(const Measurement& m) {
     j["host_link"] = {{"kind", m.host_link_kind}, {"what", host_link_description(m.host_link_kind)}, {"samples", rows}};
   }
   if (m.host_memory_bytes > 0) j["host_memory_GiB"] = m.host_memory_bytes / GiB;
-  if (m.poll_s > 0) j["poll_us"] = m.poll_s * 1e6;
+  if (m.poll_s) j["poll_us"] = as_written(*m.poll_s / us);  // 50, not 49.99999999999999
   return j;
 }
 

@@ -3,6 +3,7 @@
 // record comes from the MPI and NCCL backends and, for collectives, from an
 // imported nccl-tests log; `calibrate` (calibrate.hpp) fits a profile from it.
 // The JSON form is kept verbatim in a fitted profile's "raw" field.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,9 +117,10 @@ struct Measurement {
   // between two host buffers stands in; it is not a GPU link).
   std::string host_link_kind;
   double host_memory_bytes = 0;  // a node's RAM (the host's, shared by the nodes it stands for); 0 if unknown
-  // Δ: every operation was waited for by MPI_Test + a sleep of this long (a
-  // paced engine's waits); 0: MPI's own waits.
-  double poll_s = 0;
+  // Δ (measure --poll-us): the MPI backend waited for every operation by
+  // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait. Unset where
+  // the record does not say (NCCL, nccl-tests, records from before it).
+  std::optional<double> poll_s;
 };
 
 // The "format" a measurement record carries.
@@ -140,7 +142,8 @@ void merge_sample(std::vector<P2PSample>& into, const P2PSample& s);
 void merge_sample(std::vector<HostLinkSample>& into, const HostLinkSample& s);
 // Several records of one machine as one: collectives, pairs and host-link samples merged, GEMM samples
 // joined (one dtype), the best peak and the first stream and memory figures
-// kept. Throws InputError when they disagree on ranks per node or GEMM dtype.
+// kept. Throws InputError when they disagree on ranks per node, GEMM dtype or
+// the poll interval Δ (links waited for in two ways are not one machine).
 Measurement merge_measurements(const std::vector<Measurement>& ms);
 
 // Middle value, or the mean of the two middle values; 0 for no data.

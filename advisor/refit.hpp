@@ -5,6 +5,7 @@
 // the runs, derivative-free (Nelder–Mead in log space, bounded). Pure: the
 // runs come in as structs, the fitted profile goes out as JSON.
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ struct MeasuredRun {
   double time_s = 0;                 // per step
   double compute_s = 0;              // per step
   PerAxis<double> comm_s{};          // blocked per axis per step
-  double device_s = 0;               // the paced device's busy time per step (compute by construction); 0: not paced
+  // The paced device's compute per step (the record's device_s, mean over
+  // ranks); unset on the cpu device and in records from before it.
+  std::optional<double> device_s;
 };
 
 enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap, Nonblocking };

@@ -30,6 +30,22 @@ double mape(const std::vector<double>& p, const std::vector<double>& m) {
   return s / double(m.size());
 }
 
+double comm_mape(const std::vector<double>& pt, const std::vector<double>& pc, const std::vector<double>& mt,
+                 const std::vector<double>& md) {
+  same_length(pt, pc);
+  same_length(pt, mt);
+  same_length(pt, md);
+  std::vector<double> p, m;
+  for (size_t i = 0; i < pt.size(); ++i) {
+    if (!(mt[i] - md[i] > 0)) return kNaN;
+    p.push_back(pt[i] - pc[i]);
+    m.push_back(mt[i] - md[i]);
+  }
+  return mape(p, m);
+}
+
+double comm_share(double measured_time, double measured_device) { return 1 - measured_device / measured_time; }
+
 std::vector<double> average_ranks(const std::vector<double>& v) {
   std::vector<size_t> idx(v.size());
   std::iota(idx.begin(), idx.end(), 0);

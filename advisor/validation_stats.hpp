@@ -38,6 +38,19 @@ struct Scores {
 // non-positive measured time.
 Scores score(const std::vector<double>& predicted, const std::vector<double>& measured);
 
+// The communication part of a step (DESIGN §11): on the paced device compute
+// is known by construction, so the step's error is scored without it too,
+// MAPE of (measured time − measured device time) against (predicted time −
+// predicted compute). Otherwise a slow pace dilutes the error under compute
+// and meets any target. NaN for no runs or a measured part that is not
+// positive (a step no longer than its device time has nothing to score);
+// throws InputError on unequal lengths.
+double comm_mape(const std::vector<double>& predicted_time, const std::vector<double>& predicted_compute,
+                 const std::vector<double>& measured_time, const std::vector<double>& measured_device);
+// The share of a step that is not device time, 1 − device / time: where a
+// paced validation's configurations lie (DESIGN §11 asks for 20–80%).
+double comm_share(double measured_time, double measured_device);
+
 // Two halves for out-of-sample scoring, decided by the keys alone: indices
 // sorted by key, alternately to half 0 and half 1. Equal keys keep input order.
 std::array<std::vector<size_t>, 2> split_halves(const std::vector<std::string>& keys);

@@ -71,7 +71,9 @@ class Backend {
 };
 
 
-// poll_s > 0: every operation waited for by MPI_Test + sleep poll_s (Δ).
+// `poll_s` (Δ) > 0: every operation issued non-blocking and waited for by
+// MPI_Test + sleep Δ (ff::wait_polling), as a paced engine waits; 0: MPI_Wait
+// and the blocking calls.
 std::unique_ptr<Backend> make_mpi_backend(double poll_s = 0);
 // Null with `why` set when this build has no NCCL or the node has no GPU.
 // `node_comm` holds the ranks sharing this host; local rank i drives GPU i.

@@ -1,9 +1,9 @@
 // The MPI backend: host buffers, each call complete before it returns
 // (non-blocking forms are waited for at once), so sync() has nothing to wait for.
 // Its "device" is host memory, so its host link is a memcpy standing in.
-// With a poll interval Δ (--poll-us), every operation is issued non-blocking
-// and waited for by MPI_Test + sleep Δ, as a paced engine rank waits
-// (engine/mpi_poll.hpp): the links are then measured as that engine uses them.
+// With a poll interval Δ > 0 every timed operation is issued non-blocking and
+// waited for by MPI_Test + sleep Δ, as a paced engine's ranks wait (DESIGN §11):
+// a sleeping rank makes no MPI progress, so Δ is part of what the links cost.
 #include <cstdlib>
 #include <cstring>
 
@@ -28,7 +28,7 @@ namespace {
 class MpiBackend : public Backend {
  public:
   explicit MpiBackend(double poll_s) : poll_s_(poll_s) {
-    if (poll_s_ > 0) set_fine_timer_slack();
+    if (poll_s_ > 0) ff::set_fine_timer_slack();  // else each sleep of Δ rounds up by the default 50 µs
   }
   std::string name() const override { return "mpi"; }
 
@@ -52,6 +52,7 @@ class MpiBackend : public Backend {
   bool has_nonblocking() const override { return true; }
   void run(Coll op, Group& g, const float* send, float* recv, size_t count, bool nonblocking) override {
     int n = int(count);  // counts beyond 2^31 are rejected by --max-bytes
+    // Polling: the blocking form too, since a paced engine issues no blocking call.
     if (nonblocking || poll_s_ > 0) {
       MPI_Request req;
       switch (op) {
@@ -61,7 +62,7 @@ class MpiBackend : public Backend {
           MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, g.comm, &req));
           break;
       }
-      wait_polling(&req, poll_s_);
+      ff::wait_polling(&req, poll_s_);
       return;
     }
     switch (op) {
@@ -79,7 +80,7 @@ class MpiBackend : public Backend {
     MPI_Request req[2];
     MPI_CHECK(MPI_Irecv(recv, n, MPI_FLOAT, peer, 0, g.comm, &req[0]));
     MPI_CHECK(MPI_Isend(send, n, MPI_FLOAT, peer, 0, g.comm, &req[1]));
-    waitall_polling(2, req, poll_s_);
+    ff::waitall_polling(2, req, poll_s_);
   }
 
   float* alloc_host(size_t count) override { return alloc(count); }
@@ -104,7 +105,7 @@ class MpiBackend : public Backend {
   }
 
  private:
-  double poll_s_;
+  double poll_s_ = 0;  // Δ; 0 waits in MPI_Wait(all)
   std::vector<double> stamps_;
 };
 

@@ -47,7 +47,7 @@ struct Options {
   std::string model, gemm_grids;
   int micro_batch = 1;
   int engine_steps = 4;
-  double poll_us = 0;
+  double poll_us = 0;  // Δ: 0 waits in MPI_Wait; > 0 MPI_Test + sleep Δ (a paced engine's wait)
   std::string base, name, out, raw;
 };
 
@@ -257,16 +257,18 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_flag("--nonblocking,!--no-nonblocking", o.nonblocking,
                "also time each collective issued non-blocking (MPI_Iallreduce & co., then MPI_Wait), the form the "
                "overlap flags use; mpi backend only, NCCL's calls are all asynchronous");
-  app.add_option("--poll-us", o.poll_us,
-                 "wait for every operation by MPI_Test + a sleep of this many µs, as `engine --device paced "
-                 "--poll-us` does (0: MPI's own waits); mpi backend only")
-      ->capture_default_str();
   app.add_option("--intra", o.intra,
                  "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
   app.add_option("--inter", o.inter,
                  "inter-node geometries GROUPS_PER_NODExSIZE[xMEMBERS_PER_NODE],... (default: 1..ranks-per-node "
                  "groups, sizes the powers of two up to the node count and the node count; then M = 2..ranks-per-node "
                  "members per node, sizes M times those, 1..ranks-per-node/M groups; 'none')");
+  app.add_option("--poll-us", o.poll_us,
+                 "mpi backend: wait for every timed operation (collectives, blocking form included, and pairs) by "
+                 "MPI_Test + sleep of this many µs, as the engine's ranks wait with --device paced --poll-us; give "
+                 "the same Δ the validation will run with (recorded as poll_us). 0: MPI_Wait and blocking calls. "
+                 "The nccl backend ignores it")
+      ->capture_default_str();
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
   app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
   app.add_flag("--skip-host", o.skip_host, "time no host link (host<->GPU copies, or their memcpy stand-in)");
@@ -317,6 +319,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (o.iters < 1) throw InputError("--iters must be at least 1");
   if (o.warmup < 0) throw InputError("--warmup must be at least 0");
   if (o.repeats < 1) throw InputError("--repeats must be at least 1");
+  if (!(o.poll_us >= 0) || !std::isfinite(o.poll_us))
+    throw InputError("--poll-us " + fmt("%g", o.poll_us) + ": expected microseconds >= 0 (0: MPI_Wait)");
+  if (gpu && o.poll_us > 0) say("note: --poll-us is ignored by the nccl backend (its waits are on GPU streams)");
   Ops ops = parse_ops(o.ops);
   if (!o.out.empty() && o.out == o.raw) throw InputError("--out and --raw name the same file '" + o.out + "'");
   if (o.name.empty()) {
@@ -412,7 +417,8 @@ int run(int argc, char** argv, int rank, int ranks) {
       " x " +
       std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
       human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
-      " iterations after " + std::to_string(o.warmup) + " warm-up");
+      " iterations after " + std::to_string(o.warmup) + " warm-up" +
+      (!gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : ""));
   std::vector<GeometryRun> runs;
   for (const auto& geo : geometries) {
     GeometryRun r{geo, geometry_groups(geo, ranks, per_node), {}};
@@ -566,9 +572,9 @@ int run(int argc, char** argv, int rank, int ranks) {
 
   // The record; rank 0 holds the same maxima as everyone and writes.
   m.backend = backend->name();
+  if (!gpu) m.poll_s = o.poll_us * 1e-6;  // how every MPI wait was done; NCCL's are not MPI's
   m.ranks = ranks;
   m.gpus_per_node = per_node;
-  m.poll_s = gpu ? 0 : o.poll_us * 1e-6;
   m.nodes = nodes;
   m.command = launch_command(argc, argv);
   m.host = host_name();

@@ -773,3 +773,38 @@ TEST_CASE("a record with host rows gives a host section") {
   bad["host_link"]["kind"] = "pcie";
   CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "r.json"); }), "host_link.kind"));
 }
+
+TEST_CASE("poll_us: measure's Δ in the record, carried into the profile, checked, and merged only when equal") {
+  ff::Measurement m = cpu_run();
+  CHECK(!ff::to_json(m).contains("poll_us"));  // unset: the record does not say (nccl, nccl-tests, older records)
+  CHECK(!ff::calibrate_profile(nullptr, m, "cpu").contains("poll_us"));
+  m.poll_s = 50 * 1e-6;
+  nlohmann::json j = ff::to_json(m);
+  CHECK(j["poll_us"] == 50);  // as given, not 49.99999999999999
+  ff::Measurement back = ff::measurement_from_json(j, "run.json");
+  REQUIRE(back.poll_s.has_value());
+  CHECK(*back.poll_s == doctest::Approx(50e-6));
+
+  nlohmann::json p = ff::calibrate_profile(nullptr, m, "cpu");
+  CHECK(p["poll_us"] == 50);
+  ff::MachineProfile mp = ff::machine_from_json(p, "cpu.json");
+  REQUIRE(mp.poll_s.has_value());
+  CHECK(*mp.poll_s == doctest::Approx(50e-6));
+  // A base's Δ does not describe this measurement.
+  m.poll_s.reset();
+  CHECK(!ff::calibrate_profile(p, m, "again").contains("poll_us"));
+
+  p["poll_us"] = -1;
+  CHECK(contains(input_error_of([&] { ff::machine_from_json(p, "cpu.json"); }),
+                 "cpu.json: field 'poll_us': expected microseconds >= 0"));
+  j["poll_us"] = -1;
+  CHECK(contains(input_error_of([&] { ff::measurement_from_json(j, "run.json"); }),
+                 "run.json: field 'poll_us': expected microseconds >= 0"));
+
+  ff::Measurement a = cpu_run(), b = cpu_run(), c = cpu_run();
+  a.poll_s = 50e-6, b.poll_s = 50e-6;
+  CHECK(*ff::merge_measurements({a, b, c}).poll_s == doctest::Approx(50e-6));  // c does not say
+  b.poll_s = 0;
+  CHECK(contains(input_error_of([&] { ff::merge_measurements({a, b}); }),
+                 "different poll intervals (poll_us 50 and 0)"));
+}

@@ -39,16 +39,12 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.shard_optimizer = true;
   a.dp_bucket_mib = 0.125;
   CHECK(parse(ff::engine_argv(a)) == a);
-  // The paced device's description travels whole, always spelled out.
+  // The paced device's description travels whole.
   a.device = "paced";
   a.pace_gflops = 3.5;
   a.pace_gbps = 0.75;
   a.poll_us = 20;
   CHECK(parse(ff::engine_argv(a)) == a);
-  ff::EngineArgs p;
-  p.device = "paced";
-  const std::string line = ff::join_args(ff::engine_argv(p));
-  CHECK(line.find("--device paced --dtype fp32 --pace-gflops 2 --pace-gbps 0.5 --poll-us 50") != std::string::npos);
   CHECK(parse(ff::engine_argv(ff::EngineArgs{})) == ff::EngineArgs{});
 }
 
@@ -65,4 +61,21 @@ TEST_CASE("a configuration's launch arguments: the configuration, on a device th
   a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(a.dtype == "fp32");
   CHECK(note.empty());
+}
+
+TEST_CASE("a pace given in the flags' units comes back as written, on the launch line and in the paced profile") {
+  // 50 µs → 5e-5 s → 49.99999999999999 µs by plain arithmetic; a launch line
+  // and a report say what was given.
+  ff::DevicePace p{2e9, 0.5e9, 50 * 1e-6};
+  ff::EngineArgs a;
+  a.device = "paced";
+  ff::set_pace(a, p);
+  CHECK(a.poll_us == 50);
+  CHECK(a.pace_gflops == 2);
+  CHECK(a.pace_gbps == 0.5);
+  CHECK(ff::join_args(ff::engine_argv(a)).find("--device paced --pace-gflops 2 --pace-gbps 0.5 --poll-us 50 --dtype fp32") !=
+        std::string::npos);
+  for (double us : {15.0, 12.5, 123.0, 0.75}) CHECK(ff::as_written(us * 1e-6 * 1e6) == us);
+  nlohmann::json j = ff::paced_profile_json(nlohmann::json::object(), p);
+  CHECK(j["paced_device"] == nlohmann::json{{"gemm_gflops", 2}, {"gbps", 0.5}, {"poll_us", 50}});
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "calibrate.hpp"
+#include "error.hpp"
 #include "helpers.hpp"
 #include "refit.hpp"
 #include "search.hpp"
@@ -20,6 +21,17 @@ TEST_CASE("MAPE is the mean relative error against the measured time") {
   // |110−100|/100, |90−100|/100, |300−200|/200 → (0.1 + 0.1 + 0.5) / 3.
   CHECK(ff::mape({110, 90, 300}, {100, 100, 200}) == rel(0.7 / 3));
   CHECK(ff::mape({5}, {5}) == 0);
+}
+
+TEST_CASE("the communication part: measured time less device time against predicted time less compute") {
+  // Measured comm 10 − 6 = 4 and 20 − 5 = 15; predicted 9 − 4 = 5 and 18 − 6 = 12:
+  // |5 − 4|/4 and |12 − 15|/15 → (0.25 + 0.2) / 2.
+  CHECK(ff::comm_mape({9, 18}, {4, 6}, {10, 20}, {6, 5}) == rel(0.225));
+  // A step no longer than its device time has no communication part to score.
+  CHECK(std::isnan(ff::comm_mape({9, 18}, {4, 6}, {10, 20}, {10, 5})));
+  CHECK(std::isnan(ff::comm_mape({}, {}, {}, {})));
+  CHECK_THROWS_AS(ff::comm_mape({9}, {4, 6}, {10}, {6}), ff::InputError);
+  CHECK(ff::comm_share(10, 6) == rel(0.4));
 }
 
 TEST_CASE("average ranks share the mean of the ranks a tie spans") {

@@ -1,5 +1,6 @@
 // advisor calibrate: a machine profile fitted from measurements — records
 // `measure` wrote, profiles that keep one in "raw", nccl-tests logs.
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -121,6 +122,13 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
     std::cout << "  host link: " << gbps(h["link_GBps"].get<double>()) << " GB/s each way one GPU alone";
     if (h.contains("node_link_GBps")) std::cout << ", " << gbps(h["node_link_GBps"].get<double>()) << " GB/s a node in all";
     std::cout << "; host memory " << fixed(h["memory_GiB"].get<double>(), 1) << " GiB a node (" << kind(h, h) << ")\n";
+  }
+  // How the links were waited for: a paced validation needs its own Δ.
+  if (p.contains("poll_us")) {
+    double us = p["poll_us"].get<double>();
+    std::cout << "  MPI waits: " << (us > 0 ? "MPI_Test + sleep " + fixed(us, us == std::floor(us) ? 0 : 1) + " µs (measure --poll-us)"
+                                             : std::string("MPI_Wait (measure --poll-us 0)"))
+              << "\n";
   }
   for (const auto& n : notes) std::cout << "  note: " << n << "\n";
 }

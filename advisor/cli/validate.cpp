@@ -1,21 +1,23 @@
 // advisor validate: run the engine on the configurations of one job and hold
 // the measured time per step against the prediction (MODEL.md §8), in sample
-// and, after refitting on one half, out of sample on the other.
+// and, after refitting on one half, out of sample on the other. On the paced
+// device (DESIGN §11) compute is known by construction: the profile's compute
+// is the pace's, and the communication part is scored on its own.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <cmath>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.hpp"
 #include "child_process.hpp"
-#include "device_pace.hpp"
 #include "engine_args.hpp"
 #include "error.hpp"
 #include "format.hpp"
@@ -43,17 +45,30 @@ struct ValidateOptions {
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
   double run_timeout = 300;
   std::string device = "cpu";
-  EngineArgs pace;  // the paced device's flags (pace_gflops, pace_gbps, poll_us)
+  // The paced device, in the engine's flags' units (GFLOP/s, GB/s, µs).
+  double pace_gflops = default_pace().gemm_flops / 1e9, pace_gbps = default_pace().bytes_per_s / 1e9,
+         poll_us = default_pace().poll_s * 1e6;
+  std::string pace_flag;  // the first --pace-*/--poll-us given, if any (refused without --device paced)
 };
 
 // Everything fixed before the first run.
 struct Setup {
   Job job;
   MachineProfile machine;
-  json machine_json;
+  json machine_json;     // what the predictions use: on the paced device, the pace in place of compute
+  std::string device;    // the engine's --device
+  DevicePace pace;       // its pace, when paced
+  json device_json;      // the report's "device"
   std::vector<std::string> launcher;
   std::string engine, model_path, logs;
 };
+
+// A number of µs as a person writes it: 50, 12.5.
+std::string micros_text(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", us);
+  return buf;
+}
 
 std::string engine_path(const std::string& given) {
   if (!given.empty()) {
@@ -89,27 +104,42 @@ Setup setup(const ValidateOptions& o) {
   s.job.gpus = o.ranks;
   s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
   s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
-  // Priced as the engine computes it: its attention is unfused (full S×S
+  // Priced as the engine computes: its attention is unfused (full S×S
   // scores), whatever the model file says a production run would use.
   s.job.model.attention = Attention::Unfused;
   std::string origin;
   s.machine_json = machine_json(o.machine.empty() ? default_machine() : o.machine, origin);
-  if (o.device != "cpu" && o.device != "paced")
-    input_error("--device " + o.device + ": expected cpu or paced (the engine's devices a validation runs on)");
-  if (o.device == "paced") {
-    const DevicePace pace = pace_of(o.pace);
-    check_pace(pace);
-    // The links must have been measured the way paced ranks wait.
-    const double measured = s.machine_json.value("poll_us", 0.0);
-    if (measured > 0 && std::abs(measured - pace.poll_s * 1e6) > 1e-9)
-      input_error("--poll-us " + fixed(pace.poll_s * 1e6, 0) + ": " + origin + " was measured with poll_us " +
-                  fixed(measured, 0) + " (measure --poll-us); validate with the same, or measure again");
-    if (!(measured > 0))
-      std::cerr << "advisor: warning: " << origin << " has no poll_us: its links were not measured the way paced "
-                << "ranks wait (measure --poll-us " << fixed(pace.poll_s * 1e6, 0) << ")\n";
-    s.machine_json = paced_profile_json(s.machine_json, pace);
-  }
   s.machine = machine_from_json(s.machine_json, origin);
+  s.device = o.device;
+  s.device_json = {{"name", o.device}};
+  if (o.device == "paced") {
+    s.pace = {o.pace_gflops * 1e9, o.pace_gbps * 1e9, o.poll_us * 1e-6};
+    check_pace(s.pace);
+    // The links must have been measured the way the paced engine waits:
+    // every MPI wait MPI_Test + sleep Δ, a sleeping rank making no progress.
+    const std::string pace_poll = micros_text(o.poll_us);
+    if (s.machine.poll_s && std::abs(*s.machine.poll_s - s.pace.poll_s) > 1e-9) {
+      const double had = *s.machine.poll_s * 1e6;
+      input_error("--machine " + origin + ": its links were measured with poll_us " + micros_text(had) +
+                  (had > 0 ? "" : " (MPI_Wait)") + ", but the paced engine waits with --poll-us " + pace_poll +
+                  ": the collectives would be priced for another wait; measure again with `measure --backend mpi "
+                  "--poll-us " + pace_poll + "`" + (had > 0 ? " or give --poll-us " + micros_text(had) : ""));
+    }
+    if (!s.machine.poll_s)
+      std::cerr << "advisor: warning: " << origin << " does not say how its links were waited for (no poll_us); the "
+                << "paced engine polls every " << pace_poll << " us, so measure with `measure --backend mpi "
+                << "--poll-us " << pace_poll << "` for a profile that prices its waits\n";
+    s.machine_json = paced_profile_json(s.machine_json, s.pace);
+    s.machine = machine_from_json(s.machine_json, origin + " on the paced device");
+    s.device_json["pace"] = s.machine_json["paced_device"];
+  } else if (o.device != "cpu") {
+    input_error("--device '" + o.device + "': expected cpu (the engine computes on the host) or paced (DESIGN §11)");
+  } else if (!o.pace_flag.empty()) {
+    input_error(o.pace_flag + " describes the paced device: give --device paced with it");
+  } else if (s.machine.poll_s && *s.machine.poll_s > 0) {
+    std::cerr << "advisor: warning: " << origin << "'s links were measured polling every "
+              << micros_text(*s.machine.poll_s * 1e6) << " us (poll_us), but the cpu engine waits in MPI_Wait\n";
+  }
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
   if (find_program(s.launcher[0]).empty())
@@ -184,22 +214,25 @@ std::vector<Config> run_order(std::vector<std::vector<Config>> by_grid, unsigned
 
 // Time per step: the median over the steps after the first (which warms
 // caches and allocations); compute and communication: their mean. On the
-// paced device compute is the device's busy time (known by construction);
-// the host's view of it is kept as host_compute_s.
+// paced device compute is the device's busy time, known by construction (the
+// host's view of it, which includes waiting for the device, is kept as
+// host_compute_s); the cpu device's record has device_s too, but there it is
+// the host's own kernel time and not a separate clock.
 json measured_of(const json& record, const std::string& origin) {
   Fields f(record, origin);
   const auto& steps = f.array("steps");
   if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
   std::vector<double> times;
   double compute = 0, device = 0;
-  bool paced = true;
+  // The paced device's time in every step kept (records before it have none).
+  bool all_device = record.value("device", json::object()).value("name", "") == "paced";
   PerAxis<double> comm{};
   for (size_t i = 1; i < steps.size(); ++i) {
     Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
     times.push_back(s.positive("time_s"));
     compute += s.number("compute_s");
-    paced = paced && s.has("device_s") && record.value("device", json::object()).value("name", "") == "paced";
-    if (paced) device += s.number("device_s");
+    if (s.has("device_s")) device += s.number("device_s");
+    else all_device = false;
     Fields c = s.object("comm_s");
     PerAxis<double> step = per_axis_numbers(c);
     for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
@@ -209,19 +242,24 @@ json measured_of(const json& record, const std::string& origin) {
   json m = {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
             {"steps_discarded", 1},
             {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
-  if (paced) {
+  if (all_device) {
     m["host_compute_s"] = m["compute_s"];
     m["compute_s"] = m["device_s"] = device / n;
-    m["late_share_of_step_max"] = record["device"].value("late_share_of_step_max", 0.0);
   }
   return m;
 }
 
-// The measurement in the record a run of `c` wrote; throws InputError.
-json record_measured(const std::string& rec, const Config& c) {
+// The measurement in the record a run of `c` on `device` wrote; throws InputError.
+json record_measured(const std::string& rec, const Config& c, const std::string& device) {
   json record = read_json_file(rec);
-  if (config_from_json(Fields(record, rec).object("config").json(), rec) != c)
+  Fields f(record, rec);
+  if (config_from_json(f.object("config").json(), rec) != c)
     input_error(rec + ": the record's config is not the one launched");
+  // Engines from before --device write no "device"; one that does must have
+  // run on the device it was given.
+  if (f.has("device") && f.object("device").string("name") != device)
+    input_error(rec + ": the record's device is '" + f.object("device").string("name") + "', the run was launched with "
+                "--device " + device);
   return measured_of(record, rec);
 }
 
@@ -253,8 +291,8 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   fs::remove(rec);
   fs::remove(log);
   EngineArgs args = engine_args(s.model_path, c, s.job.batch);
-  args.device = o.device;
-  if (o.device == "paced") set_pace(args, pace_of(o.pace));
+  args.device = s.device;
+  if (s.device == "paced") set_pace(args, s.pace);  // spelled out on every launch line
   args.steps = o.steps;
   args.record = rec;
   args.quiet = true;
@@ -274,7 +312,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   else if (!fs::exists(rec)) error = "exited 0 but wrote no record";
   if (error.empty()) {
     try {
-      r.update(record_measured(rec, c));
+      r.update(record_measured(rec, c, s.device));
     } catch (const std::exception& e) {  // InputError, or whatever else a bad record may raise
       error = e.what();
     }
@@ -297,7 +335,11 @@ json load_resumed(const ValidateOptions& o, const json& fresh) {
     input_error(o.out + ": not an advisor validate report (no \"job\" and \"runs\")");
   for (const char* k : {"model", "ranks", "batch_sequences", "steps", "dtype"})
     differs(k, old["job"].value(k, json(nullptr)), fresh["job"][k]);
-  differs("device", old.value("device", json{{"name", "cpu"}}), fresh["device"]);
+  // Reports from before --device ran on the cpu device.
+  const json old_device = old.value("device", json{{"name", "cpu"}});
+  if (old_device != fresh.at("device"))
+    input_error(o.out + " was measured on another device (" + old_device.dump() + ", this one " +
+                fresh.at("device").dump() + "); resume with the same --device and pace, or give another --out");
   if (old.value("machine_profile", json(nullptr)) != fresh["machine_profile"])
     input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
                 "); resume with the same --machine");
@@ -372,16 +414,12 @@ void run(const ValidateOptions& o) {
   const std::vector<Config> plan = plan_of(by_grid, o, pc);
   const bool sampled = feasible.size() > size_t(o.max_configs);
 
-  json device = {{"name", o.device}};
-  if (o.device == "paced") {
-    device["pace"] = {{"gemm_gflops", o.pace.pace_gflops}, {"gbps", o.pace.pace_gbps}, {"poll_us", o.pace.poll_us}};
-  }
   json report = {{"format", "fourfold-validation/2"},
                  {"job", job_json(s.job, o.model, o.steps)},
-                 {"device", device},
                  {"repeats", o.repeats},
                  {"machine", o.machine.empty() ? default_machine() : o.machine},
                  {"machine_profile", s.machine_json},
+                 {"device", s.device_json},
                  {"launcher", o.launcher},
                  {"engine", s.engine},
                  {"sampled", sampled},
@@ -522,17 +560,21 @@ void setup_validate(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
   sub->add_option("--device", o->device,
-                  "The engine's device for every run: cpu, or paced (each rank's own virtual device, DESIGN §11; "
-                  "the predictions then price the pace, not the profile's compute)")
+                  "The engine's device: cpu (computes on the host), or paced (DESIGN §11: each kernel completes on a "
+                  "virtual clock at the --pace-* rates, MPI waits poll every --poll-us; the predictions use the "
+                  "pace for compute and the communication part is scored on its own)")
       ->capture_default_str();
-  sub->add_option("--pace-gflops", o->pace.pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM")
+  sub->add_option("--pace-gflops", o->pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM")->capture_default_str();
+  sub->add_option("--pace-gbps", o->pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
+  sub->add_option("--poll-us", o->poll_us,
+                  "Paced device: µs slept between MPI_Test calls while waiting; the --machine profile's links must "
+                  "have been measured with the same (measure --poll-us, the profile's poll_us)")
       ->capture_default_str();
-  sub->add_option("--pace-gbps", o->pace.pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
-  sub->add_option("--poll-us", o->pace.poll_us,
-                  "Paced device: µs between MPI_Test calls while waiting (the profile's links should be measured "
-                  "with the same: measure --poll-us)")
-      ->capture_default_str();
-  sub->callback([o] { run(*o); });
+  sub->callback([o, sub] {
+    for (const char* flag : {"--pace-gflops", "--pace-gbps", "--poll-us"})
+      if (o->pace_flag.empty() && sub->count(flag) > 0) o->pace_flag = flag;
+    run(*o);
+  });
 }
 
 }  // namespace ff::advisor

@@ -26,6 +26,26 @@ json scores_json(const Scores& s, const std::vector<std::string>& keys) {
           {"regret", num(s.regret.value)}};
 }
 
+// The communication part's MAPE over runs `idx`, priced by `time` and
+// `compute` (indexed like ok.runs); null where the runs lack device_s.
+json comm_mape_json(const OkRuns& ok, const std::vector<double>& time, const std::vector<double>& compute,
+                    const std::vector<size_t>& idx) {
+  if (!ok.all_device) return nullptr;
+  std::vector<double> pt, pc, mt, md;
+  for (size_t i : idx) {
+    pt.push_back(time[i]), pc.push_back(compute[i]);
+    mt.push_back(ok.runs[i].time_s), md.push_back(*ok.runs[i].device_s);
+  }
+  double v = comm_mape(pt, pc, mt, md);
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+std::vector<size_t> all_of(const OkRuns& ok) {
+  std::vector<size_t> idx(ok.runs.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  return idx;
+}
+
 }  // namespace
 
 OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
@@ -35,52 +55,28 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
   ok.runs = rr.runs;
   ok.keys = rr.keys;
   ok.repeats_ok = rr.repeats_ok;
-  bool all_paced = !ok.runs.empty();
-  for (const auto& r : ok.runs) all_paced = all_paced && r.device_s > 0;
+  ok.all_device = !ok.runs.empty();
   for (const auto& r : ok.runs) {
-    const Estimate e = predict(job, m, r.config).estimate;
+    Estimate e = predict(job, m, r.config).estimate;
     ok.predicted.push_back(e.time_s);
+    ok.predicted_compute.push_back(e.compute_s);
     ok.measured.push_back(r.time_s);
-    if (!all_paced) continue;
-    ok.predicted_comm.push_back(e.time_s - e.compute_s);
-    ok.measured_comm.push_back(r.time_s - r.device_s);
+    ok.all_device = ok.all_device && r.device_s.has_value();
   }
   return ok;
 }
 
-bool paced(const OkRuns& ok) { return !ok.measured_comm.empty(); }
-
-namespace {
-
-// The communication part's MAPE (DESIGN §11: compute is known by
-// construction on the paced device, so the model is also scored on the rest
-// of the step, which a slow pace would otherwise dilute).
-double comm_mape(const std::vector<double>& predicted, const std::vector<double>& measured,
-                 const std::vector<size_t>& which) {
-  double sum = 0;
-  for (size_t i : which) sum += std::abs(predicted[i] - measured[i]) / std::max(measured[i], 1e-12);
-  return which.empty() ? 0 : sum / double(which.size());
-}
-
-std::vector<size_t> all_of(size_t n) {
-  std::vector<size_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
-}  // namespace
-
 json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
   json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
-  if (paced(ok)) {
-    j["comm_mape"] = comm_mape(ok.predicted_comm, ok.measured_comm, all_of(ok.runs.size()));
+  if (ok.all_device) {
+    j["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     double lo = 1, hi = 0;
-    for (size_t i = 0; i < ok.runs.size(); ++i) {
-      const double share = ok.measured_comm[i] / ok.measured[i];
+    for (const auto& r : ok.runs) {
+      double share = comm_share(r.time_s, *r.device_s);
       lo = std::min(lo, share), hi = std::max(hi, share);
     }
-    j["comm_share_range"] = {lo, hi};  // DESIGN §11 asks for 20–80%
+    j["comm_share_range"] = {lo, hi};
   }
   return j;
 }
@@ -90,6 +86,17 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     return {{"skipped", "needs at least 4 successful runs (2 to fit, 2 to score, each way); have " +
                             std::to_string(ok.runs.size())}};
   OutOfSample o = out_of_sample(job, m, ok.runs, ok.keys);
+  // Each run priced by the fit of the half it was not in, time and compute,
+  // for the communication part's score.
+  std::vector<double> cross_time(ok.runs.size()), cross_compute(ok.runs.size());
+  if (ok.all_device)
+    for (const HalfScore& h : o.halves) {
+      MachineProfile fitted = apply_factors(m, h.fit.factors);
+      for (size_t i : h.scored_on) {
+        Estimate e = predict(job, fitted, ok.runs[i].config).estimate;
+        cross_time[i] = e.time_s, cross_compute[i] = e.compute_s;
+      }
+    }
   json parts = json::array();
   for (const HalfScore& h : o.halves) {
     std::vector<std::string> fit_keys, scored_keys;
@@ -100,23 +107,21 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     part["scored_on"] = scored_keys;
     part["raw"] = scores_json(h.raw, scored_keys);
     part["fitted"] = scores_json(h.fitted, scored_keys);
-    if (paced(ok)) {
-      // The scored half's communication part under the other half's fit.
-      const MachineProfile fitted = apply_factors(m, h.fit.factors);
-      std::vector<double> pred(ok.runs.size(), 0.0);
-      for (size_t i : h.scored_on) {
-        const Estimate e = predict(job, fitted, ok.runs[i].config).estimate;
-        pred[i] = e.time_s - e.compute_s;
-      }
-      part["raw"]["comm_mape"] = comm_mape(ok.predicted_comm, ok.measured_comm, h.scored_on);
-      part["fitted"]["comm_mape"] = comm_mape(pred, ok.measured_comm, h.scored_on);
+    if (ok.all_device) {
+      part["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, h.scored_on);
+      part["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, h.scored_on);
     }
     parts.push_back(part);
+  }
+  json pooled = {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}};
+  if (ok.all_device) {
+    pooled["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
+    pooled["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, all_of(ok));
   }
   return {{"method", "runs sorted by configuration key, alternately into halves A and B; fit on A, score on B, and "
                      "B on A; 'pooled' scores every run under the fit of the other half"},
           {"halves", parts},
-          {"pooled", {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}}}};
+          {"pooled", pooled}};
 }
 
 void write_validation_plot(const std::string& path, const Job& job, const MachineProfile& machine, const OkRuns& ok,

@@ -17,16 +17,18 @@ struct OkRuns {
   std::vector<std::string> keys;
   std::vector<int> repeats_ok;  // the successful repeats behind each median
   std::vector<double> predicted, measured;
-  // The paced device's runs: communication (time − compute) as predicted and
-  // as measured (time − the device's busy time). Empty unless every run is paced.
-  std::vector<double> predicted_comm, measured_comm;
+  std::vector<double> predicted_compute;  // the prediction's compute part, per run
+  bool all_device = false;                // every run has the paced device's time (device_s)
 };
 OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
-bool paced(const OkRuns& ok);
 
-// MAPE, rank correlations and regret of the runs as priced (the report's "summary").
+// MAPE, rank correlations and regret of the runs as priced (the report's
+// "summary"); with the paced device's time in every run also the MAPE of the
+// communication part ("comm_mape") and the range of its share of a step
+// ("comm_share_range": [min, max], 1 − device_s / time).
 nlohmann::json summary_json(const OkRuns& ok);
-// Fit on one half, score on the other, both ways (the report's "out_of_sample").
+// Fit on one half, score on the other, both ways (the report's
+// "out_of_sample"); "comm_mape" in each score where the summary has it.
 nlohmann::json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok);
 
 // Predicted vs measured per run (the placement check's pair ringed), and

@@ -1,80 +1,185 @@
 #!/usr/bin/env bash
-# validate.sh — the README's validation in one command: an emulated 4 × 2
-# cluster (emulate.sh), its links measured the way paced ranks wait, and
-# `advisor validate` over the configurations of one job with every rank on
-# its own paced device (DESIGN §11). The cluster is always taken down.
+# validate.sh — the paced validation on the emulated cluster, in one command.
 #
 #   examples/cluster/validate.sh OUT_DIR
+#   RATE=100mbit MAX_CONFIGS=60 examples/cluster/validate.sh /tmp/val
 #
-# writes OUT_DIR/measure.json (the measurement), OUT_DIR/profile.json (the
-# profile calibrated from it, links measured, compute from cpu-8x2core and
-# replaced by the pace when priced), OUT_DIR/report.json and OUT_DIR/report.svg
-# (advisor validate's report and plot), OUT_DIR/report.txt (its table), and
-# OUT_DIR/report.json.runs/ (every run's log and record).
+# What it does (advisor/README.md, "advisor validate, on an emulated cluster"):
 #
-# Environment (defaults in brackets):
-#   BUILD        the build directory, relative to the repository   [build]
-#   RATE         each node's link, in tc's units                    [200mbit]
-#   MODEL        the job's model                                    [examples/models/gpt-comm.json]
-#   BATCH        sequences per step                                 [16]
-#   MAX_CONFIGS  configurations (round-robin over the 20 grid shapes of 8 ranks) [40]
-#   REPEATS      runs per configuration, in interleaved passes      [2]
-#   STEPS        steps per run, the first discarded                 [6]
-#   PACE_GFLOPS, PACE_GBPS, POLL_US   the paced device    [the engine's defaults]
-#   MEASURE_ARGS extra arguments for measure                        []
+#   1. emulate.sh up NODES RANKS_PER_NODE RATE (4 nodes x 2 ranks, 200mbit);
+#   2. measure on it with --poll-us Δ, the Δ the paced engine will wait with
+#      (DESIGN §11: a sleeping rank makes no MPI progress, so Δ is part of what
+#      a collective costs), writing the profile OUT_DIR/profile.json (measure
+#      fits it itself; no separate `advisor calibrate`);
+#   3. advisor validate --device paced: gpt-comm on 8 ranks, batch 16, every
+#      run's engine on the paced device, predictions priced with the pace in
+#      place of the profile's compute, the communication part scored on its
+#      own (comm_mape); MAX_CONFIGS >= 20 covers all 20 grid shapes of 8 ranks
+#      (the sample is round-robin over grid shapes);
+#   4. emulate.sh down — always, also on an error or Ctrl-C.
 #
-# Exit codes: advisor validate's (0: every run ok; 1: some failed, all kept in
-# the report); 77 where namespaces cannot be created (emulate.sh's); 2 usage.
+# Output in OUT_DIR: profile.json and measurement.json (measure), measure.txt
+# (its table), report.json, report.svg and report.txt (advisor validate),
+# report.json.runs/ (each run's log and engine record). Progress on stderr;
+# the validation's table also on stdout.
+#
+# Run again with the same OUT_DIR: an existing profile.json is reused (its
+# poll_us must be POLL_US; REMEASURE=1 measures again) and an existing
+# report.json is resumed (`advisor validate --resume`: only the missing runs).
+#
+# Relative paths: OUT_DIR from the current directory; BUILD from the
+# repository root (found from this script's location, so it runs from any
+# directory).
+#
+# Environment:
+#   BUILD           the meson build directory                       [build]
+#   RATE            each node's link, tc units (emulate.sh)         [200mbit]
+#   NODES           emulated nodes                                  [4]
+#   RANKS_PER_NODE  ranks per node; the job has NODES*RANKS_PER_NODE ranks [2]
+#   MAX_CONFIGS     configurations validated                        [40]
+#   REPEATS         runs of each configuration                      [2]
+#   STEPS           training steps per run, the first discarded     [8]
+#   POLL_US         Δ, µs between MPI_Test calls (measure and engine) [50]
+#   PACE_GFLOPS     the paced device's GEMM rate, GFLOP/s           [2]
+#   PACE_GBPS       its element-wise bandwidth, GB/s                [0.5]
+#   MEASURE_FLAGS   measure's sweep [--max-bytes 2M --iters 5 --repeats 3]
+#   REMEASURE       1: measure even where OUT_DIR/profile.json exists [0]
+#   FOURFOLD_CLUSTER_DIR, FOURFOLD_CLUSTER_PREFIX
+#                   the cluster's state directory and namespace prefix
+#                   [a fresh directory under /tmp, ffval<pid>]: by default
+#                   this script never touches a cluster someone else has up.
+#
+# Exit codes: 0 every run succeeded; 1 a step failed (or some runs of the
+# engine failed: the report keeps them, run again to retry); 2 usage; 77 the
+# cluster cannot be emulated here (emulate.sh's: not root, no iproute2);
+# 130 interrupted (the report keeps every finished run).
+#
+# Needs: what emulate.sh needs (root, iproute2, util-linux, Open MPI), and a
+# build with measure, engine and advisor (ninja -C build).
+
 set -euo pipefail
 
-die() { echo "validate.sh: $*" >&2; exit 2; }
-[[ $# -eq 1 ]] || die "usage: validate.sh OUT_DIR"
-root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$1"
-out=$(cd "$1" && pwd)
-cd "$root"
+readonly ME=${0##*/}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
+ROOT=$(cd "$HERE/../.." && pwd)
+readonly ROOT
+readonly EMU=$HERE/emulate.sh
 
-build=${BUILD:-build}
-rate=${RATE:-200mbit}
-model=${MODEL:-examples/models/gpt-comm.json}
-batch=${BATCH:-16}
-max_configs=${MAX_CONFIGS:-40}
-repeats=${REPEATS:-2}
-steps=${STEPS:-6}
-pace=()
-[[ -n ${PACE_GFLOPS:-} ]] && pace+=(--pace-gflops "$PACE_GFLOPS")
-[[ -n ${PACE_GBPS:-} ]] && pace+=(--pace-gbps "$PACE_GBPS")
-poll_us=${POLL_US:-50}
-read -r -a measure_extra <<<"${MEASURE_ARGS:-}"
+say() { echo "$ME: $*" >&2; }
+die() { say "$*"; exit 1; }
+usage() {
+  echo "usage: $ME OUT_DIR   (options in the environment: BUILD RATE MAX_CONFIGS REPEATS STEPS POLL_US ...;" \
+       "see the header of $0)" >&2
+  exit 2
+}
 
-for bin in advisor/advisor measure/measure engine/engine; do
-  [[ -x $build/$bin ]] || die "$build/$bin not found: build first (ninja -C $build)"
+(($# == 1)) || usage
+[[ $1 != -h && $1 != --help ]] || { sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+
+BUILD=${BUILD:-build}
+[[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
+RATE=${RATE:-200mbit}
+NODES=${NODES:-4}
+RANKS_PER_NODE=${RANKS_PER_NODE:-2}
+MAX_CONFIGS=${MAX_CONFIGS:-40}
+REPEATS=${REPEATS:-2}
+STEPS=${STEPS:-8}
+POLL_US=${POLL_US:-50}
+PACE_GFLOPS=${PACE_GFLOPS:-2}
+PACE_GBPS=${PACE_GBPS:-0.5}
+MEASURE_FLAGS=${MEASURE_FLAGS:---max-bytes 2M --iters 5 --repeats 3}
+REMEASURE=${REMEASURE:-0}
+readonly MODEL=examples/models/gpt-comm.json BATCH=16
+
+for v in NODES RANKS_PER_NODE MAX_CONFIGS REPEATS STEPS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { say "$v=${!v}: expected a whole number >= 1"; usage; }
 done
-emulate=examples/cluster/emulate.sh
-# One BLAS thread per rank, and ranks that yield the core while MPI waits.
+RANKS=$((NODES * RANKS_PER_NODE))
+
+MEASURE=$BUILD/measure/measure
+ADVISOR=$BUILD/advisor/advisor
+ENGINE=$BUILD/engine/engine
+for exe in "$MEASURE" "$ADVISOR" "$ENGINE"; do
+  [[ -x $exe ]] || die "$exe not found: build first (meson setup build && ninja -C build), or set BUILD"
+done
+
+mkdir -p -- "$1" || die "cannot create OUT_DIR '$1'"
+OUT=$(cd -- "$1" && pwd)
+readonly OUT
+
+# Our own cluster (state and namespace names), unless told otherwise: `down`
+# on the way out then removes only what this script made.
+if [[ -z ${FOURFOLD_CLUSTER_DIR:-} ]]; then
+  STATE_PARENT=$(mktemp -d /tmp/fourfold-validate.XXXXXX)
+  export FOURFOLD_CLUSTER_DIR=$STATE_PARENT/state
+fi
+export FOURFOLD_CLUSTER_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffval$$}
+# As the README's commands: one BLAS thread per rank (8 ranks share the
+# cores), and ranks that wait yield their core.
 export OPENBLAS_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
 
-"$emulate" down >/dev/null 2>&1 || true
-trap '"$emulate" down >/dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
-rc=0
-"$emulate" up 4 2 "$rate" || rc=$?
-[[ $rc -eq 0 ]] || exit "$rc"
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  say "taking the cluster down"
+  "$EMU" down >/dev/null 2>&1 || say "warning: '$EMU down' failed; run it by hand (FOURFOLD_CLUSTER_DIR=$FOURFOLD_CLUSTER_DIR FOURFOLD_CLUSTER_PREFIX=$FOURFOLD_CLUSTER_PREFIX)"
+  [[ -z ${STATE_PARENT:-} ]] || rm -rf -- "$STATE_PARENT"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-start=$(date +%s)
-echo "validate.sh: measuring the links (4 nodes x 2 ranks at $rate, --poll-us $poll_us)" >&2
-# Links only: the paced device replaces the profile's compute (GEMM and
-# memory figures then come from the base, unused).
-"$emulate" mpirun "$build/measure/measure" --backend mpi --max-bytes 2M --iters 5 --repeats 3 --poll-us "$poll_us" \
-  --skip-gemm --skip-host --engine-steps 0 --base cpu-8x2core --name "emu-4x2-$rate-paced" \
-  --raw "$out/measure.json" --out "$out/profile.json" "${measure_extra[@]}"
-echo "validate.sh: measured in $(($(date +%s) - start)) s; validating" >&2
+# Relative paths below (the model, the launcher) are the repository's.
+cd "$ROOT"
+start=$SECONDS
+elapsed() { local s=$((SECONDS - start)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
+say "cluster: $NODES nodes x $RANKS_PER_NODE ranks, $RATE per node link"
 rc=0
-"$build/advisor/advisor" validate --model "$model" --ranks 8 --batch "$batch" --machine "$out/profile.json" \
-  --launcher "$emulate mpirun" --device paced "${pace[@]}" --poll-us "$poll_us" --steps "$steps" \
-  --repeats "$repeats" --max-configs "$max_configs" --out "$out/report.json" --plot "$out/report.svg" \
-  >"$out/report.txt" || rc=$?
-cat "$out/report.txt"
-echo "validate.sh: done in $(($(date +%s) - start)) s; report in $out" >&2
+"$EMU" up "$NODES" "$RANKS_PER_NODE" "$RATE" || rc=$?
+if ((rc == 77)); then
+  say "skipped: the cluster cannot be emulated here (see above)"
+  exit 77
+fi
+((rc == 0)) || die "emulate.sh up failed (exit $rc)"
+
+profile=$OUT/profile.json
+if [[ -s $profile && $REMEASURE != 1 ]]; then
+  had=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("poll_us", "none"))' "$profile") ||
+    die "$profile: not a readable profile (REMEASURE=1 to measure again)"
+  python3 -c 'import sys; sys.exit(0 if sys.argv[1] != "none" and float(sys.argv[1]) == float(sys.argv[2]) else 1)' \
+    "$had" "$POLL_US" ||
+    die "$profile was measured with poll_us $had, this validation polls every $POLL_US us: REMEASURE=1 to measure again"
+  say "measure: reusing $profile (poll_us $had; REMEASURE=1 to measure again)"
+else
+  say "measure: the links with every MPI wait polling every $POLL_US us, as the paced engine waits ($(elapsed))"
+  # Links only: the pace replaces the profile's compute, so GEMMs, the host
+  # link and the engine-step fit would be timed for nothing (their sections
+  # come from cpu-8x2core, unused).
+  # shellcheck disable=SC2086  # MEASURE_FLAGS is a list of flags
+  "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" $MEASURE_FLAGS \
+      --skip-gemm --skip-host --engine-steps 0 --base cpu-8x2core \
+      --out "$profile" --raw "$OUT/measurement.json" >"$OUT/measure.txt" ||
+    die "measure failed (exit $?); its table so far is in $OUT/measure.txt"
+  say "measure: wrote $profile ($(elapsed))"
+fi
+
+report=$OUT/report.json
+resume=()
+if [[ -e $report ]]; then
+  resume=(--resume)
+  say "validate: resuming $report (only the missing runs)"
+fi
+say "validate: --device paced ($PACE_GFLOPS GFLOP/s, $PACE_GBPS GB/s, poll $POLL_US us), up to $MAX_CONFIGS configurations x $REPEATS repeats of $STEPS steps ($(elapsed))"
+rc=0
+"$ADVISOR" validate --device paced --pace-gflops "$PACE_GFLOPS" --pace-gbps "$PACE_GBPS" --poll-us "$POLL_US" \
+    --model "$MODEL" --ranks "$RANKS" --batch "$BATCH" --machine "$profile" \
+    --launcher "$EMU mpirun" --engine "$ENGINE" \
+    --steps "$STEPS" --repeats "$REPEATS" --max-configs "$MAX_CONFIGS" \
+    --out "$report" --plot "$OUT/report.svg" "${resume[@]}" | tee "$OUT/report.txt" || rc=$?  # pipefail: the advisor's
+((rc == 0)) || say "advisor validate exited $rc ($(elapsed)); the report keeps every finished run: $report"
+((rc == 0)) && say "done in $(elapsed): $report, $OUT/report.svg, $OUT/report.txt"
 exit "$rc"

@@ -42,7 +42,8 @@ const Fixed& fixed_job() {
     std::vector<Config> feasible;
     for (const auto& cs : feasible_by_grid(x.job, x.machine, x.o, skipped)) feasible.insert(feasible.end(), cs.begin(), cs.end());
     x.pc = placement_check(x.job, x.machine, feasible);
-    x.fresh = {{"job", job_json(x.job, x.o.model, x.o.steps)}, {"machine_profile", x.machine_json}, {"runs", json::array()}};
+    x.fresh = {{"job", job_json(x.job, x.o.model, x.o.steps)}, {"machine_profile", x.machine_json},
+               {"device", {{"name", "cpu"}}}, {"runs", json::array()}};
     return x;
   }();
   return f;
@@ -79,7 +80,7 @@ Config record_config() {
 bool read_run_record(const std::string& path) {
   const Fixed& f = fixed_job();
   json measured;
-  if (!accepts([&] { measured = record_measured(path, record_config()); })) return false;
+  if (!accepts([&] { measured = record_measured(path, record_config(), "cpu"); })) return false;
   // run() then files the repeat under its configuration and summarizes.
   json rep = measured;
   rep.update({{"repeat", 1}, {"status", "ok"}, {"record", path}});

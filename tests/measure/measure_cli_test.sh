@@ -42,6 +42,7 @@ assert raw["versions"]["mpi"] and raw["versions"]["blas"], raw["versions"]
 assert raw["topology"]["cores"] >= 1
 assert len(raw["gemm"]["samples"]) == 27 and raw["gemm"]["peak_tflops"] > 0 and raw["stream_GBps"] > 0
 assert prof["gpus_per_node"] == 4 and prof["name"] == "p"
+assert raw["poll_us"] == 0 and prof["poll_us"] == 0  # MPI_Wait, said so
 assert prof["intra_node"]["kind"] == "measured" and len(prof["intra_node"]["table"]) == 4
 assert len(prof["inter_node"]["table"]) == 8
 ops = {"all-reduce", "all-gather", "reduce-scatter"}
@@ -136,6 +137,32 @@ grep -q 'pairs (send-recv): inside a node α .* (measured); across nodes α .* (
 "$ADVISOR" predict --model "$ROOT/examples/models/gpt-tiny.json" --gpus 4 --grid 1,1,1,4 --machine "$T/p2p-prof.json" \
   >"$T/ppred" 2>&1 || { fail "advisor rejects the pairs profile"; cat "$T/ppred"; }
 
+# 2d. --poll-us 50 on 2 ranks: every wait MPI_Test + sleep 50 µs, as a paced
+# engine waits; the record and the profile say so, the times stay sane, and
+# the advisor loads the profile. Up to 1M: below ~64K a polled wait is all Δ
+# and no bandwidth fits the times.
+run 2 --quick --max-bytes 1M --repeats 1 --skip-gemm --skip-host --poll-us 50 --base cpu-8x2core --out "$T/poll.json" \
+  --raw "$T/pollraw.json" >/dev/null 2>"$T/pollerr" || { fail "--poll-us 50 on 2 ranks"; cat "$T/pollerr"; }
+grep -q 'every wait MPI_Test + sleep 50 us (--poll-us)' "$T/pollerr" || fail "--poll-us not stated in the progress"
+python3 - "$T/pollraw.json" "$T/poll.json" <<'PY' || fail "--poll-us 50: record or profile"
+import json, math, sys
+raw = json.load(open(sys.argv[1])); prof = json.load(open(sys.argv[2]))
+assert raw["poll_us"] == 50 and prof["poll_us"] == 50 and prof["raw"]["poll_us"] == 50, (raw.get("poll_us"), prof.get("poll_us"))
+c = raw["collectives"]
+assert len(c) == 6 * 11 and sum(1 for s in c if s.get("nonblocking")) == 3 * 11, len(c)  # 1 geometry, 3 ops x 2 forms, 1K..1M
+for s in c + raw["p2p"]:
+    assert all(0 < t < 1e6 and math.isfinite(t) for t in s["times_us"]) and s["busbw_GBps"] > 0, s
+assert raw["p2p"], "no pairs timed"
+assert prof["intra_node"]["kind"] == "measured"
+PY
+"$ADVISOR" predict --model "$ROOT/examples/models/gpt-tiny.json" --gpus 2 --grid 1,1,1,2 --machine "$T/poll.json" \
+  >"$T/pollpred" 2>&1 || { fail "advisor rejects the --poll-us profile"; cat "$T/pollpred"; }
+python3 -c "import json,sys; p=json.load(open(sys.argv[1])); p['poll_us']=-1; json.dump(p,open(sys.argv[2],'w'))" \
+  "$T/poll.json" "$T/pollneg.json"
+"$ADVISOR" predict --model "$ROOT/examples/models/gpt-tiny.json" --gpus 2 --grid 1,1,1,2 --machine "$T/pollneg.json" \
+  >"$T/pollneg" 2>&1 && fail "a profile with poll_us -1 loads"
+grep -q "pollneg.json: field 'poll_us': expected microseconds >= 0" "$T/pollneg" || { fail "poll_us -1: no clear error"; cat "$T/pollneg"; }
+
 # 3. --help: once, from rank 0, exit 0.
 run 2 --help >"$T/help" 2>&1 || fail "--help exited non-zero"
 [ "$(grep -c -- '^Usage: ' "$T/help")" -eq 1 ] || fail "--help not printed exactly once"
@@ -175,6 +202,7 @@ bad 4 '--ops send-recv times no collective, so --out needs --base' --gpus-per-no
 bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 3
 bad 1 'measure needs at least 2 ranks' --quick
 bad 2 "--raw '$T/nodir/x.json': directory" --raw "$T/nodir/x.json"
+bad 2 '--poll-us -5: expected microseconds >= 0' --poll-us -5
 
 # 5. Interrupted: Ctrl-C mid-run leaves nothing behind.
 "$MPIRUN" -np 2 --oversubscribe "$MEASURE" --max-bytes 1M --repeats 500 --out "$T/int.json" >/dev/null 2>"$T/ierr" &
