@@ -71,6 +71,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
                        real(a.poll_us)});
   v.insert(v.end(), {"--dtype", a.dtype});
+  if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
@@ -93,15 +94,18 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   std::string sizes;
   for (Axis ax : kGridFlagAxes) sizes += (sizes.empty() ? "G_" : ",G_") + std::string(axis_name(ax));
   app.add_option("--grid", a.grid, sizes + "; times --pipeline, the number of ranks")->capture_default_str();
-  app.add_option("--pipeline", a.pipeline, "Pipeline stages (this engine runs 1)")->capture_default_str();
+  app.add_option("--pipeline", a.pipeline, "Pipeline stages (whole blocks each; G_x·G_y·G_z·G_data·P ranks)")->capture_default_str();
   app.add_option("--order", a.order, "Placement, innermost axis first (" + Order().str() + ": " +
                                          axis_name(kAxes[0]) + " varies fastest)")
       ->capture_default_str();
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
   app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
-  app.add_flag("--shard-optimizer", a.shard_optimizer, "Optimizer state divided over the data axis (not yet in this engine)");
-  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag; none; all")
+  app.add_flag("--shard-optimizer", a.shard_optimizer,
+               "Adam state divided over the data axis (ZeRO-1): gradients reduce-scattered, weights all-gathered");
+  app.add_option("--dp-bucket-mib", a.dp_bucket_mib, "Bucket size of the data-parallel gradient reduction under odp")
+      ->capture_default_str();
+  app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
       ->capture_default_str();
   app.add_option("--device", a.device,
                  "Where the math runs: cpu (OpenBLAS and plain loops), or paced (the cpu's results, each kernel "

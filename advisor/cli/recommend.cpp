@@ -158,6 +158,7 @@ void run(const RecommendOptions& o) {
       c["comm_s"] = per_axis_json(x.estimate.comm_s);
       c["pipeline_idle_s"] = x.estimate.bubble_s;
       c["host_link_s"] = x.estimate.host_s;
+      c["sync_s"] = x.estimate.sync_s;
       c["memory_gib"] = x.memory.total() / 1073741824.0;
       c["mfu"] = x.estimate.mfu;
       c["hfu"] = x.estimate.hfu;

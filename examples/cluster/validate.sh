@@ -156,12 +156,12 @@ if [[ -s $profile && $REMEASURE != 1 ]]; then
   say "measure: reusing $profile (poll_us $had; REMEASURE=1 to measure again)"
 else
   say "measure: the links with every MPI wait polling every $POLL_US us, as the paced engine waits ($(elapsed))"
-  # Links only: the pace replaces the profile's compute, so GEMMs, the host
-  # link and the engine-step fit would be timed for nothing (their sections
-  # come from cpu-8x2core, unused).
+  # Links only: the pace replaces the profile's compute, so GEMMs and the
+  # host link would be timed for nothing (their sections come from
+  # cpu-8x2core, unused).
   # shellcheck disable=SC2086  # MEASURE_FLAGS is a list of flags
   "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" $MEASURE_FLAGS \
-      --skip-gemm --skip-host --engine-steps 0 --base cpu-8x2core \
+      --skip-gemm --skip-host --base cpu-8x2core \
       --out "$profile" --raw "$OUT/measurement.json" >"$OUT/measure.txt" ||
     die "measure failed (exit $?); its table so far is in $OUT/measure.txt"
   say "measure: wrote $profile ($(elapsed))"
