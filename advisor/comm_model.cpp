@@ -27,10 +27,11 @@ double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
 // messages, where the profile did not measure this group size: ⌈log2 g⌉
 // rounds, each sending the whole buffer (Thakur, Rabenseifner and Gropp
 // 2005), priced at the link's latency and bandwidth; the ring otherwise.
-double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here) {
+double doubling_rounds(int g) { return std::ceil(std::log2(double(g))); }
+
+double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here, double rounds) {
   const double ring = ring_time(c, g, bytes, alpha, busbw);
   if (c != Coll::AllReduce || measured_here) return ring;
-  const double rounds = std::ceil(std::log2(double(g)));
   return std::min(ring, rounds * (alpha + bytes / busbw));
 }
 
@@ -49,7 +50,7 @@ double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   if (g <= 1) return 0;
   const int k = static_cast<int>(c);
   return priced_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
-                     link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here);
+                     link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here, doubling_rounds(g));
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -114,6 +115,7 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   resolve(l.inter, l.inter_alpha, l.inter_busbw);
   l.intra_measured = l.intra.measured_here;
   l.inter_measured = l.inter.measured_here;
+  l.doubling_rounds = doubling_rounds(size);
   for (int k = 0; k < 3; ++k)
     l.nonblocking_differs |= l.intra_alpha[k + 3] != l.intra_alpha[k] || l.intra_busbw[k + 3] != l.intra_busbw[k] ||
                              l.inter_alpha[k + 3] != l.inter_alpha[k] || l.inter_busbw[k + 3] != l.inter_busbw[k];
@@ -124,8 +126,11 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   double t = 0;
   if (l.size <= 1) return 0;
   const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
-  if (l.inside) t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured);
-  if (l.across) t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured));
+  if (l.inside)
+    t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured, l.doubling_rounds);
+  if (l.across)
+    t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
+                                l.doubling_rounds));
   return t;
 }
 

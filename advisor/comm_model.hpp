@@ -44,6 +44,7 @@ struct AxisLink {
   std::array<double, 6> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
   bool nonblocking_differs = false;  // some non-blocking figure is not the blocking one
   bool intra_measured = false, inter_measured = false;  // LinkParams::measured_here of each tier
+  double doubling_rounds = 0;  // ⌈log2 size⌉, for all-reduces priced as recursive doubling
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node), else the

@@ -158,6 +158,10 @@ MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
   return p;
 }
 
+bool paced(const std::vector<MeasuredRun>& runs) {
+  return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const MeasuredRun& m) { return m.device_s.has_value(); });
+}
+
 RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<MeasuredRun>& runs) {
   if (runs.empty()) input_error("no successful runs to fit to");
   for (const MeasuredRun& m : runs)
@@ -170,11 +174,10 @@ RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<
   // A knob is fitted only if moving it (×2, or overlap to the other end)
   // moves some residual: otherwise the data cannot say what it is. On the
   // paced device compute is the pace by construction: its knobs stay at 1.
-  bool paced = true;
-  for (const MeasuredRun& m : runs) paced = paced && m.device_s > 0;
+  const bool on_pace = paced(runs);
   std::vector<Knob> free;
   for (Knob k : kKnobs) {
-    if (paced && (k == Knob::Gemm || k == Knob::Elementwise)) {
+    if (on_pace && (k == Knob::Gemm || k == Knob::Elementwise)) {
       r.held_because[size_t(k)] = "the paced device: compute is the pace by construction";
       continue;
     }

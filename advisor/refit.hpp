@@ -26,6 +26,10 @@ struct MeasuredRun {
   // ranks); unset on the cpu device and in records from before it.
   std::optional<double> device_s;
 };
+// Every run on the paced device (each has device_s): compute is known by
+// construction, so the refit holds its scales and the scores add the
+// communication part.
+bool paced(const std::vector<MeasuredRun>& runs);
 
 enum class Knob { IntraBw, InterBw, Alpha, Gemm, Elementwise, Overlap, Nonblocking };
 inline constexpr size_t kKnobCount = 7;

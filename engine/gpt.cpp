@@ -190,11 +190,12 @@ void Gpt<T>::schedule_op(bool forward_op) {
 template <typename T>
 void Gpt<T>::begin_step(const std::vector<bool>& forward_ops) {
   schedule_.clear();
+  cursor_ = 0;
+  if (c_.grid.z == 1) return;  // nothing is gathered: acquire() keeps no schedule
   for (bool f : forward_ops) {
     schedule_op(f);
     if (f && layout_.last) schedule_op(false);  // the last stage's backward follows its forward
   }
-  cursor_ = 0;
 }
 
 template <typename T>

@@ -45,10 +45,47 @@ MpiComm::~MpiComm() {
   for (MPI_Comm& c : axis_comm_) MPI_Comm_free(&c);
 }
 
-void MpiComm::account(Axis a, double bytes, double t0) {
-  int i = int(a);
-  stats.bytes[i] += bytes;
-  stats.blocked_s[i] += now_s() - t0;
+void MpiComm::account(Axis a, double bytes, double seconds) {
+  stats.bytes[int(a)] += bytes;
+  stats.blocked_s[int(a)] += seconds;
+}
+
+// A blocking operation after the device's kernels: the library's blocking
+// call, or when waiting polls, the non-blocking `start` completed by polling
+// (other algorithms in Open MPI: the form `measure --poll-us` times). Returns
+// the seconds it blocked.
+template <class Start, class Call>
+double MpiComm::run_blocking(Start start, Call call) {
+  device_.synchronize();
+  const double t0 = now_s();
+  if (poll_s_ > 0) {
+    MPI_Request req;
+    start(&req);
+    complete(&req);
+  } else {
+    call();
+  }
+  return now_s() - t0;
+}
+
+// A non-blocking collective, after the device's kernels unless its data
+// came from the host; a ticket to wait on.
+template <class Start>
+Comm::Ticket MpiComm::start_collective(Axis a, double bytes, bool after_device, Start start,
+                                       std::function<void()> on_done, std::vector<int> counts) {
+  if (after_device) device_.synchronize();
+  const double t0 = now_s();
+  MPI_Request req;
+  start(&req);
+  account(a, bytes, now_s() - t0);
+  return post(a, req, std::move(on_done), std::move(counts));
+}
+
+// A size-1 axis: the operation is a copy, done at once.
+Comm::Ticket MpiComm::local(const void* from, void* to, size_t n, Scalar s, const std::function<void()>& on_done) {
+  copy_bytes(from, to, n, s);
+  if (on_done) on_done();
+  return 0;
 }
 
 // The whole wait is the caller's: the tests of other operations made
@@ -73,52 +110,33 @@ double MpiComm::complete(MPI_Request* req) {
   return now_s() - t0;
 }
 
-// A blocking collective is the non-blocking one completed at once when
-// waiting polls; otherwise the library's blocking call (other algorithms in
-// Open MPI, and the form `measure` times as blocking).
 void MpiComm::all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) {
   if (size(a) == 1 || n == 0) return;
-  device_.synchronize();
-  const double t0 = now_s();
   MPI_Comm c = axis_comm_[int(a)];
-  if (poll_s_ > 0) {
-    MPI_Request req;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c, &req));
-    complete(&req);
-  } else {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c));
-  }
-  account(a, double(n * scalar_bytes(s)), t0);
+  const double dt = run_blocking(
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c, r)); },
+      [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c)); });
+  account(a, double(n * scalar_bytes(s)), dt);
 }
 
 void MpiComm::all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) {
   if (size(a) == 1) return copy_bytes(shard, full, shard_n, s);
-  device_.synchronize();
-  const double t0 = now_s();
   MPI_Comm c = axis_comm_[int(a)];
-  if (poll_s_ > 0) {
-    MPI_Request req;
-    MPI_CHECK(MPI_Iallgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), c, &req));
-    complete(&req);
-  } else {
-    MPI_CHECK(MPI_Allgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), c));
-  }
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+  const int k = int(shard_n);
+  const double dt = run_blocking(
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Iallgather(shard, k, mpi_type(s), full, k, mpi_type(s), c, r)); },
+      [&] { MPI_CHECK(MPI_Allgather(shard, k, mpi_type(s), full, k, mpi_type(s), c)); });
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), dt);
 }
 
 void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s) {
   if (size(a) == 1) return copy_bytes(full, shard, shard_n, s);
-  device_.synchronize();
-  const double t0 = now_s();
   MPI_Comm c = axis_comm_[int(a)];
-  if (poll_s_ > 0) {
-    MPI_Request req;
-    MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, c, &req));
-    complete(&req);
-  } else {
-    MPI_CHECK(MPI_Reduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, c));
-  }
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
+  const int k = int(shard_n);
+  const double dt = run_blocking(
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c, r)); },
+      [&] { MPI_CHECK(MPI_Reduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c)); });
+  account(a, double(shard_n * size(a) * scalar_bytes(s)), dt);
 }
 
 Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts) {
@@ -146,69 +164,51 @@ std::vector<int> MpiComm::part_counts(Axis a, size_t n, std::vector<int>* displs
 
 Comm::Ticket MpiComm::ireduce_scatter_parts_raw(Axis a, const void* full, void* part, size_t n, Scalar s,
                                                 std::function<void()> on_done) {
-  if (size(a) == 1) {
-    copy_bytes(full, part, n, s);
-    if (on_done) on_done();
-    return 0;
-  }
-  device_.synchronize();
-  const double t0 = now_s();
+  if (size(a) == 1) return local(full, part, n, s, on_done);
   std::vector<int> counts = part_counts(a, n);
-  MPI_Request req;
-  MPI_CHECK(MPI_Ireduce_scatter(full, part, counts.data(), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
-  account(a, double(n * scalar_bytes(s)), t0);
-  return post(a, req, std::move(on_done), std::move(counts));
+  const int* k = counts.data();  // its buffer moves with the vector into the operation's entry
+  return start_collective(
+      a, double(n * scalar_bytes(s)), true,
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter(full, part, k, mpi_type(s), MPI_SUM, axis_comm_[int(a)], r)); },
+      std::move(on_done), std::move(counts));
 }
 
 void MpiComm::all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) {
   if (size(a) == 1) return;
-  device_.synchronize();
-  const double t0 = now_s();
   std::vector<int> displs, counts = part_counts(a, n, &displs);
-  MPI_Request req;
-  MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s),
-                            axis_comm_[int(a)], &req));
-  complete(&req);
-  account(a, double(n * scalar_bytes(s)), t0);
+  MPI_Comm c = axis_comm_[int(a)];
+  auto start = [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s), c, r));
+  };
+  const double dt = run_blocking(start, [&] {
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s), c));
+  });
+  account(a, double(n * scalar_bytes(s)), dt);
 }
 
 Comm::Ticket MpiComm::iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) {
   if (size(a) == 1 || n == 0) return 0;
-  device_.synchronize();
-  const double t0 = now_s();
-  MPI_Request req;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
-  account(a, double(n * scalar_bytes(s)), t0);
-  return post(a, req, {});
+  return start_collective(a, double(n * scalar_bytes(s)), true, [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], r));
+  });
 }
 
 Comm::Ticket MpiComm::iall_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s, Source src) {
-  if (size(a) == 1) {
-    copy_bytes(shard, full, shard_n, s);
-    return 0;
-  }
-  if (src == Source::Device) device_.synchronize();
-  const double t0 = now_s();
-  MPI_Request req;
-  MPI_CHECK(MPI_Iallgather(shard, int(shard_n), mpi_type(s), full, int(shard_n), mpi_type(s), axis_comm_[int(a)],
-                           &req));
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
-  return post(a, req, {});
+  if (size(a) == 1) return local(shard, full, shard_n, s, {});
+  const int k = int(shard_n);
+  return start_collective(a, double(shard_n * size(a) * scalar_bytes(s)), src == Source::Device, [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(shard, k, mpi_type(s), full, k, mpi_type(s), axis_comm_[int(a)], r));
+  });
 }
 
 Comm::Ticket MpiComm::ireduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s,
                                           std::function<void()> on_done) {
-  if (size(a) == 1) {
-    copy_bytes(full, shard, shard_n, s);
-    if (on_done) on_done();
-    return 0;
-  }
-  device_.synchronize();
-  const double t0 = now_s();
-  MPI_Request req;
-  MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, int(shard_n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], &req));
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), t0);
-  return post(a, req, std::move(on_done));
+  if (size(a) == 1) return local(full, shard, shard_n, s, on_done);
+  const int k = int(shard_n);
+  return start_collective(
+      a, double(shard_n * size(a) * scalar_bytes(s)), true,
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, axis_comm_[int(a)], r)); },
+      std::move(on_done));
 }
 
 // Completion callbacks run in posting order, so accumulation into the
@@ -272,7 +272,7 @@ Comm::Ticket MpiComm::isend_raw(Axis a, int peer, const void* buf, size_t n, Sca
   const double t0 = now_s();
   MPI_Request req;
   MPI_CHECK(MPI_Isend(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
-  account(a, double(n * scalar_bytes(s)), t0);
+  account(a, double(n * scalar_bytes(s)), now_s() - t0);
   return post_p2p(a, req);
 }
 
@@ -280,7 +280,7 @@ Comm::Ticket MpiComm::irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s,
   const double t0 = now_s();
   MPI_Request req;
   MPI_CHECK(MPI_Irecv(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
-  account(a, 0, t0);  // a message's bytes are counted once, by its sender
+  account(a, 0, now_s() - t0);  // a message's bytes are counted once, by its sender
   return post_p2p(a, req);
 }
 
@@ -341,16 +341,9 @@ void MpiComm::wait_all() {
 }
 
 double MpiComm::sum_all(double v) {
-  device_.synchronize();
-  const double t0 = now_s();
-  if (poll_s_ > 0) {
-    MPI_Request req;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_, &req));
-    complete(&req);
-  } else {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_));
-  }
-  stats.sync_s += now_s() - t0;
+  stats.sync_s += run_blocking(
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_, r)); },
+      [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_)); });
   return v;
 }
 

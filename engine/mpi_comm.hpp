@@ -72,7 +72,12 @@ class MpiComm final : public Comm {
   void test_inflight();
   Inflight* find(Ticket t);
   void complete_op(Inflight& op);  // waits for op alone, accounting it
-  void account(Axis a, double bytes, double t0);
+  void account(Axis a, double bytes, double seconds);
+  template <class Start, class Call> double run_blocking(Start start, Call call);
+  template <class Start>
+  Ticket start_collective(Axis a, double bytes, bool after_device, Start start, std::function<void()> on_done = {},
+                          std::vector<int> counts = {});
+  Ticket local(const void* from, void* to, size_t n, Scalar s, const std::function<void()>& on_done);
   // Blocks until `req` completes: MPI_Wait, or with Δ, MPI_Test + sleep
   // while progressing what else is in flight. Returns the seconds waited.
   double complete(MPI_Request* req);

@@ -1,5 +1,7 @@
 #include "record.hpp"
 
+#include "measurement.hpp"  // median
+
 #include <algorithm>
 #include <cstdio>
 
@@ -28,8 +30,7 @@ nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
   }
   std::vector<double> times;
   for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) times.push_back(r.steps[i].time_s);
-  std::sort(times.begin(), times.end());
-  const double step = times.empty() ? 0 : times[times.size() / 2], late = max_of(r.late_s);
+  const double step = times.empty() ? 0 : median(times), late = max_of(r.late_s);
   d["busy_s_per_step"] = busy;
   d["host_share_of_busy_max"] = share;
   d["late_s_per_step_max"] = late;

@@ -271,7 +271,7 @@ std::vector<ff::MeasuredRun> measured_with(const ff::Job& job, const ff::Machine
   std::vector<ff::MeasuredRun> runs;
   for (const auto& c : cs) {
     ff::Estimate e = ff::predict(job, truth, c).estimate;
-    runs.push_back({c, e.time_s, e.compute_s, e.exposed_comm_s});
+    runs.push_back({c, e.time_s, e.compute_s, e.exposed_comm_s, std::nullopt});
   }
   return runs;
 }

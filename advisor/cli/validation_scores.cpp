@@ -30,7 +30,7 @@ json scores_json(const Scores& s, const std::vector<std::string>& keys) {
 // `compute` (indexed like ok.runs); null where the runs lack device_s.
 json comm_mape_json(const OkRuns& ok, const std::vector<double>& time, const std::vector<double>& compute,
                     const std::vector<size_t>& idx) {
-  if (!ok.all_device) return nullptr;
+  if (!paced(ok.runs)) return nullptr;
   std::vector<double> pt, pc, mt, md;
   for (size_t i : idx) {
     pt.push_back(time[i]), pc.push_back(compute[i]);
@@ -55,13 +55,11 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
   ok.runs = rr.runs;
   ok.keys = rr.keys;
   ok.repeats_ok = rr.repeats_ok;
-  ok.all_device = !ok.runs.empty();
   for (const auto& r : ok.runs) {
     Estimate e = predict(job, m, r.config).estimate;
     ok.predicted.push_back(e.time_s);
     ok.predicted_compute.push_back(e.compute_s);
     ok.measured.push_back(r.time_s);
-    ok.all_device = ok.all_device && r.device_s.has_value();
   }
   return ok;
 }
@@ -69,7 +67,7 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
 json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
   json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
-  if (ok.all_device) {
+  if (paced(ok.runs)) {
     j["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     double lo = 1, hi = 0;
     for (const auto& r : ok.runs) {
@@ -89,7 +87,7 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
   // Each run priced by the fit of the half it was not in, time and compute,
   // for the communication part's score.
   std::vector<double> cross_time(ok.runs.size()), cross_compute(ok.runs.size());
-  if (ok.all_device)
+  if (paced(ok.runs))
     for (const HalfScore& h : o.halves) {
       MachineProfile fitted = apply_factors(m, h.fit.factors);
       for (size_t i : h.scored_on) {
@@ -107,14 +105,14 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     part["scored_on"] = scored_keys;
     part["raw"] = scores_json(h.raw, scored_keys);
     part["fitted"] = scores_json(h.fitted, scored_keys);
-    if (ok.all_device) {
+    if (paced(ok.runs)) {
       part["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, h.scored_on);
       part["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, h.scored_on);
     }
     parts.push_back(part);
   }
   json pooled = {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}};
-  if (ok.all_device) {
+  if (paced(ok.runs)) {
     pooled["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     pooled["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, all_of(ok));
   }

@@ -18,7 +18,6 @@ struct OkRuns {
   std::vector<int> repeats_ok;  // the successful repeats behind each median
   std::vector<double> predicted, measured;
   std::vector<double> predicted_compute;  // the prediction's compute part, per run
-  bool all_device = false;                // every run has the paced device's time (device_s)
 };
 OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
 
