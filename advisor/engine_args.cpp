@@ -72,6 +72,9 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
                        real(a.poll_us)});
   v.insert(v.end(), {"--dtype", a.dtype});
   if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
+  if (a.offload_bucket != d.offload_bucket) v.insert(v.end(), {"--offload-bucket", num(a.offload_bucket)});
+  if (a.offload_chunk != d.offload_chunk) v.insert(v.end(), {"--offload-chunk", num(a.offload_chunk)});
+  if (a.clip != d.clip) v.insert(v.end(), {"--clip", real(a.clip)});
   if (a.batch != d.batch) v.insert(v.end(), {"--batch", num(a.batch)});
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
@@ -100,7 +103,12 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
       ->capture_default_str();
   app.add_option("--micro-batch", a.micro_batch, "Sequences per rank per micro-step")->capture_default_str();
   app.add_flag("--recompute", a.recompute, "Full activation recomputation");
-  app.add_flag("--offload", a.offload, "Optimizer state in host memory (this engine does not offload yet)");
+  app.add_flag("--offload", a.offload,
+               "Adam state in a host arena, streamed through bucket buffers; the data-parallel all-reduce in chunks");
+  app.add_option("--offload-bucket", a.offload_bucket, "Offload: elements per optimizer bucket")->capture_default_str();
+  app.add_option("--offload-chunk", a.offload_chunk,
+                 "Offload: buckets per all-reduce chunk (without --clip, each chunk's optimizer waits for that chunk alone)")
+      ->capture_default_str();
   app.add_flag("--shard-optimizer", a.shard_optimizer,
                "Adam state divided over the data axis (ZeRO-1): gradients reduce-scattered, weights all-gathered");
   app.add_option("--dp-bucket-mib", a.dp_bucket_mib, "Bucket size of the data-parallel gradient reduction under odp")
@@ -123,6 +131,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--data", a.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();
   app.add_option("--record", a.record, "Write the run record (JSON) here, atomically, at the end");
   app.add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--clip", a.clip, "Clip gradients to this global norm; 0: no clipping")->capture_default_str();
   app.add_option("--seed", a.seed, "Seed of parameters and data order")->capture_default_str();
   app.add_flag("--bench", a.bench, "Measure the BLAS peak in this run and report GEMM share and efficiency");
   app.add_flag("--quiet", a.quiet, "No per-step output");

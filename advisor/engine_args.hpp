@@ -23,6 +23,9 @@ struct EngineArgs {
   bool offload = false;
   bool shard_optimizer = false;
   double dp_bucket_mib = 25;  // ODP's buckets (the profile's overlap.dp_bucket_MiB)
+  long offload_bucket = 4L << 20;  // offload: optimizer bucket, elements (MODEL.md §9's 4 Mi)
+  int offload_chunk = 4;           // offload: buckets per all-reduce chunk
+  double clip = 1.0;               // gradient clipping by global norm; 0: none
   std::string order = Order().str();
   int micro_batch = 1;
   bool recompute = false;

@@ -14,13 +14,6 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
   std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
-  std::string missing;
-  for (auto [has, what] : {std::pair{c.offload, "offload"}})
-    if (has) missing += (missing.empty() ? "" : ", ") + std::string(what);
-  if (const auto comma = missing.rfind(", "); comma != std::string::npos) missing.replace(comma, 2, " or ");
-  if (!missing.empty())
-    device_note = "the engine does not run " + missing +
-                  " yet and refuses this line with a message; AxoNN below trains this configuration";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,

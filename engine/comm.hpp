@@ -103,6 +103,9 @@ class Comm : public ProgressHook {
   // listed among those complete; returns its index.
   virtual size_t wait_any(const std::vector<Ticket>& ts) = 0;
 
+  // Whether t has completed (retired tickets have); drives progress, never blocks.
+  virtual bool done(Ticket t) = 0;
+
   // A scalar sum over the whole grid (loss, gradient norm).
   virtual double sum_all(double v) = 0;
   // Sums `n` doubles of every rank onto world rank 0 (reporting, outside the

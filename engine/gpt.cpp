@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "adamw.hpp"
+#include "clock.hpp"
 #include "init_normal.hpp"
 #include "layers.hpp"
 #include "rng.hpp"
@@ -12,8 +13,8 @@
 namespace ff::engine {
 
 template <typename T>
-Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, double dp_bucket_bytes)
-    : comm_(comm), dev_(comm.device()), m_(m), c_(c), layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
+Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes)
+    : comm_(comm), dev_(comm.device()), m_(m), c_(c), sizes_(sizes), layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;
@@ -53,15 +54,23 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, doub
   for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, T(0));
   for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, T(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
-  build_buckets(dp_bucket_bytes);
+  build_buckets();
 }
 
 template <typename T>
-void Gpt<T>::build_buckets(double bucket_bytes) {
+void Gpt<T>::build_buckets() {
   buckets_.clear();
   const bool odp = c_.overlap.odp && c_.grid.d > 1;
+  const double bucket_bytes = sizes_.dp_bytes;
   const size_t total = layout_.shard_total;
   size_t hi = total, moment = 0;
+  // Offload: chunks of k optimizer buckets, wherever matrices begin.
+  const size_t chunk = c_.offload ? sizes_.offload_elements * size_t(sizes_.offload_chunk) : 0;
+  for (; chunk > 0 && hi > 0; hi = buckets_.back().lo) {
+    Bucket b;
+    b.lo = hi > chunk ? hi - chunk : 0, b.hi = hi;
+    buckets_.push_back(std::move(b));
+  }
   for (int mi = int(layout_.matrices.size()) - 1; mi >= 0 && hi > 0; --mi) {
     const size_t lo = layout_.matrices[size_t(mi)].offset;
     const bool full = odp ? double(hi - lo) * sizeof(T) >= bucket_bytes : lo == 0;
@@ -596,6 +605,23 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     shard_m_.assign(owned, T(0));
     shard_v_.assign(owned, T(0));
   }
+  if (c_.offload && bucket_m_.empty()) {
+    bucket_m_.assign(std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total)), T(0));
+    bucket_v_.assign(bucket_m_.size(), T(0));
+  }
+  ++adam_steps_;
+  AdamWStep<T> s;
+  s.clip = T(1);
+  s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
+  s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
+  s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
+  s.decay = T(opt.weight_decay);  // the shard arena holds matrices only
+  const bool clipping = opt.clip > 0;
+  // Offload without clipping (AxoNN's CPUAdam): each chunk's optimizer runs
+  // as soon as its own all-reduce is in, under the chunks still in flight.
+  // Clipping by the global norm needs every chunk first.
+  const bool update_per_chunk = c_.offload && !clipping;
+
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   if (sharded()) {
     T* dst = &rep_g_[rep_lo_];
@@ -605,11 +631,12 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   } else {
     comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
   }
-  // The shard arena over D: what ODP has not posted yet; without ODP or
-  // sharding, the blocking all-reduce MODEL.md §2 prices.
-  if (c_.overlap.odp || sharded()) {
+  // The shard arena over D: what ODP has not posted yet, then each bucket
+  // waited for in order; without ODP, sharding or offload, the blocking
+  // all-reduce MODEL.md §2 prices.
+  const bool bucketed = c_.overlap.odp || sharded() || c_.offload;
+  if (bucketed) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_) post_bucket(buckets_[next_bucket_]);
-    for (Bucket& b : buckets_) comm_.wait(b.ticket);
   } else {
     comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
   }
@@ -622,12 +649,18 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   const Coords& co = comm_.coords();
   const int gd = comm_.size(Axis::D), d = comm_.coord(Axis::D);
   double sq = 0;
-  elementwise(0, [&] {
-    for (const Bucket& b : buckets_) {
+  for (Bucket& b : buckets_) {
+    if (bucketed) comm_.wait(b.ticket);
+    elementwise(0, [&] {
       const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
       const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
       sq += sum_of_squares(&shard_g_[lo], hi - lo);
-    }
+    });
+    if (update_per_chunk)
+      update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment],
+                       b.own_hi - b.own_lo, s);
+  }
+  elementwise(0, [&] {
     // Sharded, the part of each vector this D rank holds reduced.
     Coords first = co;
     first[int(Axis::D)] = 0;
@@ -637,25 +670,28 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     }
   });
   const double norm = std::sqrt(comm_.sum_all(sq));
+  if (clipping) s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
 
-  ++adam_steps_;
-  AdamWStep<T> s;
-  s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
-  s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
-  s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
-  s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
   // Weight, gradient, m and v read, and written: 8 values a parameter.
-  s.decay = T(opt.weight_decay);
   for (const Bucket& b : buckets_) {
     const size_t n = b.own_hi - b.own_lo;
+    if (update_per_chunk) break;
+    if (c_.offload) {
+      update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
+      continue;
+    }
     elementwise(8.0 * n * sizeof(T), [&] {
       adamw_update(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
     });
   }
   s.decay = T(0);
-  elementwise(8.0 * double(rep_hi_ - rep_lo_) * sizeof(T), [&] {
-    adamw_update(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
-  });
+  if (c_.offload) {
+    update_offloaded(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
+  } else {
+    elementwise(8.0 * double(rep_hi_ - rep_lo_) * sizeof(T), [&] {
+      adamw_update(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
+    });
+  }
   if (sharded()) {
     // The parts other ranks updated come back with their weights; their
     // gradients here are partial sums AdamW did not consume: zeroed (a
@@ -673,6 +709,45 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   }
   set_grads_zero();  // adamw_update leaves them zero
   return norm;
+}
+
+// AxoNN's offloaded optimizer (MODEL.md §9): m and v live in the host arena
+// (`m`, `v`); bucket by bucket they are copied into the device's two bucket
+// buffers, updated with the weight and gradient where they are, and copied
+// back. On CPU ranks the copies are memcpy, timed as the host link; between
+// buckets the chunks still in flight are driven on. A copy made while the
+// last chunk's all-reduce is still in flight counts as hidden by it.
+template <typename T>
+void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) {
+  const size_t B = bucket_m_.size();
+  const Comm::Ticket last_chunk = buckets_.empty() ? 0 : buckets_.back().ticket;
+  auto copy = [&](const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k) {
+    const bool hidden = last_chunk != 0 && !comm_.done(last_chunk);
+    dev_.synchronize();  // the copy engine waits for the kernels before it
+    const double t0 = now_s();
+    // In slices, each followed by an MPI test: on CPU ranks nothing else
+    // moves the chunks in flight while the host copies.
+    constexpr size_t kSlice = size_t(1) << 16;
+    for (size_t i = 0; i < k; i += kSlice) {
+      const size_t j = std::min(k, i + kSlice);
+      std::copy(m_from + i, m_from + j, m_to + i);
+      std::copy(v_from + i, v_from + j, v_to + i);
+      if (dev_.host_is_device()) dev_.progress();
+    }
+    const double dt = now_s() - t0;
+    offload_stats.copy_s += dt;
+    if (hidden) offload_stats.hidden_s += dt;
+    offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);
+  };
+  for (size_t lo = 0; lo < n; lo += B) {
+    const size_t k = std::min(B, n - lo);
+    copy(m + lo, v + lo, bucket_m_.data(), bucket_v_.data(), k);
+    elementwise(8.0 * double(k) * sizeof(T),
+                [&] { adamw_update(w + lo, g + lo, bucket_m_.data(), bucket_v_.data(), k, s); });
+    copy(bucket_m_.data(), bucket_v_.data(), m + lo, v + lo, k);
+    ++offload_stats.buckets;
+    dev_.progress();
+  }
 }
 
 template <typename T>

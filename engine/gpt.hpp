@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "adamw.hpp"
 #include "comm.hpp"
 #include "huge_pages.hpp"
 #include "matmul.hpp"
@@ -18,11 +19,28 @@
 
 namespace ff::engine {
 
+// The data-parallel gradient buckets under ODP (as the profile's
+// overlap.dp_bucket_MiB prices them), and offload's optimizer buckets and
+// all-reduce chunks (k buckets each; MODEL.md §9).
+struct BucketSizes {
+  double dp_bytes = 25.0 * 1048576;
+  size_t offload_elements = size_t(4) << 20;
+  int offload_chunk = 4;
+};
+
+// Offload's host link over the steps so far (this rank).
+struct OffloadStats {
+  double copy_s = 0;      // m and v copied into and out of the bucket buffers
+  double hidden_s = 0;    // of it, while the last all-reduce chunk was still in flight
+  double copy_bytes = 0;  // both directions
+  long buckets = 0;
+};
+
 struct AdamW {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;  // matrices only; biases, LayerNorm and positions are not decayed
-  double clip = 1.0;          // global gradient norm
+  double clip = 1.0;          // global gradient norm; 0: no clipping
 };
 
 // The model's arrays: large ones on huge pages (huge_pages.hpp).
@@ -32,9 +50,7 @@ using Buffer = std::vector<T, HugePageAllocator<T>>;
 template <typename T>
 class Gpt {
  public:
-  // `dp_bucket_bytes`: the data-parallel gradient buckets under ODP (as the
-  // profile's overlap.dp_bucket_MiB prices them).
-  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, double dp_bucket_bytes = 25.0 * 1048576);
+  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {});
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch
@@ -68,8 +84,9 @@ class Gpt {
   void end_step();
   // Per-step reductions (replicated gradients over Z then D, shards over D:
   // all-reduced, or with a sharded optimizer reduce-scattered and the
-  // updated weights all-gathered), clipping by the global norm, AdamW.
-  // Returns the norm before clipping.
+  // updated weights all-gathered), clipping by the global norm, AdamW
+  // (offloaded: through the bucket buffers, update_offloaded). Returns the
+  // norm before clipping.
   double optimizer_step(const AdamW& opt);
 
   // Every parameter in canonical layout, summed onto rank 0 of the world
@@ -85,6 +102,7 @@ class Gpt {
   T* vector_values(int vi) { return vw(vi); }
   T* vector_grads(int vi) { return vg(vi); }
   GemmStats gemm_stats;
+  OffloadStats offload_stats;
 
  private:
   struct BlockActs {
@@ -108,7 +126,8 @@ class Gpt {
     Buffer<T> part;  // the reduced part before it is copied into place (sharded)
     Comm::Ticket ticket = 0;
   };
-  void build_buckets(double bucket_bytes);
+  void build_buckets();
+  void update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s);
   void gradient_done(int mi);
   void begin_backward(bool last_of_step);
   void post_ready_buckets();
@@ -151,6 +170,7 @@ class Gpt {
   Device& dev_;
   ModelSpec m_;
   Config c_;
+  BucketSizes sizes_;
   ParamLayout layout_;
   long t_, hx_, hy_, fy_, vy_, heads_y_, head_dim_;
   Buffer<T> shard_w_, shard_g_, shard_m_, shard_v_;
@@ -176,6 +196,7 @@ class Gpt {
   std::vector<Bucket> buckets_;
   size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
   Buffer<T> rep_part_;
+  Buffer<T> bucket_m_, bucket_v_;  // offload: the device's bucket buffers (the host arena is shard_m_/v_, rep_m_/v_)
   size_t next_bucket_ = 0;
   size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
   bool last_micro_ = false;

@@ -115,6 +115,12 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                   res.nonblocking_exposed_s * 1e3);
     std::printf("\n");
   }
+  if (opts.config.offload && !cli.quiet)
+    std::printf("offload: %ld buckets of %ld elements in %ld all-reduce chunks; host link %.2f ms per step, %.2f ms "
+                "of it under the chunks in flight%s; %.1f MB each way\n",
+                res.offload.buckets, long(opts.buckets.offload_elements), res.dp_buckets, res.offload.copy_s * 1e3,
+                res.offload.hidden_s * 1e3, opts.opt.clip > 0 ? " (clipping waits for every chunk: --clip 0 to overlap)" : "",
+                res.offload.copy_bytes / 1e6);
   if (res.device == "paced" && !cli.quiet) {
     const nlohmann::json& pd = rec["device"];
     std::printf("paced device (%s): busy %.2f ms per step; host work %.0f%% of it (worst rank), late %.2f ms\n",
@@ -165,7 +171,16 @@ int main(int argc, char** argv) {
     opts.model = load_model(cli.model);
     Config& c = opts.config;
     c.grid = parse_grid(cli.grid);
-    if (cli.offload) input_error("--offload: this engine does not offload the optimizer state yet");
+    c.offload = cli.offload;
+    if (cli.offload_bucket <= 0) input_error("--offload-bucket: expected elements >= 1");
+    if (cli.offload_chunk <= 0) input_error("--offload-chunk: expected buckets >= 1");
+    if (cli.offload && cli.shard_optimizer)
+      input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
+                  "is not implemented, as the advisor does not price it; drop one");
+    opts.buckets.offload_elements = size_t(cli.offload_bucket);
+    opts.buckets.offload_chunk = cli.offload_chunk;
+    if (!(cli.clip >= 0) || !std::isfinite(cli.clip)) input_error("--clip: expected a norm >= 0 (0: no clipping)");
+    opts.opt.clip = cli.clip;
     if (cli.pipeline < 1) input_error("--pipeline " + std::to_string(cli.pipeline) + ": expected stages >= 1");
     c.grid.p = cli.pipeline;
     c.order = parse_order(cli.order);
@@ -174,7 +189,7 @@ int main(int argc, char** argv) {
     c.shard_optimizer = cli.shard_optimizer;
     if (!(cli.dp_bucket_mib > 0) || !std::isfinite(cli.dp_bucket_mib))
       input_error("--dp-bucket-mib: expected a size in MiB > 0");
-    opts.dp_bucket_bytes = cli.dp_bucket_mib * 1048576.0;
+    opts.buckets.dp_bytes = cli.dp_bucket_mib * 1048576.0;
     c.overlap = parse_overlap(cli.overlap);
     c.dtype = Dtype::FP32;
     if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())

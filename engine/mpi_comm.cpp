@@ -222,6 +222,12 @@ void MpiComm::retire_done() {
   }
 }
 
+bool MpiComm::done(Ticket t) {
+  progress();
+  const Inflight* op = find(t);
+  return !op || op->done;
+}
+
 void MpiComm::progress() {
   test_inflight();
   if (!in_wait_) retire_done();

@@ -32,6 +32,7 @@ class MpiComm final : public Comm {
   void wait_all() override;
   void wait_one(Ticket t) override;
   size_t wait_any(const std::vector<Ticket>& ts) override;
+  bool done(Ticket t) override;
   bool pending() const override { return !inflight_.empty() || !p2p_.empty(); }
   // Drives every in-flight operation once (MPI_Test); cheap when none is.
   void progress() override;

@@ -55,6 +55,22 @@ nlohmann::json stages_json(const RunResult& r) {
   return out;
 }
 
+// The host link of the offloaded optimizer, per step after the first, mean
+// over ranks (MODEL.md §9: copy_bytes_each_way is advisor predict's).
+nlohmann::json offload_json(const RunOptions& o, const RunResult& r) {
+  if (!o.config.offload) return {{"enabled", false}};
+  const OffloadStats& s = r.offload;
+  return {{"enabled", true},
+          {"bucket_elements", o.buckets.offload_elements},
+          {"chunk_buckets", o.buckets.offload_chunk},
+          {"chunks", r.dp_buckets},
+          {"buckets_per_step", s.buckets},
+          {"copy_bytes_each_way", s.copy_bytes},
+          {"copy_s_per_step", s.copy_s},
+          {"hidden_s_per_step", s.hidden_s},
+          {"clipping", o.opt.clip > 0}};
+}
+
 }  // namespace
 
 nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r,
@@ -87,7 +103,8 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"micro_steps", r.micro_steps},
           {"stages", stages_json(r)},
           {"data_parallel", {{"odp", o.config.overlap.odp}, {"shard_optimizer", o.config.shard_optimizer},
-                             {"bucket_bytes", o.dp_bucket_bytes}, {"buckets", r.dp_buckets}}},
+                             {"bucket_bytes", o.buckets.dp_bytes}, {"buckets", r.dp_buckets}}},
+          {"offload", offload_json(o, r)},
           {"data", o.data},
           {"optimizer", {{"name", "adamw"}, {"lr", o.opt.lr}, {"beta1", o.opt.beta1}, {"beta2", o.opt.beta2},
                          {"eps", o.opt.eps}, {"weight_decay", o.opt.weight_decay}, {"clip", o.opt.clip}}},

@@ -94,7 +94,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
       paced ? make_paced_device(o.pace, std::is_same_v<T, double>) : make_cpu_device();
   if (paced) set_fine_timer_slack();
   MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
-  Gpt<T> model(comm, o.model, c, o.seed, o.dp_bucket_bytes);
+  Gpt<T> model(comm, o.model, c, o.seed, o.buckets);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) of the last
   // stage reports it.
@@ -111,6 +111,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   res.micro_steps = micro_steps;
   res.dp_buckets = long(model.dp_buckets());
   DeviceStats after_first{};
+  OffloadStats offload_after_first{};
   res.startup_s = now_s() - entered;
   res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {
@@ -156,7 +157,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
       stage_idle += r.comm_s[int(Axis::P)];
     }
     r.late_s = device->stats.late_s - device_before.late_s;
-    if (step == 0) after_first = device->stats;
+    if (step == 0) after_first = device->stats, offload_after_first = model.offload_stats;
     res.steps.push_back(r);
     if (!std::isfinite(r.loss))
       input_error(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") + " at step " +
@@ -183,6 +184,16 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     double v = mine / timed;
     sum->assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
+  }
+
+  if (c.offload) {
+    const OffloadStats& os = model.offload_stats;
+    const OffloadStats& of = o.steps > 1 ? offload_after_first : OffloadStats{};
+    double v[4] = {os.copy_s - of.copy_s, os.hidden_s - of.hidden_s, os.copy_bytes - of.copy_bytes,
+                   double(os.buckets - of.buckets)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, world));
+    const double each = double(ranks) * timed;
+    res.offload = {v[0] / each, v[1] / each, v[2] / each / 2, long(std::lround(v[3] / each))};
   }
 
   if (P > 1) {  // per stage: this rank's figures, averaged over the stage's ranks on rank 0

@@ -28,7 +28,7 @@ struct RunOptions {
   uint64_t seed = 1234;
   std::string device = "cpu";  // "cpu" or "paced" (device.hpp)
   DevicePace pace;             // the paced device's
-  double dp_bucket_bytes = 25.0 * 1048576;  // ODP's gradient buckets
+  BucketSizes buckets;         // ODP's gradient buckets, offload's buckets and chunks
 };
 
 struct StepRecord {
@@ -66,6 +66,10 @@ struct RunResult {
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;
   long dp_buckets = 0;                     // the shard arena's data-parallel reduction, in this many pieces
+  // Offload, per step after the first, mean over ranks: the host link's
+  // copies (both directions), the part hidden under the all-reduce chunks,
+  // the bytes each way, and the optimizer buckets.
+  OffloadStats offload;
   double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
   double startup_cpu_s = 0;                // the CPU time of that interval (slowest rank): what it costs on a busy machine
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked

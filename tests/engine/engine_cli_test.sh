@@ -91,6 +91,26 @@ for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
     assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
     assert got["bytes_per_step"]["pipe"] > 0 and got["busy_s"] > 0 and got["idle_s"] >= 0, got
 ' "$tmp/run4.json" "$tmp/predict4.json"
+# Offload: Adam's state streamed through bucket buffers, the data-parallel
+# all-reduce in chunks; the host link's bytes each way equal advisor
+# predict's for the same flags (8 B a parameter in fp32: m and v).
+cfg5=(--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload)
+expect 0 'offload: [0-9]+ buckets of 4096 elements in [0-9]+ all-reduce chunks' -- $run 4 "$engine" --model "$tiny" \
+  "${cfg5[@]}" --offload-bucket 4096 --offload-chunk 2 --clip 0 --steps 3 --record "$tmp/run5.json"
+"$advisor" predict --model "$tiny" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype fp32 --json >"$tmp/predict5.json"
+check "offload: buckets and chunks in the record, copy bytes each way equal advisor predict" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+o = r["offload"]
+assert o["enabled"] and not o["clipping"] and o["chunk_buckets"] == 2 and o["chunks"] > 1, o
+assert o["buckets_per_step"] >= 2 * o["chunks"] - 1, o  # every chunk but the last holds 2 buckets
+assert o["copy_bytes_each_way"] == p["offload"]["copy_bytes_each_way"], (o, p["offload"])
+assert 0 < o["copy_s_per_step"] and 0 <= o["hidden_s_per_step"] <= o["copy_s_per_step"], o
+' "$tmp/run5.json" "$tmp/predict5.json"
+expect 0 'final loss' -- $run 4 "$engine" --model "$model4" --grid 1,1,1,2 --pipeline 2 --offload --batch 8 --steps 2
+expect 2 'offload with --shard-optimizer' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --offload --shard-optimizer
+expect 2 'offload-bucket: expected elements' -- $run 1 "$engine" --model "$tiny" --offload --offload-bucket 0
+expect 2 'clip: expected a norm' -- $run 1 "$engine" --model "$tiny" --clip -1
 expect 2 'layers 2 % stages 4' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
 expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 2,1,1,2 --pipeline 2 --record "$tmp/bad.json"
 

@@ -135,9 +135,13 @@ Outcome compare(const RunResult& ref, const RunResult& run, const PerAxis<double
 // every outcome on world rank 0.
 // Besides the variant: the device, and the data-parallel flags of MODEL.md
 // §10 (ODP's buckets small enough that every run has several).
+// Offload: buckets of 256 elements in chunks of 2, so that every run has
+// several of each; `clip` 0 runs each chunk's optimizer under the chunks
+// still in flight.
 struct Extra {
   std::string device = "cpu";
-  bool odp = false, shard_optimizer = false;
+  bool odp = false, shard_optimizer = false, offload = false;
+  double clip = 1.0;
 };
 
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
@@ -159,7 +163,11 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.device = extra.device;
       o.config.overlap.odp = extra.odp;
       o.config.shard_optimizer = extra.shard_optimizer;
-      o.dp_bucket_bytes = 4096;
+      o.buckets.dp_bytes = 4096;
+      o.config.offload = extra.offload;
+      o.buckets.offload_elements = 256;
+      o.buckets.offload_chunk = 2;
+      o.opt.clip = extra.clip;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6};
       RunResult r = train<double>(sub, o, true);
@@ -181,8 +189,9 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
   return all;
 }
 
-RunResult reference(const ModelSpec& m) {
+RunResult reference(const ModelSpec& m, double clip = 1.0) {
   RunOptions o = options(Grid{}, kVariants[0], m);
+  o.opt.clip = clip;
   return train<double>(MPI_COMM_SELF, o, true);
 }
 
@@ -314,6 +323,30 @@ TEST_CASE("pipeline stages: every shape of 2, 4 and 8 ranks with P in {2, 4} tra
     }
   }
   if (rank == 0) MESSAGE("pipelined runs compared: " << runs);
+}
+
+TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {
+  ModelSpec m = exact_model();
+  m.layers = 4;  // whole blocks on each of 2 stages
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  for (double clip : {1.0, 0.0}) {
+    const RunResult ref = reference(m, clip);
+    for (int n : {2, 4, 8}) {
+      std::vector<std::pair<Grid, int>> jobs;
+      for (const Grid& g : factorizations(n))
+        if (g.d > 1) jobs.push_back({g, int(jobs.size() % 5)});
+      for (Grid g : factorizations(n / 2)) {
+        g.p = 2;
+        jobs.push_back({g, int(jobs.size() % 5)});
+      }
+      Extra e{"cpu", clip == 0.0, false, true, clip};  // without clipping, ODP posts the chunks during backward
+      std::vector<Outcome> out = run_all(jobs, n, m, ref, e);
+      if (rank == 0) runs += check_exact(jobs, out, m, clip > 0 ? " offload" : " offload, odp, no clipping", false);
+    }
+  }
+  if (rank == 0) MESSAGE("offloaded runs compared: " << runs);
 }
 
 TEST_CASE("parameters move: the comparison above is not between untrained models") {
