@@ -102,11 +102,19 @@ struct GeometryFit {
 
 // α and busbw of a link, with its per-collective figures scaled by
 // `bw_factor` (a node's bandwidth from c groups sharing it).
-nlohmann::json by_op_json(const std::map<std::string, LinkFit>& by_op, double bw_factor = 1) {
+// `curve`: with the measured times (a table entry: the times are of its own
+// geometry, not of a node shared by several).
+nlohmann::json by_op_json(const std::map<std::string, LinkFit>& by_op, double bw_factor = 1, bool curve = false) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [op, lf] : by_op)
+  for (const auto& [op, lf] : by_op) {
     j[op] = {{"alpha_us", lf.link.alpha_s / us}, {"busbw_GBps", lf.link.busbw * bw_factor / GB},
              {"fit", {{"rel_rms", lf.rel_rms}, {"points", lf.points}}}};
+    if (curve && !lf.curve.empty()) {
+      nlohmann::json c = nlohmann::json::array();
+      for (auto [bytes, s] : lf.curve) c.push_back({bytes, s / us});
+      j[op]["curve"] = c;
+    }
+  }
   return j;
 }
 
@@ -118,7 +126,7 @@ nlohmann::json link_json(const GeometryFit& g) {
                       {"busbw_GBps", f.link.busbw / GB},
                       {"kind", "measured"},
                       {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
-  if (!g.by_op.empty()) e["by_op"] = by_op_json(g.by_op);
+  if (!g.by_op.empty()) e["by_op"] = by_op_json(g.by_op, 1, true);
   if (!g.nonblocking_by_op.empty()) e["nonblocking_by_op"] = by_op_json(g.nonblocking_by_op);
   return e;
 }
@@ -135,8 +143,14 @@ std::map<std::string, LinkFit> fit_each_op(const std::vector<CollectiveSample>& 
   std::map<std::string, std::vector<CollectiveSample>> per_op;
   std::map<std::string, std::set<double>> sizes;
   for (const auto& s : samples) per_op[coll_name(s.op)].push_back(s), sizes[coll_name(s.op)].insert(s.bytes);
-  for (const auto& [op, one] : per_op)
-    if (sizes[op].size() >= 2) out[op] = fit_link(one);
+  for (const auto& [op, one] : per_op) {
+    if (sizes[op].size() < 2) continue;
+    LinkFit f = fit_link(one);
+    std::map<double, double> at;  // bytes → median time; one sample per size
+    for (const auto& s : one) at.emplace(s.bytes, s.median_s());
+    f.curve.assign(at.begin(), at.end());
+    out[op] = f;
+  }
   return out;
 }
 
@@ -175,7 +189,9 @@ std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
     // Each collective alone as well, when more than one was measured: an MPI
     // may run them at very different speeds on the same links (Open MPI's
     // reduce-scatter across nodes at a third of its all-reduce).
-    if (gf.ops.size() > 1) gf.by_op = fit_each_op(blocking);
+    // (With one collective measured, its by_op repeats the joint fit and
+    // carries its curve.)
+    gf.by_op = fit_each_op(blocking);
     // Non-blocking forms always apart: Open MPI runs them with other
     // algorithms (libnbc), from equal speed to several times slower.
     gf.nonblocking_by_op = fit_each_op(nonblocking);

@@ -18,6 +18,9 @@ struct LinkFit {
   LinkParams link;
   double rel_rms = 0;  // sqrt(mean(((model − t)/t)²)) over the points
   int points = 0;
+  // One collective's median time at each size (bytes ascending): the curve a
+  // table entry's by_op carries for the advisor to interpolate.
+  std::vector<std::pair<double, double>> curve;
 };
 
 // Least squares of the ring α-β model t = α·steps + factor·bytes/busbw

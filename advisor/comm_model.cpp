@@ -29,14 +29,41 @@ double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
 // 2005), priced at the link's latency and bandwidth; the ring otherwise.
 double doubling_rounds(int g) { return std::ceil(std::log2(double(g))); }
 
-double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here, double rounds) {
+// The measured times interpolated in log(bytes)–log(time) between sizes;
+// below the smallest size its time (latency-bound), beyond the largest that
+// time plus the rest at the fitted busbw. The part up to α·steps is latency
+// and scales as α does; the rest as bandwidth does.
+double curve_time(const CurveUse& u, Coll c, int g, double bytes) {
+  const MeasuredCurve& m = *u.curve;
+  const double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  const size_t n = m.bytes.size();
+  double t;
+  if (bytes <= m.bytes[0]) {
+    t = m.seconds[0];
+  } else if (bytes >= m.bytes[n - 1]) {
+    t = m.seconds[n - 1] + (bytes - m.bytes[n - 1]) * steps / g / m.busbw;
+  } else {
+    const size_t i = size_t(std::upper_bound(m.bytes.begin(), m.bytes.end(), bytes) - m.bytes.begin());
+    const double f = std::log(bytes / m.bytes[i - 1]) / std::log(m.bytes[i] / m.bytes[i - 1]);
+    t = m.seconds[i - 1] * std::pow(m.seconds[i] / m.seconds[i - 1], f);
+  }
+  const double latency = std::min(t, m.alpha_s * steps);
+  return latency * u.alpha_factor + (t - latency) / u.bw_factor;
+}
+
+double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here, double rounds,
+                   const CurveUse& curve = {}) {
+  if (curve.curve) return curve_time(curve, c, g, bytes);
   const double ring = ring_time(c, g, bytes, alpha, busbw);
   if (c != Coll::AllReduce || measured_here) return ring;
   return std::min(ring, rounds * (alpha + bytes / busbw));
 }
 
-void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<double, 6>& busbw) {
+void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<double, 6>& busbw,
+             std::array<CurveUse, 6>& curve) {
   for (int k = 0; k < 3; ++k) {
+    curve[k] = {l.curve[k].get(), l.curve_alpha_factor, l.curve_bw_factor};
+    if (!l.nb_by_op[k]) curve[k + 3] = curve[k];  // measured one form (or polling): the same curve
     alpha[k] = l.by_op[k] ? l.op_alpha_s[k] : l.alpha_s;
     busbw[k] = l.by_op[k] ? l.op_busbw[k] : l.busbw;
     alpha[k + 3] = l.nb_by_op[k] ? l.nb_alpha_s[k] : alpha[k];
@@ -50,7 +77,8 @@ double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   if (g <= 1) return 0;
   const int k = static_cast<int>(c);
   return priced_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
-                     link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here, doubling_rounds(g));
+                     link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here, doubling_rounds(g),
+                     {link.curve[k].get(), link.curve_alpha_factor, link.curve_bw_factor});
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -111,14 +139,16 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   l.members_per_node = geo.members_per_node;
   if (l.inside) l.intra = intra_link(p, stride, size);
   if (l.across) l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
-  resolve(l.intra, l.intra_alpha, l.intra_busbw);
-  resolve(l.inter, l.inter_alpha, l.inter_busbw);
+  resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);
+  resolve(l.inter, l.inter_alpha, l.inter_busbw, l.inter_curve);
   l.intra_measured = l.intra.measured_here;
   l.inter_measured = l.inter.measured_here;
   l.doubling_rounds = doubling_rounds(size);
   for (int k = 0; k < 3; ++k)
     l.nonblocking_differs |= l.intra_alpha[k + 3] != l.intra_alpha[k] || l.intra_busbw[k + 3] != l.intra_busbw[k] ||
-                             l.inter_alpha[k + 3] != l.inter_alpha[k] || l.inter_busbw[k + 3] != l.inter_busbw[k];
+                             l.inter_alpha[k + 3] != l.inter_alpha[k] || l.inter_busbw[k + 3] != l.inter_busbw[k] ||
+                             l.intra_curve[k + 3].curve != l.intra_curve[k].curve ||
+                             l.inter_curve[k + 3].curve != l.inter_curve[k].curve;
   return l;
 }
 
@@ -127,10 +157,11 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   if (l.size <= 1) return 0;
   const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
   if (l.inside)
-    t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured, l.doubling_rounds);
+    t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured, l.doubling_rounds,
+                    l.intra_curve[k]);
   if (l.across)
     t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
-                                l.doubling_rounds));
+                                l.doubling_rounds, l.inter_curve[k]));
   return t;
 }
 

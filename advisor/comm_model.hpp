@@ -32,6 +32,12 @@ struct GroupGeometry {
 // lcm(per_node, stride·size) ranks, not all of them.
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size);
 
+// A measured curve as one tier of an axis prices it, with its link's scaling.
+struct CurveUse {
+  const MeasuredCurve* curve = nullptr;  // owned by the AxisLink's LinkParams
+  double alpha_factor = 1, bw_factor = 1;
+};
+
 // The links an axis uses: its cost is its slowest group's.
 struct AxisLink {
   int size = 1;
@@ -42,6 +48,7 @@ struct AxisLink {
   // nb_by_op when the link is built: pricing a term then takes no branch.
   // Index: Coll, plus 3 for the non-blocking form.
   std::array<double, 6> intra_alpha{}, intra_busbw{}, inter_alpha{}, inter_busbw{};
+  std::array<CurveUse, 6> intra_curve{}, inter_curve{};  // where measured, as alpha and busbw are indexed
   bool nonblocking_differs = false;  // some non-blocking figure is not the blocking one
   bool intra_measured = false, inter_measured = false;  // LinkParams::measured_here of each tier
   double doubling_rounds = 0;  // ⌈log2 size⌉, for all-reduces priced as recursive doubling

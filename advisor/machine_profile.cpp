@@ -39,8 +39,25 @@ double alpha_from(const Fields& f) {
 }
 
 // {"all-reduce": {"alpha_us", "busbw_GBps"}, ...} under `key`, where present.
+// "curve": [[bytes, µs], ...], bytes ascending, both > 0.
+std::shared_ptr<const MeasuredCurve> curve_from(const Fields& op, double alpha_s, double busbw) {
+  if (!op.has("curve")) return nullptr;
+  auto c = std::make_shared<MeasuredCurve>();
+  for (const auto& point : op.array("curve")) {
+    const bool ok = point.is_array() && point.size() == 2 && point[0].is_number() && point[1].is_number() &&
+                    point[0].get<double>() > 0 && point[1].get<double>() > 0 &&
+                    (c->bytes.empty() || point[0].get<double>() > c->bytes.back());
+    if (!ok) op.fail("curve", "[bytes, microseconds] pairs, both > 0, bytes ascending");
+    c->bytes.push_back(point[0].get<double>());
+    c->seconds.push_back(point[1].get<double>() * 1e-6);
+  }
+  if (c->bytes.size() < 2) op.fail("curve", "at least 2 [bytes, microseconds] pairs");
+  c->alpha_s = alpha_s, c->busbw = busbw;
+  return c;
+}
+
 void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std::array<double, 3>& alpha,
-              std::array<double, 3>& busbw) {
+              std::array<double, 3>& busbw, std::array<std::shared_ptr<const MeasuredCurve>, 3>* curves = nullptr) {
   if (!f.has(key)) return;
   Fields ops = f.object(key);
   for (int k = 0; k < 3; ++k)
@@ -49,6 +66,7 @@ void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std:
       given[k] = true;
       alpha[k] = alpha_from(op);
       busbw[k] = figure(op, "busbw_GBps", GB);
+      if (curves) (*curves)[k] = curve_from(op, alpha[k], busbw[k]);
     }
 }
 
@@ -57,7 +75,7 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   LinkParams l;
   l.alpha_s = alpha_from(f);
   l.busbw = figure(f, busbw_key, GB);
-  ops_from(f, "by_op", l.by_op, l.op_alpha_s, l.op_busbw);
+  ops_from(f, "by_op", l.by_op, l.op_alpha_s, l.op_busbw, &l.curve);
   ops_from(f, "nonblocking_by_op", l.nb_by_op, l.nb_alpha_s, l.nb_busbw);
   return l;
 }
@@ -224,6 +242,7 @@ const char* tier_name(Tier t) {
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
   l.busbw *= bw_factor;
   l.alpha_s *= alpha_factor;
+  l.curve_bw_factor *= bw_factor, l.curve_alpha_factor *= alpha_factor;
   for (int k = 0; k < 3; ++k) {
     l.op_busbw[k] *= bw_factor, l.op_alpha_s[k] *= alpha_factor;
     l.nb_busbw[k] *= bw_factor, l.nb_alpha_s[k] *= alpha_factor;

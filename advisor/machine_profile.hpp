@@ -4,6 +4,7 @@
 // same format (profiles/README.md documents every field).
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@
 #include "config.hpp"
 
 namespace ff {
+
+// One collective's measured times by message size on one geometry (a table
+// entry's by_op "curve"), and the α and busbw fitted to them: pricing
+// interpolates the times (MODEL.md §2), α·steps of each being latency.
+struct MeasuredCurve {
+  std::vector<double> bytes, seconds;  // ascending bytes
+  double alpha_s = 0, busbw = 0;       // the fit's, as loaded (beyond the last size: that busbw)
+};
 
 struct LinkParams {
   double alpha_s = 0;  // latency per ring step
@@ -31,6 +40,10 @@ struct LinkParams {
   // Otherwise an all-reduce is priced as the cheaper of ring and recursive
   // doubling (MODEL.md §2).
   bool measured_here = false;
+  // Blocking collectives' measured curves, where the profile has them; what
+  // scale_link does to α and busbw applies to their latency and the rest.
+  std::array<std::shared_ptr<const MeasuredCurve>, 3> curve{};
+  double curve_alpha_factor = 1, curve_bw_factor = 1;
 };
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);

@@ -308,12 +308,27 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
     section["source"] = std::string("refitted to measured training runs (") + knob_name(k) + "); see \"fitted\"";
   };
   // A link entry and its per-collective figures, alike.
+  // A measured curve's times as the advisor scales them (comm_model.cpp):
+  // the part up to α·steps by the latency factor, the rest by the bandwidth's.
+  auto scale_curve = [](nlohmann::json& op, const std::string& name, int g, double bw, double alpha) {
+    if (!op.contains("curve") || !op.contains("alpha_us")) return;
+    const double steps = name == "all-reduce" ? 2.0 * (g - 1) : double(g - 1);
+    const double latency_us = op["alpha_us"].get<double>() * steps;
+    for (auto& point : op["curve"]) {
+      const double t = point[1].get<double>(), lat = std::min(t, latency_us);
+      point[1] = lat * alpha + (t - lat) / bw;
+    }
+  };
+  // A link entry and its per-collective figures, alike.
   auto scale_link_json = [&](nlohmann::json& e, const char* bw_key, double bw, double alpha) {
     scale(e, bw_key, bw);
     scale(e, "alpha_us", alpha);
     for (const char* key : {"by_op", "nonblocking_by_op"})
       if (e.contains(key))
-        for (auto& op : e[key]) scale(op, "busbw_GBps", bw), scale(op, "alpha_us", alpha);
+        for (auto it = e[key].begin(); it != e[key].end(); ++it) {
+          if (e.contains("size")) scale_curve(*it, it.key(), e["size"].get<int>(), bw, alpha);
+          scale(*it, "busbw_GBps", bw), scale(*it, "alpha_us", alpha);
+        }
   };
   nlohmann::json& intra = j["intra_node"];
   scale_link_json(intra["default"], "busbw_GBps", f[Knob::IntraBw], f[Knob::Alpha]);

@@ -632,13 +632,14 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
   }
   // The shard arena over D: what ODP has not posted yet, then each bucket
-  // waited for in order; without ODP, sharding or offload, the blocking
-  // all-reduce MODEL.md §2 prices.
+  // waited for in order; without ODP, sharding or offload, one blocking
+  // all-reduce per matrix, as MODEL.md §2 prices it.
   const bool bucketed = c_.overlap.odp || sharded() || c_.offload;
   if (bucketed) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_) post_bucket(buckets_[next_bucket_]);
   } else {
-    comm_.all_reduce(Axis::D, shard_g_.data(), shard_g_.size());
+    for (auto p = layout_.matrices.rbegin(); p != layout_.matrices.rend(); ++p)
+      comm_.all_reduce(Axis::D, &shard_g_[p->offset], p->shard_n);
   }
 
   // Each value counted once: the D replicas hold the same reduced shard, so

@@ -213,8 +213,18 @@ TEST_CASE("collectives that run at different speeds on one geometry get their ow
   CHECK(l.op_alpha_s[rs] == rel(100 * us, 1e-6));
   CHECK(l.op_busbw[ar] == rel(25e6, 1e-6));
   CHECK(l.op_busbw[ag] == rel(25e6, 1e-6));
-  // The advisor then prices a 1 MB reduce-scatter on that link by hand: α + bytes/2/busbw.
-  CHECK(ff::collective_time(ff::Coll::ReduceScatter, 2, 1e6, l) == rel(100 * us + 0.5e6 / (25e6 / 3), 1e-6));
+  // The advisor then prices a 1 MiB reduce-scatter (a measured size: its
+  // curve's point) on that link by hand: α + bytes/2/busbw.
+  CHECK(ff::collective_time(ff::Coll::ReduceScatter, 2, 1048576, l) == rel(100 * us + 524288 / (25e6 / 3), 1e-6));
+  // Each collective's entry carries its measured curve: one point a size,
+  // 4 KiB .. 4 MiB in steps of 4, each the sample's median.
+  const nlohmann::json& curve = j["inter_node"]["table"][0]["by_op"]["reduce-scatter"]["curve"];
+  REQUIRE(curve.size() == 6);
+  CHECK(curve[0][0].get<double>() == 4096);
+  CHECK(curve[0][1].get<double>() == rel((100 * us + 2048 / (25e6 / 3)) / us, 1e-9));
+  CHECK(curve[5][0].get<double>() == 4194304);
+  // (The node's link, shared by its groups, carries none: its times are not a geometry's.)
+  CHECK(!j["inter_node"]["by_op"]["reduce-scatter"].contains("curve"));
   // The node's link (one group per node) carries the same split.
   CHECK(p.inter_node.op_busbw[rs] == rel(25e6 / 3, 1e-6));
 }

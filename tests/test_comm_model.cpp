@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 
 #include "comm_model.hpp"
 #include "helpers.hpp"
@@ -76,6 +78,44 @@ TEST_CASE("comm: an all-reduce where the profile did not measure the group size:
   p.intra_default = nominal;
   CHECK(collective_time(Coll::AllReduce, 4, axis_link(p, 4, 1, 4)) == rel(2 * 3 * 5e-6 + 1.5 * 4 / 10e9));
   CHECK(collective_time(Coll::AllReduce, 4, axis_link(p, 4, 1, 2)) == rel(1 * (5e-6 + 4 / 10e9)));
+}
+
+TEST_CASE("comm: a measured curve is interpolated in log-log; its latency and bandwidth parts scale apart") {
+  // All-reduce on 2 ranks measured at 1, 4 and 16 KiB: 100, 400, 3200 µs;
+  // its fit α 20 µs, busbw 10 MB/s (2 ring steps: latency 40 µs).
+  auto curve = std::make_shared<MeasuredCurve>();
+  curve->bytes = {1024, 4096, 16384};
+  curve->seconds = {100e-6, 400e-6, 3200e-6};
+  curve->alpha_s = 20e-6, curve->busbw = 1e7;
+  LinkParams l = fftest::measured(20e-6, 1e7);
+  l.curve[int(Coll::AllReduce)] = curve;
+  const Coll ar = Coll::AllReduce;
+  CHECK(collective_time(ar, 2, 1024, l) == rel(100e-6));
+  CHECK(collective_time(ar, 2, 512, l) == rel(100e-6));    // below the smallest size: its time
+  CHECK(collective_time(ar, 2, 2048, l) == rel(200e-6));   // halfway in log: sqrt(100 · 400)
+  CHECK(collective_time(ar, 2, 8192, l) == rel(std::sqrt(400e-6 * 3200e-6)));
+  // Beyond the largest: its time plus the rest at the fit's busbw, 2(g−1)/g = 1.
+  CHECK(collective_time(ar, 2, 32768, l) == rel(3200e-6 + 16384 / 1e7));
+  // Collectives without a curve keep the ring α-β.
+  CHECK(collective_time(Coll::AllGather, 2, 2048, l) == rel(20e-6 + 0.5 * 2048 / 1e7));
+  // Bandwidth ×2, latency ×0.5: at 2 KiB, 40 µs of the 200 are latency:
+  // 40 · 0.5 + 160 / 2 = 100 µs.
+  LinkParams scaled = l;
+  scale_link(scaled, 2, 0.5);
+  CHECK(collective_time(ar, 2, 2048, scaled) == rel(100e-6));
+  // An axis prices with it, blocking and (no non-blocking figures) non-blocking.
+  MachineProfile one_node = fftest::toy_machine(2);
+  one_node.intra_default = l;
+  AxisLink inside = axis_link(one_node, 2, 1, 2);
+  CHECK(collective_time(ar, 2048, inside) == rel(200e-6));
+  CHECK(collective_time(ar, 2048, inside, true) == rel(200e-6));
+  // Non-blocking measured apart: its own α-β, not the blocking curve.
+  one_node.intra_default.nb_by_op[int(ar)] = true;
+  one_node.intra_default.nb_alpha_s[int(ar)] = 30e-6;
+  one_node.intra_default.nb_busbw[int(ar)] = 1e7;
+  AxisLink nb = axis_link(one_node, 2, 1, 2);
+  CHECK(collective_time(ar, 2048, nb, true) == rel(2 * 30e-6 + 2048 / 1e7));
+  CHECK(nb.nonblocking_differs);
 }
 
 TEST_CASE("comm: axis links on a Perlmutter-like profile (4 GPUs a node)") {

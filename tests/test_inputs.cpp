@@ -154,6 +154,19 @@ TEST_CASE("inputs: machine profile files") {
     std::string msg = input_error_of([&] { load_machine(f); });
     CHECK(contains(msg, "intra_node.table[1].busbw_GBps"));
   }
+  SUBCASE("a measured curve: loaded, and named by its path when malformed") {
+    j["intra_node"]["table"][0]["by_op"] = {
+        {"all-reduce", {{"alpha_us", 5}, {"busbw_GBps", 100}, {"curve", {{1024, 20}, {4096, 30}}}}}};
+    MachineProfile p = load_machine(dir.write("pm.json", j.dump(2)));
+    REQUIRE(p.intra[0].link.curve[0]);
+    CHECK(p.intra[0].link.curve[0]->seconds[1] == doctest::Approx(30e-6).epsilon(1e-12).scale(0));
+    CHECK(!p.intra[0].link.curve[1]);
+    j["intra_node"]["table"][0]["by_op"]["all-reduce"]["curve"] = {{4096, 20}, {1024, 30}};
+    std::string f = dir.write("pm.json", j.dump(2));
+    std::string msg = input_error_of([&] { load_machine(f); });
+    CHECK(contains(msg, "intra_node.table[0].by_op.all-reduce.curve"));
+    CHECK(contains(msg, "ascending"));
+  }
   SUBCASE("a GEMM table of the wrong shape") {
     j["gemm"]["bf16"].erase(0);
     std::string f = dir.write("pm.json", j.dump(2));
