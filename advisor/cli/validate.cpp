@@ -42,6 +42,7 @@ struct ValidateOptions {
   int steps = 5, max_configs = 64, max_micro_batch = 16, repeats = 3;
   unsigned long long seed = 1;
   std::vector<int> micro_batches;
+  std::vector<int> pipelines;  // stage counts; empty: every one dividing the layers and ranks
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
   double run_timeout = 300;
   std::string device = "cpu";
@@ -101,6 +102,10 @@ Setup setup(const ValidateOptions& o) {
     if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
   Setup s;
   s.job.model = load_model(o.model);
+  for (int P : o.pipelines)
+    if (P < 1 || s.job.model.layers % P != 0 || o.ranks % P != 0)
+      input_error("--pipeline " + std::to_string(P) + ": stages must be >= 1 and divide the " +
+                  std::to_string(s.job.model.layers) + " layers and the " + std::to_string(o.ranks) + " ranks");
   s.job.gpus = o.ranks;
   s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
   s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
@@ -166,8 +171,18 @@ std::vector<int> micro_batches(const ValidateOptions& o, long long share) {
 // Overlap flags with nothing to act on are folded, as the search does.
 std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineProfile& p, const ValidateOptions& o,
                                                   std::map<std::string, int>& skipped) {
+  std::vector<int> stages = o.pipelines;
+  if (stages.empty())
+    for (int P = 1; P <= job.model.layers; ++P)
+      if (job.model.layers % P == 0 && job.gpus % P == 0) stages.push_back(P);
+  std::vector<Grid> grids;
+  for (int P : stages)
+    for (Grid g : factorizations(job.gpus / P)) {
+      g.p = P;
+      grids.push_back(g);
+    }
   std::vector<std::vector<Config>> out;
-  for (const Grid& g : factorizations(job.gpus)) {
+  for (const Grid& g : grids) {
     std::string why = split_problem(job, g, 1);
     if (why.empty()) why = engine_split_problem(job.model, g);
     if (!why.empty()) {
@@ -382,7 +397,7 @@ json kept_runs(const json& old) {
 
 void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, const Config& c, const json& rep,
                     const json& run, double elapsed, double left) {
-  std::cerr << "[pass " << pass << "/" << o.repeats << ", " << k << "/" << n << "] grid " << c.grid.str() << " "
+  std::cerr << "[pass " << pass << "/" << o.repeats << ", " << k << "/" << n << "] grid " << c.grid.label() << " "
             << c.order.str() << " mb " << c.micro_batch << (c.recompute ? " rc " : " ") << c.overlap.str() << ": ";
   if (rep["status"] == "ok") {
     std::cerr << seconds(rep["time_s"].get<double>()) << " measured";
@@ -549,6 +564,9 @@ void setup_validate(CLI::App& app) {
   sub->add_option("--repeats", o->repeats,
                   "Runs per configuration, in interleaved passes; the report holds their median")
       ->capture_default_str();
+  sub->add_option("--pipeline", o->pipelines,
+                  "Only these pipeline stage counts, e.g. 1,2 [every divisor of the layers and ranks]")
+      ->delimiter(',');
   sub->add_option("--max-configs", o->max_configs, "At most this many configurations (a stated sample beyond)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the sample's shuffle")->capture_default_str();

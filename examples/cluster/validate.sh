@@ -14,7 +14,8 @@
 #   3. advisor validate --device paced: gpt-comm on 8 ranks, batch 16, every
 #      run's engine on the paced device, predictions priced with the pace in
 #      place of the profile's compute, the communication part scored on its
-#      own (comm_mape); MAX_CONFIGS >= 20 covers all 20 grid shapes of 8 ranks
+#      own (comm_mape); MAX_CONFIGS >= 30 covers all 30 grid shapes of 8 ranks
+#      the engine can lay gpt-comm out on (20 of one stage, 10 of two)
 #      (the sample is round-robin over grid shapes);
 #   4. emulate.sh down — always, also on an error or Ctrl-C.
 #

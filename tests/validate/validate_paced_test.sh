@@ -157,6 +157,31 @@ expect 2 'was measured on another device' -- \
   "$advisor" validate "${job[@]}" --device paced --poll-us 20 --max-configs 4 --repeats 1 --out "$tmp/r.json" --resume
 cmp -s "$tmp/r.json" "$tmp/before.json" && echo "ok: the paced report is untouched" || { echo "FAIL: report changed"; failures=$((failures + 1)); }
 
+# Pipelined configurations: with 2 layers every stage count dividing them and
+# the ranks is in the set (P = 1 and 2); --pipeline 2 keeps those alone, each
+# run launched with --pipeline 2 and priced with its stages.
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m.update(name="gpt-val-2l", layers=2); json.dump(m, open(sys.argv[2], "w"))' \
+  "$model" "$tmp/val2.json"
+pipe_job=(--model "$tmp/val2.json" --ranks 4 --batch 8 --steps 3 --engine "$engine" --launcher "$launcher" --machine cpu-8x2core)
+expect 0 'p2 ' -- "$advisor" validate "${pipe_job[@]}" --device paced --pipeline 2 --max-configs 3 --repeats 1 --out "$tmp/p.json"
+check "pipelined validation: every run has 2 stages, ran, and was priced" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["runs"]) == 3, len(r["runs"])
+for run in r["runs"]:
+    assert run["config"]["grid"]["pipe"] == 2 and run["status"] == "ok", run.get("error")
+    assert "--pipeline 2" in run["repeats"][0]["command"], run["repeats"][0]["command"]
+    assert run["predicted"]["time_s"] > 0 and run["measured"]["time_s"] > 0
+' "$tmp/p.json"
+expect 0 'p2 ' -- "$advisor" validate "${pipe_job[@]}" --device paced --max-configs 40 --repeats 1 --out "$tmp/all.json"
+check "by default, the stage counts dividing the layers and ranks: 1 and 2" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert {run["config"]["grid"]["pipe"] for run in r["runs"]} == {1, 2}, [run["key"] for run in r["runs"]]
+' "$tmp/all.json"
+expect 2 'pipeline 3: stages must be >= 1 and divide the 2 layers' -- \
+  "$advisor" validate "${pipe_job[@]}" --pipeline 3 --out "$tmp/bad.json"
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1
