@@ -1,0 +1,52 @@
+#pragma once
+// The engine's non-GEMM kernels on a GPU, one .cu file per concern, each the
+// twin of the cpu function of the same name (layers.hpp, adamw.hpp) and
+// checked against it (tests/engine/test_cuda_kernels.cpp). Pointers are
+// device memory; each launcher enqueues on `stream` and returns at once.
+// Float and double (the exactness dtype); bf16 is to come with the backend.
+// Declared for plain C++ callers: no CUDA types but the stream.
+#include <cstddef>
+
+#include "adamw.hpp"  // AdamWStep
+
+struct CUstream_st;
+
+namespace ff::cuda {
+
+using Stream = CUstream_st*;  // cudaStream_t
+
+// LayerNorm over H columns of which this rank holds hx, around its two
+// all-reduces over X (layers.hpp): row sums; mean and centred squares; x̂, y,
+// rstd. Backward: the two sums per token; dx, and dγ, dβ accumulated.
+template <typename T> void layernorm_row_sums(const T* x, T* sum, long t, long hx, Stream s);
+template <typename T>
+void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H, Stream s);
+template <typename T>
+void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
+                         T* rstd, long t, long hx, long H, Stream s);
+template <typename T>
+void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx, Stream s);
+template <typename T>
+void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
+                              T* dgamma, T* dbeta, long t, long hx, long H, Stream s);
+
+// GPT-2's tanh GELU.
+template <typename T> void gelu_forward(const T* x, T* y, long n, Stream s);
+template <typename T> void gelu_backward(const T* x, const T* dy, T* dx, long n, Stream s);
+
+// Vocabulary-parallel cross-entropy over Y, around its two reductions
+// (layers.hpp): the row max; e = exp(logit − max) into dlogits with the sums
+// and the target's logit; then dlogits and each token's loss (`loss`, t
+// values: the host sums them, as the cpu's cross_entropy_finish returns).
+template <typename T> void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid, Stream s);
+template <typename T>
+void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
+                            long v0, long valid, Stream s);
+template <typename T>
+void cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, T* loss, long t, long vy, long v0,
+                          long valid, T grad_scale, Stream s);
+
+// AdamW on n parameters; the gradient is left zero, as on the cpu.
+template <typename T> void adamw_update(T* w, T* g, T* m, T* v, size_t n, const engine::AdamWStep<T>& step, Stream s);
+
+}  // namespace ff::cuda

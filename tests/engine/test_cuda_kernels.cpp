@@ -1,0 +1,173 @@
+// The GPU kernels (engine/cuda/kernels.hpp) against the cpu functions they
+// are the twins of (layers.hpp, adamw.hpp): the same inputs, results within
+// the dtype's rounding (the GPU sums rows in a tree, the cpu in lanes). Exits
+// 77 (skipped) where no GPU is usable, as measure's GPU test does.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "adamw.hpp"
+#include "cuda_check.hpp"
+#include "kernels.hpp"
+#include "layers.hpp"
+
+namespace {
+
+// A device copy of a host vector, read back with get().
+template <typename T>
+struct DeviceArray {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(const std::vector<T>& h) : n(h.size()) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(p); }
+  std::vector<T> get() const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+template <typename T>
+std::vector<T> uniform(size_t n, double lo, double hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (T& x : v) x = T(d(rng));
+  return v;
+}
+
+// max |a − b| over max |b|.
+template <typename T>
+double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return diff / std::max(scale, 1e-300);
+}
+
+template <typename T>
+double tolerance() {
+  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns", T, float, double) {
+  const long t = 37, hx = 300, H = 600;  // hx above the block's 256 threads: the rows are strided
+  auto x = uniform<T>(t * hx, -2, 2, 1), gamma = uniform<T>(hx, 0.5, 1.5, 2), beta = uniform<T>(hx, -1, 1, 3);
+  std::vector<T> sum(t), mean(t), sq(t), y(t * hx), xhat(t * hx), rstd(t);
+  ff::engine::layernorm_row_sums(x.data(), sum.data(), t, hx);
+  ff::engine::layernorm_centred_squares(x.data(), sum.data(), mean.data(), sq.data(), t, hx, H);
+  ff::engine::layernorm_normalize(x.data(), mean.data(), sq.data(), gamma.data(), beta.data(), y.data(), xhat.data(),
+                                  rstd.data(), t, hx, H);
+  DeviceArray<T> dx_(x), dgamma_(gamma), dbeta_(beta), dsum(sum), dmean(mean), dsq(sq), dy_out(y), dxhat(xhat),
+      drstd(rstd);
+  ff::cuda::layernorm_row_sums(dx_.p, dsum.p, t, hx, nullptr);
+  CHECK(rel_diff(dsum.get(), sum) < tolerance<T>());
+  ff::cuda::layernorm_centred_squares(dx_.p, dsum.p, dmean.p, dsq.p, t, hx, H, nullptr);
+  CHECK(rel_diff(dmean.get(), mean) < tolerance<T>());
+  CHECK(rel_diff(dsq.get(), sq) < tolerance<T>());
+  ff::cuda::layernorm_normalize(dx_.p, dmean.p, dsq.p, dgamma_.p, dbeta_.p, dy_out.p, dxhat.p, drstd.p, t, hx, H,
+                                nullptr);
+  CHECK(rel_diff(dy_out.get(), y) < tolerance<T>());
+  CHECK(rel_diff(dxhat.get(), xhat) < tolerance<T>());
+  CHECK(rel_diff(drstd.get(), rstd) < tolerance<T>());
+
+  // Backward, dγ and dβ accumulating onto what is there.
+  auto dy = uniform<T>(t * hx, -1, 1, 4), dg = uniform<T>(hx, -1, 1, 5), db = uniform<T>(hx, -1, 1, 6);
+  std::vector<T> stat(2 * t), dxv(t * hx);
+  DeviceArray<T> ddy(dy), ddg(dg), ddb(db), dstat(stat), ddx(dxv);
+  ff::engine::layernorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, hx);
+  ff::engine::layernorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dxv.data(),
+                                       dg.data(), db.data(), t, hx, H);
+  ff::cuda::layernorm_backward_sums(ddy.p, dxhat.p, dgamma_.p, dstat.p, t, hx, nullptr);
+  CHECK(rel_diff(dstat.get(), stat) < tolerance<T>());
+  ff::cuda::layernorm_backward_apply(ddy.p, dxhat.p, drstd.p, dgamma_.p, dstat.p, ddx.p, ddg.p, ddb.p, t, hx, H,
+                                     nullptr);
+  CHECK(rel_diff(ddx.get(), dxv) < tolerance<T>());
+  CHECK(rel_diff(ddg.get(), dg) < tolerance<T>());
+  CHECK(rel_diff(ddb.get(), db) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
+  const long n = 1000;
+  auto x = uniform<T>(n, -6, 6, 7), dy = uniform<T>(n, -1, 1, 8);
+  std::vector<T> y(n), dx(n);
+  ff::engine::gelu_forward(x.data(), y.data(), n);
+  ff::engine::gelu_backward(x.data(), dy.data(), dx.data(), n);
+  DeviceArray<T> dxs(x), ddy(dy), dys(y), ddx(dx);
+  ff::cuda::gelu_forward(dxs.p, dys.p, n, nullptr);
+  ff::cuda::gelu_backward(dxs.p, ddy.p, ddx.p, n, nullptr);
+  CHECK(rel_diff(dys.get(), y) < tolerance<T>());
+  CHECK(rel_diff(ddx.get(), dx) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double) {
+  const long t = 13, vy = 300, v0 = 300, valid = 250;  // vocabulary 550: this shard's last 50 columns are padding
+  auto logits = uniform<T>(t * vy, -4, 4, 9);
+  std::vector<int> targets(t);
+  std::mt19937 rng(10);
+  for (int& x : targets) x = int(rng() % 600);  // some here, some on the first shard
+  targets[0] = int(v0 + 7);                      // at least one here
+  const T scale = T(1.0 / 64);
+  std::vector<T> mx(t), st(2 * t), dlogits(t * vy);
+  ff::engine::cross_entropy_row_max(logits.data(), mx.data(), t, vy, valid);
+  ff::engine::cross_entropy_exp_sums(logits.data(), targets.data(), mx.data(), dlogits.data(), st.data(), t, vy, v0,
+                                     valid);
+  const double loss = ff::engine::cross_entropy_finish(targets.data(), mx.data(), st.data(), dlogits.data(), t, vy,
+                                                       v0, valid, scale);
+  const std::vector<T> sevens(t * vy, T(7)), zeros(t);
+  DeviceArray<T> dlog(logits), dmx(mx), dst(st), dd(sevens), dloss(zeros);
+  DeviceArray<int> dtargets(targets);
+  ff::cuda::cross_entropy_row_max(dlog.p, dmx.p, t, vy, valid, nullptr);
+  CHECK(rel_diff(dmx.get(), mx) < tolerance<T>());
+  ff::cuda::cross_entropy_exp_sums(dlog.p, dtargets.p, dmx.p, dd.p, dst.p, t, vy, v0, valid, nullptr);
+  CHECK(rel_diff(dst.get(), st) < tolerance<T>());
+  ff::cuda::cross_entropy_finish(dtargets.p, dmx.p, dst.p, dd.p, dloss.p, t, vy, v0, valid, scale, nullptr);
+  CHECK(rel_diff(dd.get(), dlogits) < tolerance<T>());  // the padding's 7s zeroed
+  double gpu_loss = 0;
+  for (T l : dloss.get()) gpu_loss += double(l);
+  CHECK(std::abs(gpu_loss - loss) / std::abs(loss) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("AdamW: weights, moments, and the gradient left zero", T, float, double) {
+  const size_t n = 5000;
+  auto w = uniform<T>(n, -1, 1, 11), g = uniform<T>(n, -1e-2, 1e-2, 12), m = uniform<T>(n, -1e-3, 1e-3, 13),
+       v = uniform<T>(n, 0, 1e-5, 14);
+  ff::engine::AdamWStep<T> s{T(0.5), T(0.9), T(0.95), T(1e-3), T(1e-8), T(1 / (1 - 0.9 * 0.9)),
+                             T(1 / (1 - 0.95 * 0.95)), T(0.1)};
+  DeviceArray<T> dw(w), dg(g), dm(m), dv(v);
+  ff::engine::adamw_update(w.data(), g.data(), m.data(), v.data(), n, s);
+  ff::cuda::adamw_update(dw.p, dg.p, dm.p, dv.p, n, s, nullptr);
+  CHECK(rel_diff(dw.get(), w) < tolerance<T>());
+  CHECK(rel_diff(dm.get(), m) < tolerance<T>());
+  CHECK(rel_diff(dv.get(), v) < tolerance<T>());
+  for (T x : dg.get()) CHECK(x == T(0));
+}
+
+int main(int argc, char** argv) {
+  // Without a GPU the runtime fails ("CUDA driver version is insufficient")
+  // rather than count zero devices: any error means none (MODEL.md §7).
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no usable GPU: skipped\n");
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}
