@@ -347,18 +347,10 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   const double bytes = double(t_) * hx_ * sizeof(T);
-  elementwise(bytes, [&] {
-    for (long i = 0; i < t_; ++i) {
-      long r = tokens[(i / S) * (S + 1) + i % S] - v0;  // rows outside this Y block contribute zero
-      for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] = (r >= 0 && r < vy_) ? E[r * p.block_cols + j] : T(0);
-    }
-  });
+  elementwise(bytes, [&] { embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
   comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
   const T* pos = vw(layout_.positions);
-  elementwise(2 * bytes, [&] {
-    for (long i = 0; i < t_; ++i)
-      for (long j = 0; j < hx_; ++j) h0[i * hx_ + j] += pos[(i % S) * hx_ + j];
-  });
+  elementwise(2 * bytes, [&] { add_positions(h0, pos, t_, S, hx_); });
 }
 
 template <typename T>
@@ -372,13 +364,7 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   T* gpos = vg(layout_.positions);
   elementwise(3.0 * t_ * hx_ * sizeof(T), [&] {
     if (slot) std::fill(dE, dE + p.block_n(), T(0));
-    for (long i = 0; i < t_; ++i) {
-      long r = tokens[(i / S) * (S + 1) + i % S] - v0;
-      if (r < 0 || r >= vy_) continue;
-      for (long j = 0; j < hx_; ++j) dE[r * p.block_cols + j] += dh0[i * hx_ + j];
-    }
-    for (long i = 0; i < t_; ++i)
-      for (long j = 0; j < hx_; ++j) gpos[(i % S) * hx_ + j] += dh0[i * hx_ + j];
+    embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
   });
   if (slot) submit_weight_grad(layout_.embedding, *slot);
   else gradient_done(layout_.embedding);

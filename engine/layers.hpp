@@ -121,6 +121,41 @@ void gelu_backward(const T* x, const T* dy, T* dx, long n) {
   }
 }
 
+// The embedding with the vocabulary split over Y: this rank holds rows
+// [v0, v0 + vy) of E (row stride ldE) and hx of its columns. `tokens` holds
+// sequences of S + 1 (inputs, then the shifted targets): token i of the t is
+// tokens[(i / S)·(S + 1) + i % S]. A row outside this block contributes zero
+// (the lookup is all-reduced over Y); positions [S, hx] are added after.
+inline long embedding_row(const int* tokens, long i, long S, long v0) { return tokens[(i / S) * (S + 1) + i % S] - v0; }
+
+template <typename T>
+void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0) {
+  for (long i = 0; i < t; ++i) {
+    const long r = embedding_row(tokens, i, S, v0);
+    for (long j = 0; j < hx; ++j) h0[i * hx + j] = (r >= 0 && r < vy) ? E[r * ldE + j] : T(0);
+  }
+}
+
+template <typename T>
+void add_positions(T* h0, const T* pos, long t, long S, long hx) {
+  for (long i = 0; i < t; ++i)
+    for (long j = 0; j < hx; ++j) h0[i * hx + j] += pos[(i % S) * hx + j];
+}
+
+// Backward: each token's gradient row added into its row of dE (where this
+// block holds it) and into its position's row of dpos, tokens in order.
+template <typename T>
+void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
+                           long v0) {
+  for (long i = 0; i < t; ++i) {
+    const long r = embedding_row(tokens, i, S, v0);
+    if (r < 0 || r >= vy) continue;
+    for (long j = 0; j < hx; ++j) dE[r * ldE + j] += dh0[i * hx + j];
+  }
+  for (long i = 0; i < t; ++i)
+    for (long j = 0; j < hx; ++j) dpos[(i % S) * hx + j] += dh0[i * hx + j];
+}
+
 // Causal attention over `seqs` sequences of S tokens and `heads` local
 // heads of size dh. qkv is [seqs·S, 3·heads·dh] with this rank's Q, K, V
 // heads in order; out is [seqs·S, heads·dh]; probs keeps softmax(QKᵀ) per

@@ -46,6 +46,30 @@ template <typename T>
 void cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, T* loss, long t, long vy, long v0,
                           long valid, T grad_scale, Stream s);
 
+// The embedding over a Y block of the vocabulary (layers.hpp): lookup,
+// positions added, and backward's scatter-add into dE and dpos (one thread a
+// column, tokens in order: deterministic, no atomics).
+template <typename T>
+void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0,
+                      Stream s);
+template <typename T> void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s);
+template <typename T>
+void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
+                           long v0, Stream s);
+
+// Causal attention on whole local heads, the layouts of layers.hpp (qkv
+// [seqs·S, 3·heads·dh], out [seqs·S, heads·dh], probs [seqs, heads, S, S]):
+// one block per (query row, head, sequence) for the scores and softmax and
+// for P·V; backward one block per row for dV, dScores, dQ, dK, each summing
+// in order (no atomics). `dscores` is a workspace of probs' size. Plain
+// kernels with the S×S scores in memory, as the cpu's; a flash-style kernel
+// would keep them in shared memory, never writing probs.
+template <typename T>
+void attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh, Stream s);
+template <typename T>
+void attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores, long seqs, long S,
+                        long heads, long dh, Stream s);
+
 // AdamW on n parameters; the gradient is left zero, as on the cpu.
 template <typename T> void adamw_update(T* w, T* g, T* m, T* v, size_t n, const engine::AdamWStep<T>& step, Stream s);
 

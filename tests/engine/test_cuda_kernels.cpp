@@ -15,6 +15,7 @@
 
 #include "adamw.hpp"
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "kernels.hpp"
 #include "layers.hpp"
 
@@ -115,6 +116,44 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
   ff::cuda::gelu_backward(dxs.p, ddy.p, ddx.p, n, nullptr);
   CHECK(rel_diff(dys.get(), y) < tolerance<T>());
   CHECK(rel_diff(ddx.get(), dx) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("causal attention forward and backward: 2 sequences of 19 tokens, 3 heads of 8", T, float, double) {
+  const long seqs = 2, S = 19, heads = 3, dh = 8, hy = heads * dh;
+  auto qkv = uniform<T>(seqs * S * 3 * hy, -1, 1, 15), dout = uniform<T>(seqs * S * hy, -1, 1, 16);
+  std::vector<T> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
+  auto cpu = ff::engine::make_cpu_device();
+  ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
+  ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, dh);
+  const std::vector<T> nines(probs.size(), T(9)), zeros_out(out.size()), zeros_qkv(qkv.size());
+  DeviceArray<T> dq(qkv), ddo(dout), dout_(zeros_out), dprobs(nines), ddqkv(zeros_qkv), dscratch(nines);
+  ff::cuda::attention_forward(dq.p, dout_.p, dprobs.p, seqs, S, heads, dh, nullptr);
+  CHECK(rel_diff(dprobs.get(), probs) < tolerance<T>());  // the masked upper triangle zeroed
+  CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
+  ff::cuda::attention_backward(dq.p, dprobs.p, ddo.p, ddqkv.p, dscratch.p, seqs, S, heads, dh, nullptr);
+  CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double) {
+  const long S = 7, seqs = 3, t = seqs * S, hx = 300, vy = 16, v0 = 16, ldE = hx;
+  std::vector<int> tokens(seqs * (S + 1));
+  std::mt19937 rng(17);
+  for (int& x : tokens) x = int(rng() % 40);  // rows of both blocks and beyond: repeats too
+  auto E = uniform<T>(vy * ldE, -1, 1, 18), pos = uniform<T>(S * hx, -1, 1, 19), dh0 = uniform<T>(t * hx, -1, 1, 20);
+  auto dE = uniform<T>(vy * ldE, -1, 1, 21), dpos = uniform<T>(S * hx, -1, 1, 22);  // accumulated onto
+  std::vector<T> h0(t * hx);
+  DeviceArray<int> dtok(tokens);
+  DeviceArray<T> dE_(E), dpos_(pos), dh(h0), ddh0(dh0), ddE(dE), ddpos(dpos);
+  ff::engine::embedding_lookup(tokens.data(), E.data(), ldE, h0.data(), t, S, hx, vy, v0);
+  ff::cuda::embedding_lookup(dtok.p, dE_.p, ldE, dh.p, t, S, hx, vy, v0, nullptr);
+  CHECK(rel_diff(dh.get(), h0) < tolerance<T>());
+  ff::engine::add_positions(h0.data(), pos.data(), t, S, hx);
+  ff::cuda::add_positions(dh.p, dpos_.p, t, S, hx, nullptr);
+  CHECK(rel_diff(dh.get(), h0) < tolerance<T>());
+  ff::engine::embedding_scatter_add(tokens.data(), dh0.data(), dE.data(), ldE, dpos.data(), t, S, hx, vy, v0);
+  ff::cuda::embedding_scatter_add(dtok.p, ddh0.p, ddE.p, ldE, ddpos.p, t, S, hx, vy, v0, nullptr);
+  CHECK(rel_diff(ddE.get(), dE) == 0);  // the same additions in the same order
+  CHECK(rel_diff(ddpos.get(), dpos) == 0);
 }
 
 TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double) {

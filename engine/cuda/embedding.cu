@@ -1,0 +1,65 @@
+// The embedding on the GPU (kernels.hpp); the twin of layers.hpp's.
+#include "kernels.hpp"
+#include "reduce.cuh"
+
+namespace ff::cuda {
+
+namespace {
+
+__device__ long token_row(const int* tokens, long i, long S, long v0) { return tokens[(i / S) * (S + 1) + i % S] - v0; }
+
+template <typename T>
+__global__ void lookup_kernel(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
+                              long v0) {
+  const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= t * hx) return;
+  const long i = k / hx, j = k % hx, r = token_row(tokens, i, S, v0);
+  h0[k] = (r >= 0 && r < vy) ? E[r * ldE + j] : T(0);
+}
+
+template <typename T>
+__global__ void positions_kernel(T* h0, const T* pos, long t, long S, long hx) {
+  const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= t * hx) return;
+  h0[k] += pos[(k / hx % S) * hx + k % hx];
+}
+
+// Thread j owns column j of dE and dpos: the tokens' rows are added in
+// token order, as the cpu adds them.
+template <typename T>
+__global__ void scatter_add_kernel(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx,
+                                   long vy, long v0) {
+  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= hx) return;
+  for (long i = 0; i < t; ++i) {
+    const long r = token_row(tokens, i, S, v0);
+    if (r >= 0 && r < vy) dE[r * ldE + j] += dh0[i * hx + j];
+  }
+  for (long i = 0; i < t; ++i) dpos[(i % S) * hx + j] += dh0[i * hx + j];
+}
+
+}  // namespace
+
+template <typename T>
+void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0,
+                      Stream s) {
+  if (t * hx > 0) lookup_kernel<<<blocks_for(t * hx), kThreads, 0, s>>>(tokens, E, ldE, h0, t, S, hx, vy, v0);
+}
+template <typename T>
+void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s) {
+  if (t * hx > 0) positions_kernel<<<blocks_for(t * hx), kThreads, 0, s>>>(h0, pos, t, S, hx);
+}
+template <typename T>
+void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
+                           long v0, Stream s) {
+  if (hx > 0) scatter_add_kernel<<<blocks_for(hx), kThreads, 0, s>>>(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0);
+}
+
+#define FF_EMBEDDING(T)                                                                                          \
+  template void embedding_lookup<T>(const int*, const T*, long, T*, long, long, long, long, long, Stream);      \
+  template void add_positions<T>(T*, const T*, long, long, long, Stream);                                       \
+  template void embedding_scatter_add<T>(const int*, const T*, T*, long, T*, long, long, long, long, long, Stream);
+FF_EMBEDDING(float)
+FF_EMBEDDING(double)
+
+}  // namespace ff::cuda
