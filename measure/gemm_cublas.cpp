@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
 #include "gemm.hpp"
 #include "harness.hpp"
@@ -23,15 +24,9 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
     // Every byte 0x3c: each bf16 is 0x3c3c ≈ 0.0115, a normal number (no denormal slow paths).
     CUDA_CHECK(cudaMemset(a, 0x3c, size_t(s.m * s.k) * 2));
     CUDA_CHECK(cudaMemset(b, 0x3c, size_t(s.k * s.n) * 2));
-    bool ta = s.layout[0] == 't', tb = s.layout[1] == 't';
-    // Row-major C[m,n] = op(A)·op(B) is column-major C^T[n,m] = op(B)^T·op(A)^T.
-    int lda = int(ta ? s.m : s.k), ldb = int(tb ? s.k : s.n);
-    float one = 1.0f, zero = 0.0f;
-    auto call = [&] {
-      CUBLAS_CHECK(cublasGemmEx(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(s.n),
-                                int(s.m), int(s.k), &one, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &zero, c,
-                                CUDA_R_16BF, int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
+    const bool ta = s.layout[0] == 't', tb = s.layout[1] == 't';
+    const int lda = int(ta ? s.m : s.k), ldb = int(tb ? s.k : s.n);
+    auto call = [&] { ff::cuda::gemm_bf16(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, a, lda, b, ldb, 0.0f, c, int(s.n)); };
     call();
     CUDA_CHECK(cudaDeviceSynchronize());
     int calls = gemm_calls(s, 2e11);  // ~1 ms of an A100

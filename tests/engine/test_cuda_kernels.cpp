@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "adamw.hpp"
+#include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "kernels.hpp"
 #include "layers.hpp"
+#include "matmul.hpp"
 
 namespace {
 
@@ -67,6 +69,26 @@ double tolerance() {
 }
 
 }  // namespace
+
+TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against OpenBLAS, every transpose, beta 0 and 1", T, float, double) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
+  const int m = 37, n = 29, k = 41;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (T beta : {T(0), T(1)}) {
+        const int lda = ta ? m : k, ldb = tb ? k : n;
+        auto A = uniform<T>(size_t(m) * k, -1, 1, 23), B = uniform<T>(size_t(k) * n, -1, 1, 24),
+             C = uniform<T>(size_t(m) * n, -1, 1, 25);
+        DeviceArray<T> dA(A), dB(B), dC(C);
+        ff::engine::blas_gemm(ta, tb, m, n, k, T(0.5), A.data(), lda, B.data(), ldb, beta, C.data(), n);
+        ff::cuda::gemm(h, ta, tb, m, n, k, T(0.5), dA.p, lda, dB.p, ldb, beta, dC.p, n);
+        INFO("ta " << ta << " tb " << tb << " beta " << double(beta));
+        CHECK(rel_diff(dC.get(), C) < tolerance<T>());
+      }
+  CUBLAS_CHECK(cublasDestroy(h));
+}
 
 TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns", T, float, double) {
   const long t = 37, hx = 300, H = 600;  // hx above the block's 256 threads: the rows are strided

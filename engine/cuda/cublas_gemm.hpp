@@ -1,0 +1,20 @@
+#pragma once
+// Row-major GEMMs on cuBLAS, the GPU twin of matmul.hpp's blas_gemm:
+// C = alpha·op(A)·op(B) + beta·C with C [m, n]. cuBLAS is column-major, so
+// each call computes Cᵀ = op(B)ᵀ·op(A)ᵀ. fp32 without TF32 (the handle's
+// math mode decides; checks against the cpu need CUBLAS_PEDANTIC_MATH),
+// fp64 for exactness, and bf16 in and out with fp32 accumulation, as
+// training runs (and measure times). Pointers are device memory.
+#include <cublas_v2.h>
+
+namespace ff::cuda {
+
+void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc);
+void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, double alpha, const double* A, int lda,
+          const double* B, int ldb, double beta, double* C, int ldc);
+// A, B, C: __nv_bfloat16 arrays.
+void gemm_bf16(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda,
+               const void* B, int ldb, float beta, void* C, int ldc);
+
+}  // namespace ff::cuda
