@@ -8,12 +8,16 @@
 
 namespace ff {
 
-std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, int per_node, const Config& c) {
+std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, const MachineProfile& machine,
+                                     const Config& c) {
   auto s = [](long long v) { return std::to_string(v); };
+  const int per_node = machine.gpus_per_node;
   const long long G = c.grid.total();
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
-  std::string engine = "engine " + join_args(engine_argv(engine_args(model_arg, c, job.batch, &device_note)));
+  EngineArgs args = engine_args(model_arg, c, job.batch, &device_note);
+  if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
+  std::string engine = "engine " + join_args(engine_argv(args));
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "job.hpp"
+#include "machine_profile.hpp"
 
 namespace ff {
 
@@ -18,7 +19,9 @@ struct LaunchLine {
 };
 
 // `model_arg` is what the user passed to --model (a preset name or a file).
-std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, int gpus_per_node,
+// The engine's line runs what was priced on `machine`: its ranks per node,
+// and under odp its gradient bucket size.
+std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, const MachineProfile& machine,
                                      const Config& c);
 
 // For people: "  name:\n    line\n    (note)\n" each. For programs:

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "engine_args.hpp"
+#include "helpers.hpp"
+#include "launch.hpp"
 
 namespace {
 
@@ -38,6 +40,10 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.quiet = true;
   a.shard_optimizer = true;
   a.dp_bucket_mib = 0.125;
+  a.offload = true;
+  a.offload_bucket = 1000;
+  a.offload_chunk = 3;
+  a.clip = 0;
   CHECK(parse(ff::engine_argv(a)) == a);
   // The paced device's description travels whole.
   a.device = "paced";
@@ -61,6 +67,20 @@ TEST_CASE("a configuration's launch arguments: the configuration, on a device th
   a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(a.dtype == "fp32");
   CHECK(note.empty());
+}
+
+TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {
+  ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::FP32};
+  ff::MachineProfile m = fftest::toy_machine(4);
+  m.dp_bucket_bytes = 64.0 * 1048576;
+  ff::Config c{{1, 1, 1, 8}, ff::Order(), 1, false, ff::Overlap{}, ff::Dtype::FP32};
+  c.overlap.odp = true;
+  auto line = [&] { return ff::launch_lines(job, "toy.json", m, c).front().line; };
+  CHECK(line().find("--overlap odp") != std::string::npos);
+  CHECK(line().find("--dp-bucket-mib 64") != std::string::npos);
+  CHECK(line().find("-np 8 --map-by ppr:4:node") != std::string::npos);
+  c.overlap.odp = false;  // without odp the bucket size is nothing to the engine
+  CHECK(line().find("--dp-bucket-mib") == std::string::npos);
 }
 
 TEST_CASE("a pace given in the flags' units comes back as written, on the launch line and in the paced profile") {
