@@ -307,7 +307,6 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
     section["kind"] = "fitted";
     section["source"] = std::string("refitted to measured training runs (") + knob_name(k) + "); see \"fitted\"";
   };
-  // A link entry and its per-collective figures, alike.
   // A measured curve's times as the advisor scales them (comm_model.cpp):
   // the part up to α·steps by the latency factor, the rest by the bandwidth's.
   auto scale_curve = [](nlohmann::json& op, const std::string& name, int g, double bw, double alpha) {

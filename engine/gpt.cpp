@@ -64,7 +64,8 @@ void Gpt<T>::build_buckets() {
   const double bucket_bytes = sizes_.dp_bytes;
   const size_t total = layout_.shard_total;
   size_t hi = total, moment = 0;
-  // Offload: chunks of k optimizer buckets, wherever matrices begin.
+  // Offload: chunks of k optimizer buckets from the top, across matrix
+  // boundaries (the optimizer sees one flat arena).
   const size_t chunk = c_.offload ? sizes_.offload_elements * size_t(sizes_.offload_chunk) : 0;
   for (; chunk > 0 && hi > 0; hi = buckets_.back().lo) {
     Bucket b;
@@ -660,17 +661,16 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (clipping) s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
 
   // Weight, gradient, m and v read, and written: 8 values a parameter.
-  for (const Bucket& b : buckets_) {
-    const size_t n = b.own_hi - b.own_lo;
-    if (update_per_chunk) break;
-    if (c_.offload) {
-      update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
-      continue;
+  if (!update_per_chunk)
+    for (const Bucket& b : buckets_) {
+      const size_t n = b.own_hi - b.own_lo;
+      if (c_.offload)
+        update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
+      else
+        elementwise(8.0 * n * sizeof(T), [&] {
+          adamw_update(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
+        });
     }
-    elementwise(8.0 * n * sizeof(T), [&] {
-      adamw_update(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
-    });
-  }
   s.decay = T(0);
   if (c_.offload) {
     update_offloaded(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
