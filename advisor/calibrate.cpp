@@ -23,7 +23,7 @@ struct RingPoint {
 };
 
 RingPoint ring_point(Coll op, int g, double bytes, double seconds) {
-  double steps = op == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  const double steps = ring_steps(op, g);
   return {steps, steps / g, bytes, seconds};
 }
 

@@ -19,7 +19,7 @@ const char* coll_name(Coll c) {
 namespace {
 
 double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {
-  double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  const double steps = ring_steps(c, g);
   return alpha * steps + steps / g * bytes / busbw;
 }
 
@@ -31,11 +31,10 @@ double doubling_rounds(int g) { return std::ceil(std::log2(double(g))); }
 
 // The measured times interpolated in log(bytes)–log(time) between sizes;
 // below the smallest size its time (latency-bound), beyond the largest that
-// time plus the rest at the fitted busbw. The part up to α·steps is latency
-// and scales as α does; the rest as bandwidth does.
+// time plus the rest at the fitted busbw; then scaled as its link is.
 double curve_time(const CurveUse& u, Coll c, int g, double bytes) {
   const MeasuredCurve& m = *u.curve;
-  const double steps = c == Coll::AllReduce ? 2.0 * (g - 1) : double(g - 1);
+  const double steps = ring_steps(c, g);
   const size_t n = m.bytes.size();
   double t;
   if (bytes <= m.bytes[0]) {
@@ -47,8 +46,7 @@ double curve_time(const CurveUse& u, Coll c, int g, double bytes) {
     const double f = std::log(bytes / m.bytes[i - 1]) / std::log(m.bytes[i] / m.bytes[i - 1]);
     t = m.seconds[i - 1] * std::pow(m.seconds[i] / m.seconds[i - 1], f);
   }
-  const double latency = std::min(t, m.alpha_s * steps);
-  return latency * u.alpha_factor + (t - latency) / u.bw_factor;
+  return scaled_curve_time(t, m.alpha_s * steps, u.alpha_factor, u.bw_factor);
 }
 
 double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here, double rounds,

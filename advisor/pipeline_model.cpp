@@ -154,7 +154,7 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
   for (int k = 0; k < sp.kinds.count; ++k) {
     const Plan& pl = sp.plan[k];
     out.host_copy_s[k] = pl.host_bw > 0 ? pl.host_copy_bytes / pl.host_bw : 0;
-    out.chunk_latency_s[k] = pl.offload_chunks * 2.0 * (d.size - 1) * alpha;
+    out.chunk_latency_s[k] = pl.offload_chunks * ring_steps(Coll::AllReduce, d.size) * alpha;
     out.dp_buckets[k] = out.dp_bucket_s[k] = out.dp_last_bucket_s[k] = 0;
     out.dp_rs_bucket_s[k] = out.dp_rs_last_bucket_s[k] = 0;
     out.dp_reduce_scatter_s[k] = out.dp_all_gather_s[k] = 0;

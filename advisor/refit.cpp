@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "error.hpp"
+#include "measurement.hpp"  // coll_from_name
 
 namespace ff {
 
@@ -307,16 +308,12 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
     section["kind"] = "fitted";
     section["source"] = std::string("refitted to measured training runs (") + knob_name(k) + "); see \"fitted\"";
   };
-  // A measured curve's times as the advisor scales them (comm_model.cpp):
-  // the part up to α·steps by the latency factor, the rest by the bandwidth's.
+  // A measured curve's times as the advisor scales them.
   auto scale_curve = [](nlohmann::json& op, const std::string& name, int g, double bw, double alpha) {
-    if (!op.contains("curve") || !op.contains("alpha_us")) return;
-    const double steps = name == "all-reduce" ? 2.0 * (g - 1) : double(g - 1);
-    const double latency_us = op["alpha_us"].get<double>() * steps;
-    for (auto& point : op["curve"]) {
-      const double t = point[1].get<double>(), lat = std::min(t, latency_us);
-      point[1] = lat * alpha + (t - lat) / bw;
-    }
+    Coll c;
+    if (!op.contains("curve") || !op.contains("alpha_us") || !coll_from_name(name, c)) return;
+    const double latency_us = op["alpha_us"].get<double>() * ring_steps(c, g);
+    for (auto& point : op["curve"]) point[1] = scaled_curve_time(point[1].get<double>(), latency_us, alpha, bw);
   };
   // A link entry and its per-collective figures, alike.
   auto scale_link_json = [&](nlohmann::json& e, const char* bw_key, double bw, double alpha) {

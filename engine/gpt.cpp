@@ -608,6 +608,15 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // as soon as its own all-reduce is in, under the chunks still in flight.
   // Clipping by the global norm needs every chunk first.
   const bool update_per_chunk = c_.offload && !clipping;
+  // AdamW on n parameters (weight, gradient, m and v read and written: 8
+  // values each), or offloaded, through the bucket buffers.
+  auto adam = [&](T* w, T* g, T* m, T* v, size_t n) {
+    if (c_.offload) update_offloaded(w, g, m, v, n, s);
+    else elementwise(8.0 * double(n) * sizeof(T), [&] { adamw_update(w, g, m, v, n, s); });
+  };
+  auto adam_bucket = [&](const Bucket& b) {
+    adam(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], b.own_hi - b.own_lo);
+  };
 
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   if (sharded()) {
@@ -621,8 +630,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // The shard arena over D: what ODP has not posted yet, then each bucket
   // waited for in order; without ODP, sharding or offload, one blocking
   // all-reduce per matrix, as MODEL.md §2 prices it.
-  const bool bucketed = c_.overlap.odp || sharded() || c_.offload;
-  if (bucketed) {
+  if (c_.overlap.odp || sharded() || c_.offload) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_) post_bucket(buckets_[next_bucket_]);
   } else {
     for (auto p = layout_.matrices.rbegin(); p != layout_.matrices.rend(); ++p)
@@ -637,16 +645,14 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   const Coords& co = comm_.coords();
   const int gd = comm_.size(Axis::D), d = comm_.coord(Axis::D);
   double sq = 0;
-  for (Bucket& b : buckets_) {
-    if (bucketed) comm_.wait(b.ticket);
+  for (const Bucket& b : buckets_) {
+    comm_.wait(b.ticket);  // 0, nothing to wait for, where the reduction was blocking
     elementwise(0, [&] {
       const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
       const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
       sq += sum_of_squares(&shard_g_[lo], hi - lo);
     });
-    if (update_per_chunk)
-      update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment],
-                       b.own_hi - b.own_lo, s);
+    if (update_per_chunk) adam_bucket(b);
   }
   elementwise(0, [&] {
     // Sharded, the part of each vector this D rank holds reduced.
@@ -660,25 +666,10 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   const double norm = std::sqrt(comm_.sum_all(sq));
   if (clipping) s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
 
-  // Weight, gradient, m and v read, and written: 8 values a parameter.
   if (!update_per_chunk)
-    for (const Bucket& b : buckets_) {
-      const size_t n = b.own_hi - b.own_lo;
-      if (c_.offload)
-        update_offloaded(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
-      else
-        elementwise(8.0 * n * sizeof(T), [&] {
-          adamw_update(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], n, s);
-        });
-    }
+    for (const Bucket& b : buckets_) adam_bucket(b);
   s.decay = T(0);
-  if (c_.offload) {
-    update_offloaded(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
-  } else {
-    elementwise(8.0 * double(rep_hi_ - rep_lo_) * sizeof(T), [&] {
-      adamw_update(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_, s);
-    });
-  }
+  adam(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_);
   if (sharded()) {
     // The parts other ranks updated come back with their weights; their
     // gradients here are partial sums AdamW did not consume: zeroed (a
@@ -724,7 +715,6 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
     const double dt = now_s() - t0;
     offload_stats.copy_s += dt;
     if (hidden) offload_stats.hidden_s += dt;
-    offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);
   };
   for (size_t lo = 0; lo < n; lo += B) {
     const size_t k = std::min(B, n - lo);
@@ -732,6 +722,7 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
     elementwise(8.0 * double(k) * sizeof(T),
                 [&] { adamw_update(w + lo, g + lo, bucket_m_.data(), bucket_v_.data(), k, s); });
     copy(bucket_m_.data(), bucket_v_.data(), m + lo, v + lo, k);
+    offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);  // m and v, each way
     ++offload_stats.buckets;
     dev_.progress();
   }

@@ -32,7 +32,7 @@ struct BucketSizes {
 struct OffloadStats {
   double copy_s = 0;      // m and v copied into and out of the bucket buffers
   double hidden_s = 0;    // of it, while the last all-reduce chunk was still in flight
-  double copy_bytes = 0;  // both directions
+  double copy_bytes = 0;  // each way
   long buckets = 0;
 };
 

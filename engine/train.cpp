@@ -193,7 +193,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                    double(os.buckets - of.buckets)};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_SUM, world));
     const double each = double(ranks) * timed;
-    res.offload = {v[0] / each, v[1] / each, v[2] / each / 2, long(std::lround(v[3] / each))};
+    res.offload = {v[0] / each, v[1] / each, v[2] / each, long(std::lround(v[3] / each))};
   }
 
   if (P > 1) {  // per stage: this rank's figures, averaged over the stage's ranks on rank 0

@@ -82,8 +82,10 @@ long long check_collective(Backend& b, Group& g, Coll op, bool nonblocking, cons
   std::vector<float> host(std::max(in, out));
   for (size_t i = 0; i < in; ++i) host[i] = pattern_value(me, i);
   b.upload(send, host.data(), in);
-  std::vector<float> junk(out, -1.0f);  // so a collective that writes nothing is caught
-  b.upload(recv, junk.data(), out);
+  // So a collective that writes nothing is caught; an all-reduce's buffer
+  // holds the input instead (a backend may reduce it in place).
+  std::vector<float> junk(out, -1.0f);
+  b.upload(recv, op == Coll::AllReduce ? host.data() : junk.data(), out);
   b.run(op, g, send, recv, count, nonblocking);
   b.sync(g);
   b.download(host.data(), recv, out);

@@ -366,6 +366,34 @@ TEST_CASE("a fitted profile loads and prices as the fitted factors say") {
   CHECK(ff::predict(job, f, c).estimate.time_s == rel(ff::predict(job, ff::apply_factors(m, r.factors), c).estimate.time_s, 1e-9));
 }
 
+TEST_CASE("a fitted profile's measured curves: latency by the α factor, the rest by the bandwidth's") {
+  nlohmann::json base = ff::profile_json("perlmutter");
+  // An intra-node entry of size g with an all-reduce measured at 1 and 4 KiB:
+  // 100 and 400 µs, α 10 µs, so 2(g − 1)·10 µs of each is latency.
+  nlohmann::json& e = base["intra_node"]["table"][0];
+  const int g = e["size"].get<int>();
+  e["by_op"] = {{"all-reduce", {{"alpha_us", 10}, {"busbw_GBps", 100}, {"curve", {{1024, 100}, {4096, 400}}}}}};
+  ff::MachineProfile m = ff::machine_from_json(base, "perlmutter+curve");
+  ff::RefitResult r;
+  r.factors = ff::identity_factors(m);
+  r.factors[ff::Knob::IntraBw] = 2;
+  r.factors[ff::Knob::Alpha] = 0.5;
+  r.fitted.fill(true);
+  nlohmann::json j = ff::fitted_profile_json(base, r, "fitted-curve", {{"report", "r.json"}});
+  const double lat = 2.0 * (g - 1) * 10;
+  const nlohmann::json& curve = j["intra_node"]["table"][0]["by_op"]["all-reduce"]["curve"];
+  CHECK(curve[0][1].get<double>() == rel(lat * 0.5 + (100 - lat) / 2));
+  CHECK(curve[1][1].get<double>() == rel(lat * 0.5 + (400 - lat) / 2));
+  // The written profile prices that collective as the factors applied in memory.
+  ff::MachineProfile f = ff::machine_from_json(j, "fitted");
+  const ff::LinkParams& written = f.intra[0].link;
+  ff::LinkParams scaled = m.intra[0].link;
+  ff::scale_link(scaled, 2, 0.5);
+  for (double bytes : {512.0, 2048.0, 8192.0})
+    CHECK(ff::collective_time(ff::Coll::AllReduce, g, bytes, written) ==
+          rel(ff::collective_time(ff::Coll::AllReduce, g, bytes, scaled), 1e-9));
+}
+
 TEST_CASE("out of sample: each half is scored by the fit of the other, never its own") {
   ff::MachineProfile base = cpu_like();
   ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::FP32};

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "error.hpp"
+#include "format.hpp"
 
 namespace ff::advisor {
 
@@ -67,6 +68,15 @@ LoadedJob load_job(const JobOptions& o) {
     std::cerr << "advisor: note: " << l.job.gpus << " GPUs is not a whole number of " << l.machine.name
               << " nodes (" << l.machine.gpus_per_node << " GPUs each); the last node is priced as partly used\n";
   return l;
+}
+
+void check_pipelines(const Job& job, const std::vector<int>& stages) {
+  for (int P : stages) {
+    if (P < 1) input_error("--pipeline " + std::to_string(P) + ": expected a number of stages >= 1");
+    if (job.model.layers % P || job.gpus % P)
+      input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + std::to_string(job.model.layers) +
+                  " layers and the " + grouped(job.gpus) + " GPUs");
+  }
 }
 
 }  // namespace ff::advisor

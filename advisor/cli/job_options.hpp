@@ -29,6 +29,9 @@ struct LoadedJob {
 // Loads the model and machine and checks the numbers; throws InputError.
 LoadedJob load_job(const JobOptions& o);
 long long parse_gpus(const std::string& text);
+// --pipeline's stage counts: each >= 1 and dividing the layers and the GPUs;
+// throws InputError.
+void check_pipelines(const Job& job, const std::vector<int>& stages);
 long long default_batch(const ModelSpec& m, long long gpus);
 
 }  // namespace ff::advisor

@@ -106,12 +106,7 @@ void run(const RecommendOptions& o) {
   if (!o.overlap.empty()) so.fixed_overlap = true, so.overlap = parse_overlap(o.overlap);
   for (int mb : o.micro_batches)
     if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
-  for (int P : o.pipelines) {
-    if (P < 1) input_error("--pipeline " + std::to_string(P) + ": expected a number of stages >= 1");
-    if (job.model.layers % P || job.gpus % P)
-      input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + std::to_string(job.model.layers) +
-                  " layers and the " + grouped(job.gpus) + " GPUs");
-  }
+  check_pipelines(job, o.pipelines);
   so.pipelines = o.pipelines;
   if (std::string why = optimizer_state_problem(m, {o.offload_only, o.shard_only}); !why.empty()) input_error(why);
   so.offload_off = !o.offload_only;

@@ -21,8 +21,10 @@
 #include "engine_args.hpp"
 #include "error.hpp"
 #include "format.hpp"
+#include "job_options.hpp"
 #include "json_fields.hpp"
 #include "measurement.hpp"
+#include "search.hpp"
 #include "subcommands.hpp"
 #include "validation_report.hpp"
 #include "validation_scores.hpp"
@@ -102,11 +104,8 @@ Setup setup(const ValidateOptions& o) {
     if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
   Setup s;
   s.job.model = load_model(o.model);
-  for (int P : o.pipelines)
-    if (P < 1 || s.job.model.layers % P != 0 || o.ranks % P != 0)
-      input_error("--pipeline " + std::to_string(P) + ": stages must be >= 1 and divide the " +
-                  std::to_string(s.job.model.layers) + " layers and the " + std::to_string(o.ranks) + " ranks");
   s.job.gpus = o.ranks;
+  check_pipelines(s.job, o.pipelines);
   s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
   s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
   // Priced as the engine computes: its attention is unfused (full S×S
@@ -171,12 +170,10 @@ std::vector<int> micro_batches(const ValidateOptions& o, long long share) {
 // Overlap flags with nothing to act on are folded, as the search does.
 std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineProfile& p, const ValidateOptions& o,
                                                   std::map<std::string, int>& skipped) {
-  std::vector<int> stages = o.pipelines;
-  if (stages.empty())
-    for (int P = 1; P <= job.model.layers; ++P)
-      if (job.model.layers % P == 0 && job.gpus % P == 0) stages.push_back(P);
+  SearchOptions stage_counts;
+  stage_counts.pipelines = o.pipelines;
   std::vector<Grid> grids;
-  for (int P : stages)
+  for (int P : pipeline_choices(job, stage_counts))
     for (Grid g : factorizations(job.gpus / P)) {
       g.p = P;
       grids.push_back(g);

@@ -365,39 +365,34 @@ TEST_CASE("parameters move: the comparison above is not between untrained models
   CHECK(max_change > 1e-3);  // AdamW's first step moves each weight by about lr = 1e-2
 }
 
+// fp32: the loss of every step of each grid (all 8 ranks, every overlap
+// flag) against one rank, within `tolerance` relative.
+static void check_fp32_losses(const ModelSpec& m, const std::vector<Grid>& grids, double tolerance) {
+  RunResult ref = train<float>(MPI_COMM_SELF, options(Grid{}, kVariants[0], m), false);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (const Grid& g : grids) {
+    RunResult r = train<float>(MPI_COMM_WORLD, options(g, kVariants[4], m), false);
+    if (rank != 0) continue;
+    for (size_t s = 0; s < ref.steps.size(); ++s) {
+      INFO("grid " << g.label() << " step " << s);
+      CHECK(rel(r.steps[s].loss, ref.steps[s].loss) < tolerance);
+    }
+  }
+}
+
 TEST_CASE("fp32, pipelined: the loss of every 8-rank shape with P in {2, 4} agrees with one rank to 1e-4 relative") {
   ModelSpec m = exact_model();
   m.layers = 4;
-  RunOptions ro = options(Grid{}, kVariants[0], m);
-  RunResult ref = train<float>(MPI_COMM_SELF, ro, false);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<Grid> grids;
   for (int P : {2, 4})
     for (Grid g : factorizations(8 / P)) {
       g.p = P;
-      RunOptions o = options(g, kVariants[4], m);
-      RunResult r = train<float>(MPI_COMM_WORLD, o, false);
-      if (rank != 0) continue;
-      for (size_t s = 0; s < ref.steps.size(); ++s) {
-        INFO("grid " << g.label() << " step " << s);
-        CHECK(rel(r.steps[s].loss, ref.steps[s].loss) < 1e-4);
-      }
+      grids.push_back(g);
     }
+  check_fp32_losses(m, grids, 1e-4);
 }
 
 TEST_CASE("fp32: the loss of every 8-rank shape agrees with one rank to 1e-5 relative") {
-  const ModelSpec m = exact_model();
-  RunOptions ro = options(Grid{}, kVariants[0], m);
-  RunResult ref = train<float>(MPI_COMM_SELF, ro, false);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  for (const Grid& g : factorizations(8)) {
-    RunOptions o = options(g, kVariants[4], m);
-    RunResult r = train<float>(MPI_COMM_WORLD, o, false);
-    if (rank != 0) continue;
-    for (size_t s = 0; s < ref.steps.size(); ++s) {
-      INFO("grid " << g.str() << " step " << s);
-      CHECK(rel(r.steps[s].loss, ref.steps[s].loss) < 1e-5);
-    }
-  }
+  check_fp32_losses(exact_model(), factorizations(8), 1e-5);
 }

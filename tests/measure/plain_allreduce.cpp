@@ -4,7 +4,7 @@
 //   mpirun -np 2 plain_allreduce [--warmup W] [--iters N] [--repeats R] [--untouched] 16M ...
 //
 // For each size: R timings, each of N back-to-back MPI_Allreduce calls (fp32,
-// sum, out of place) after W untimed ones, bracketed by a barrier and
+// sum, in place: as measure and the engine issue them) after W untimed ones, bracketed by a barrier and
 // MPI_Wtime, the slowest rank's time; busbw = bytes / time × 2(g−1)/g. Prints
 // every timing, their median, and the page faults of the first repeat, its
 // warm-up included (most on any rank): the process's first calls at the size.
@@ -59,14 +59,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   size_t largest = *std::max_element(sizes.begin(), sizes.end());
-  auto* send = static_cast<float*>(std::malloc(largest));
-  auto* recv = static_cast<float*>(std::malloc(largest));
+  auto* buf = static_cast<float*>(std::malloc(largest));
   // Not zeros: the compiler turns malloc then memset(0) into calloc, which
   // leaves fresh pages unwritten, and the first collective would fault them.
-  if (touch) {
-    std::fill(send, send + largest / sizeof(float), 1.0f);
-    std::fill(recv, recv + largest / sizeof(float), -1.0f);
-  }
+  if (touch) std::fill(buf, buf + largest / sizeof(float), 1.0f);
   double factor = 2.0 * (size - 1) / size;
   for (size_t bytes : sizes) {
     int count = int(bytes / sizeof(float));
@@ -74,10 +70,10 @@ int main(int argc, char** argv) {
     long first_faults = 0;
     for (int r = 0; r < repeats; ++r) {
       long f0 = minor_faults();
-      for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      for (int i = 0; i < warmup; ++i) MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
-      for (int i = 0; i < iters; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      for (int i = 0; i < iters; ++i) MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       double mine = (MPI_Wtime() - t0) / iters, slowest = 0;
       if (r == 0) first_faults = minor_faults() - f0;
       MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -93,8 +89,7 @@ int main(int argc, char** argv) {
       std::printf("; page faults in the first: %ld\n", most);
     }
   }
-  std::free(send);
-  std::free(recv);
+  std::free(buf);
   MPI_Finalize();
   return 0;
 }

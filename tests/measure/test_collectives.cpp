@@ -52,8 +52,10 @@ TEST_CASE("each collective on each geometry delivers exactly the expected data")
       CAPTURE(nb);
       CAPTURE(count);
       // all-reduce: element i is the sum of every member's value(member, i).
-      std::vector<float> send(count), recv(count, -1);
-      for (size_t i = 0; i < count; ++i) send[i] = value(me, i);
+      // The mpi backend reduces `recv` in place (as the engine does), so the
+      // input is there too.
+      std::vector<float> send(count), recv(count);
+      for (size_t i = 0; i < count; ++i) send[i] = recv[i] = value(me, i);
       backend->run(ff::Coll::AllReduce, *m.group, send.data(), recv.data(), count, nb);
       int wrong = 0;
       for (size_t i = 0; i < count; ++i) {

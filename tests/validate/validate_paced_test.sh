@@ -179,7 +179,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert {run["config"]["grid"]["pipe"] for run in r["runs"]} == {1, 2}, [run["key"] for run in r["runs"]]
 ' "$tmp/all.json"
-expect 2 'pipeline 3: stages must be >= 1 and divide the 2 layers' -- \
+expect 2 'pipeline 3: stages must divide the 2 layers and the 4 GPUs' -- \
   "$advisor" validate "${pipe_job[@]}" --pipeline 3 --out "$tmp/bad.json"
 
 if [[ $failures -ne 0 ]]; then
