@@ -124,7 +124,7 @@ expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 
 expect 0 'paced device' -- $run 8 "$engine" --model "$tiny" "${cfg2[@]}" --steps 2 --device paced --pace-gflops 4 \
   --pace-gbps 1 --poll-us 40 --record "$tmp/paced.json"
 # The model's compute for that pace: the machine's compute replaced by the
-# pace (advisor/device_pace.cpp's rule, written out here independently) and
+# pace (advisor/inputs/device_pace.cpp's rule, written out here independently) and
 # the engine's attention, which is unfused.
 python3 - "$root/profiles/cpu-8x2core.json" "$tiny" "$tmp" <<'PY'
 import json, sys
