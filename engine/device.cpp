@@ -1,9 +1,17 @@
 #include "device.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
+#include "check.hpp"
 #include "clock.hpp"
+#include "device_kernels.hpp"
+#include "huge_pages.hpp"
 #include "mpi_poll.hpp"
+#ifdef FF_CUDA_DEVICE
+#include "cuda_device.hpp"
+#include "gpu.hpp"
+#endif
 
 namespace ff::engine {
 
@@ -80,6 +88,44 @@ class PacedDevice final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
+
+#ifdef FF_CUDA_DEVICE
+bool have_cuda_device() { return true; }
+bool select_cuda_gpu(MPI_Comm world, std::string* why) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  const bool ok = cuda::select_local_gpu(node, why);
+  MPI_CHECK(MPI_Comm_free(&node));
+  return ok;
+}
+std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+#else
+bool have_cuda_device() { return false; }
+bool select_cuda_gpu(MPI_Comm, std::string* why) {
+  *why = "this engine was built without the CUDA toolkit (meson -Dcuda=enabled, nvcc under -Dcuda-home)";
+  return false;
+}
+std::unique_ptr<Device> make_cuda_device() { throw std::logic_error("engine: built without the cuda device"); }
+#endif
+
+template <typename T>
+std::unique_ptr<DeviceKernels<T>> kernels_for(Device& dev) {
+#ifdef FF_CUDA_DEVICE
+  if (auto* gpu = dynamic_cast<CudaDevice*>(&dev)) return make_cuda_kernels<T>(*gpu);
+#endif
+  return std::make_unique<CpuKernels<T>>(dev);
+}
+template std::unique_ptr<DeviceKernels<float>> kernels_for<float>(Device&);
+template std::unique_ptr<DeviceKernels<double>> kernels_for<double>(Device&);
+
+void install_buffer_memory(const BufferMemory* memory) {
+  BufferMemoryState& st = buffer_memory_state();
+  if (st.memory == memory) return;
+  if (st.live != 0)
+    throw std::logic_error("engine: the device's memory is installed after " + std::to_string(st.live) +
+                           " arrays were made elsewhere");
+  st.memory = memory;
+}
 std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64) {
   return std::make_unique<PacedDevice>(pace, fp64);
 }

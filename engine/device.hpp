@@ -10,6 +10,12 @@
 //          on a virtual device clock at max(launch, device free) + duration,
 //          the duration from a DevicePace; waiting sleeps until the clock
 //          reaches the event, driving MPI progress every Δ.
+//   cuda   a GPU (cuda/cuda_device.hpp): kernels are queued on a stream and
+//          their results exist when it reaches them (deferred); waiting
+//          polls the stream's events, driving MPI progress.
+// What each kernel computes is the device's DeviceKernels (device_kernels.hpp).
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 
@@ -29,6 +35,8 @@ struct Kernel {
 struct DeviceStats {
   long kernels = 0;
   double busy_s = 0;  // device time of every kernel: the paced durations, or on cpu the real ones
+  double gemm_s = 0;  // cuda: of busy_s, the kernels with FLOPs (GEMMs, attention), from events
+  double peak_bytes = 0;  // cuda: the most device memory the engine's arrays held
   double host_s = 0;  // the host's real time inside kernel bodies
   double late_s = 0;  // paced: how far the host's real work pushed completions past the device clock
 };
@@ -66,6 +74,11 @@ class Device {
   // cpu: kernels are the host's own work, timed as they run; a long one
   // drives MPI progress itself, since nothing else does while it runs.
   virtual bool host_is_device() const = 0;
+  // Whether a kernel's result exists only once the device reaches its event
+  // (a GPU), rather than when it is launched (cpu, paced: the host computes
+  // it then). The schedule synchronizes where the host reuses or reads what
+  // a queued kernel may still touch.
+  virtual bool deferred() const { return false; }
   bool comm_pending() const { return progress_ && progress_->pending(); }
   void progress() {
     if (progress_) progress_->progress();
@@ -80,6 +93,14 @@ class Device {
 };
 
 std::unique_ptr<Device> make_cpu_device();
+// cuda (cuda/cuda_device.hpp): this rank's GPU; kernels on one stream.
+// Whether this engine was built with it.
+bool have_cuda_device();
+// Takes this rank's GPU (local rank i of its node, GPU i); false with `why`
+// where it has none. Every rank of `world` calls it.
+bool select_cuda_gpu(MPI_Comm world, std::string* why);
+// The cuda device on the selected GPU, before any of the engine's arrays.
+std::unique_ptr<Device> make_cuda_device();
 // `fp64`: GEMMs at the pace's fp64 rate.
 std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64);
 

@@ -14,7 +14,8 @@ namespace ff::engine {
 
 template <typename T>
 Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes)
-    : comm_(comm), dev_(comm.device()), m_(m), c_(c), sizes_(sizes), layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
+    : comm_(comm), dev_(comm.device()), k_(kernels_for<T>(comm.device())), m_(m), c_(c), sizes_(sizes),
+      layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;
@@ -115,7 +116,8 @@ void Gpt<T>::gradient_done(int mi) {
 template <typename T>
 void Gpt<T>::post_ready_buckets() {
   if (!(c_.overlap.odp && c_.grid.d > 1)) return;
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].lo >= final_lo_) post_bucket(buckets_[next_bucket_++]);
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].lo >= final_lo_)
+    post_bucket(buckets_[next_bucket_++]);
 }
 
 template <typename T>
@@ -127,7 +129,7 @@ void Gpt<T>::post_bucket(Bucket& b) {
   }
   T* dst = &shard_g_[b.own_lo];
   b.ticket = comm_.ireduce_scatter_parts(Axis::D, &shard_g_[b.lo], b.part.data(), n, [this, &b, dst] {
-    elementwise(2.0 * b.part.size() * sizeof(T), [&] { std::copy(b.part.begin(), b.part.end(), dst); });
+    elementwise(2.0 * b.part.size() * sizeof(T), [&] { k_->copy(b.part.data(), dst, b.part.size()); });
   });
 }
 
@@ -229,12 +231,15 @@ const T* Gpt<T>::acquire(int mi) {
   } else {
     comm_.all_gather(Axis::Z, &shard_w_[p.offset], buf, p.shard_n);
   }
-  // The other buffer held the previous weight, whose use is over. Weights
-  // change only in the optimizer step: the prefetch waits for no kernel.
+  // The other buffer held the previous weight, whose use is over where
+  // kernels complete when launched; weights change only in the optimizer
+  // step, so the prefetch waits for no kernel. On a deferred device (a GPU)
+  // the kernels reading that buffer may still be queued: it waits for them.
+  const Source prefetch_source = dev_.deferred() ? Source::Device : Source::Host;
   if (c_.overlap.oag && cursor_ < schedule_.size()) {
     const MatrixParam& q = layout_.matrices[schedule_[cursor_]];
     prefetch_ticket_ = comm_.iall_gather(Axis::Z, &shard_w_[q.offset], gather_buf_[cursor_ % 2].data(), q.shard_n,
-                                         Source::Host);
+                                         prefetch_source);
     prefetch_pos_ = long(cursor_);
   }
   return buf;
@@ -277,9 +282,7 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   T* dest = first ? acc : slot.part.data();
   auto accumulate = [this, mi, acc, &slot, first, n = p.shard_n]() {
     if (!first)
-      elementwise(3.0 * n * sizeof(T), [&] {
-        for (size_t i = 0; i < n; ++i) acc[i] += slot.part[i];
-      });
+      elementwise(3.0 * n * sizeof(T), [&] { k_->add(acc, slot.part.data(), acc, n); });
     gradient_done(mi);
     slot.busy = false;
     slot.ticket = 0;
@@ -292,6 +295,20 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   }
 }
 
+// C = alpha·op(A)·op(B) + beta·C as one kernel, timed into gemm_stats: on the
+// cpu the host's BLAS time, elsewhere the device's.
+template <typename T>
+void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
+                  T* C, int ldc) {
+  if (m == 0 || n == 0) return;
+  const double flops = 2.0 * m * n * k;
+  double blas_s = 0;
+  const double device_s =
+      dev_.launch(Kernel{flops, 0}, [&] { blas_s = k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); });
+  gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
+  gemm_stats.flops += flops;
+}
+
 // out[t, n] = in[t, k] · W[k, n], partial sums reduced over X (normal layer)
 // or Y (transposed), then the bias.
 template <typename T>
@@ -299,13 +316,10 @@ void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
   const MatrixParam& p = layout_.matrices[mi];
   const T* W = acquire(mi);
   const int k = int(p.block_rows), n = int(p.block_cols);
-  gemm<T>(dev_, gemm_stats, false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
+  gemm(false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
   comm_.all_reduce(p.transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
   if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
-    elementwise(0, [&] {
-      for (long i = 0; i < t_; ++i)
-        for (int j = 0; j < n; ++j) out[i * n + j] += bias[j];
-    });
+    elementwise(0, [&] { k_->add_bias(out, bias, t_, n); });
 }
 
 // din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
@@ -315,12 +329,9 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
   const MatrixParam& p = layout_.matrices[mi];
   const int k = int(p.block_rows), n = int(p.block_cols);
   if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
-    elementwise(0, [&] {
-      for (long i = 0; i < t_; ++i)
-        for (int j = 0; j < n; ++j) dbias[j] += dout[i * n + j];
-    });
+    elementwise(0, [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
-  gemm<T>(dev_, gemm_stats, false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
+  gemm(false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
   const Axis in_axis = p.transposed ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
   if (c_.overlap.oar)
@@ -331,11 +342,11 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
-    gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+    gemm(true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
     gradient_done(mi);
   } else {
     GradSlot& slot = grad_slot();
-    gemm<T>(dev_, gemm_stats, true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+    gemm(true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
     submit_weight_grad(mi, slot);
   }
   comm_.wait(oar);
@@ -348,10 +359,10 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   const double bytes = double(t_) * hx_ * sizeof(T);
-  elementwise(bytes, [&] { embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
+  elementwise(bytes, [&] { k_->embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
   comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
   const T* pos = vw(layout_.positions);
-  elementwise(2 * bytes, [&] { add_positions(h0, pos, t_, S, hx_); });
+  elementwise(2 * bytes, [&] { k_->add_positions(h0, pos, t_, S, hx_); });
 }
 
 template <typename T>
@@ -364,8 +375,8 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   T* dE = slot ? slot->full.data() : &shard_g_[p.offset];
   T* gpos = vg(layout_.positions);
   elementwise(3.0 * t_ * hx_ * sizeof(T), [&] {
-    if (slot) std::fill(dE, dE + p.block_n(), T(0));
-    embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
+    if (slot) k_->zero(dE, p.block_n());
+    k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
   });
   if (slot) submit_weight_grad(layout_.embedding, *slot);
   else gradient_done(layout_.embedding);
@@ -379,12 +390,12 @@ template <typename T>
 void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd) {
   const long H = m_.hidden;
   const double values = double(t_) * hx_ * sizeof(T);
-  elementwise(values, [&] { layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
+  elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
   comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(t_));
-  elementwise(0, [&] { layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), t_, hx_, H); });
+  elementwise(0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), t_, hx_, H); });
   comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(t_));
   elementwise(values, [&] {
-    layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, t_, hx_, H);
+    k_->layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, t_, hx_, H);
   });
 }
 
@@ -392,11 +403,11 @@ template <typename T>
 void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma,
                                 T* dbeta) {
   const double values = double(t_) * hx_ * sizeof(T);
-  elementwise(values, [&] { layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
+  elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
   comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * t_));
   elementwise(2 * values, [&] {
-    layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_,
-                             long(m_.hidden));
+    k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_,
+                                 long(m_.hidden));
   });
 }
 
@@ -405,17 +416,17 @@ template <typename T>
 double Gpt<T>::cross_entropy(T grad_scale) {
   const long v0 = long(comm_.coord(Axis::Y)) * vy_, valid = vocab_valid(vy_, v0, long(m_.vocab));
   const double values = 2.0 * t_ * vy_ * sizeof(T);
-  elementwise(0, [&] { cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
+  elementwise(0, [&] { k_->cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
   comm_.all_reduce(Axis::Y, ce_max_.data(), size_t(t_), ReduceOp::Max);
   elementwise(values, [&] {
-    cross_entropy_exp_sums(logits_.data(), targets_.data(), ce_max_.data(), dlogits_.data(), ce_stat_.data(), t_, vy_,
-                           v0, valid);
+    k_->cross_entropy_exp_sums(logits_.data(), targets_.data(), ce_max_.data(), dlogits_.data(), ce_stat_.data(), t_,
+                               vy_, v0, valid);
   });
   comm_.all_reduce(Axis::Y, ce_stat_.data(), size_t(2 * t_));
   double loss = 0;
   elementwise(values, [&] {
-    loss = cross_entropy_finish(targets_.data(), ce_max_.data(), ce_stat_.data(), dlogits_.data(), t_, vy_, v0, valid,
-                                grad_scale);
+    loss = k_->cross_entropy_finish(targets_.data(), ce_max_.data(), ce_stat_.data(), dlogits_.data(), t_, vy_, v0,
+                                    valid, grad_scale);
   });
   return loss;
 }
@@ -430,7 +441,7 @@ void Gpt<T>::attention_forward(BlockActs& a) {
   const double flops = 4.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 2 * scores * sizeof(T)}, [&] {
-    blas_s = engine::attention_forward(dev_, a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, head_dim_);
+    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
@@ -442,8 +453,8 @@ void Gpt<T>::attention_backward(BlockActs& a) {
   const double flops = 8.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 3 * scores * sizeof(T)}, [&] {
-    blas_s = engine::attention_backward(dev_, a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(), seqs, S,
-                                        heads_y_, head_dim_);
+    blas_s = k_->attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(), seqs, S, heads_y_,
+                                    head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
@@ -458,16 +469,12 @@ void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   linear_forward(b.qkv, a.a1.data(), vw(b.qkv_b), a.qkv.data());
   attention_forward(a);
   linear_forward(b.out, a.att.data(), vw(b.out_b), tmp_hx_.data());
-  elementwise(residual, [&] {
-    for (long i = 0; i < n_hx; ++i) a.h_mid[i] = a.h_in[i] + tmp_hx_[i];
-  });
+  elementwise(residual, [&] { k_->add(a.h_in.data(), tmp_hx_.data(), a.h_mid.data(), size_t(n_hx)); });
   layernorm_forward(a.h_mid.data(), vw(b.ln2_g), vw(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
   linear_forward(b.fc1, a.a2.data(), vw(b.fc1_b), a.f.data());
-  elementwise(gelu, [&] { gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
+  elementwise(gelu, [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
   linear_forward(b.fc2, a.g.data(), vw(b.fc2_b), tmp_hx_.data());
-  elementwise(residual, [&] {
-    for (long i = 0; i < n_hx; ++i) h_out[i] = a.h_mid[i] + tmp_hx_[i];
-  });
+  elementwise(residual, [&] { k_->add(a.h_mid.data(), tmp_hx_.data(), h_out, size_t(n_hx)); });
 }
 
 // dh: the gradient of the block's output on entry, of its input on exit.
@@ -477,12 +484,10 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   const long n_hx = t_ * hx_;
   const double residual = 3.0 * n_hx * sizeof(T), gelu = 3.0 * t_ * fy_ * sizeof(T);
   auto add_residual = [&] {
-    elementwise(residual, [&] {
-      for (long i = 0; i < n_hx; ++i) dh[i] += dtmp_[i];
-    });
+    elementwise(residual, [&] { k_->add(dh, dtmp_.data(), dh, size_t(n_hx)); });
   };
   linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg(b.fc2_b));
-  elementwise(gelu, [&] { gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
+  elementwise(gelu, [&] { k_->gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
   linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg(b.fc1_b));
   layernorm_backward(tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
                      vg(b.ln2_b));
@@ -507,8 +512,8 @@ template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
   elementwise(double(shard_g_.size() + rep_g_.size()) * sizeof(T), [&] {
-    std::fill(shard_g_.begin(), shard_g_.end(), T(0));  // (empty until the first micro-step)
-    std::fill(rep_g_.begin(), rep_g_.end(), T(0));
+    k_->zero(shard_g_.data(), shard_g_.size());  // (empty until the first micro-step)
+    k_->zero(rep_g_.data(), rep_g_.size());
   });
   set_grads_zero();
 }
@@ -529,16 +534,19 @@ void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
   grads_zero_ = false;
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   const long L = long(layout_.blocks.size());
+  forward_slot_ = slot;
   T* h0 = acts[0].h_in.data();
   if (layout_.first) {
-    embedding_forward(tokens, h0);
+    embedding_forward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), h0);
   } else {  // a GPU would receive in place; the copy is the host's bookkeeping
-    elementwise(0, [&] { std::copy(received, received + t_ * hx_, h0); });
+    elementwise(0, [&] { k_->copy(received, h0, size_t(t_ * hx_)); });
+    if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received` again
   }
   T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
   for (long l = 0; l < L; ++l) {
     BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
-    if (c_.recompute) elementwise(0, [&] { a.h_in = acts[size_t(l)].h_in; });  // a GPU reads the kept input in place
+    if (c_.recompute)  // a GPU could read the kept input in place
+      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size()); });
     block_forward(int(l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
   }
 }
@@ -547,7 +555,7 @@ template <typename T>
 double Gpt<T>::head(const int* tokens, T grad_scale, bool last_of_step) {
   begin_backward(last_of_step);
   const long S = m_.seq_len;
-  for (long i = 0; i < t_; ++i) targets_[i] = tokens[(i / S) * (S + 1) + i % S + 1];
+  k_->targets(k_->tokens(tokens, size_t(c_.micro_batch) * (S + 1), forward_slot_), targets_.data(), t_, S);
   layernorm_forward(h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
                     rstd_f_.data());
   linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data());
@@ -568,27 +576,31 @@ void Gpt<T>::begin_backward(bool last_of_step) {
 template <typename T>
 void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step) {
   if (!layout_.last) begin_backward(last_of_step);  // the last stage's began in head()
-  if (!layout_.last) elementwise(0, [&] { std::copy(received_grad, received_grad + t_ * hx_, dresid_.begin()); });
+  if (!layout_.last) {
+    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(t_ * hx_)); });
+    if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received_grad` again
+  }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   for (long l = long(layout_.blocks.size()) - 1; l >= 0; --l) {
     BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
     if (c_.recompute) {
-      elementwise(0, [&] { a.h_in = acts[size_t(l)].h_in; });
+      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size()); });
       block_forward(int(l), a, dtmp_.data());  // the output is not needed again
     }
     block_backward(int(l), a, dresid_.data());
   }
   if (layout_.first)
-    embedding_backward(tokens, dresid_.data());
+    embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
   else
-    elementwise(0, [&] { std::copy(dresid_.begin(), dresid_.end(), grad_out_[size_t(slot)].begin()); });
+    elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size()); });
 }
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
   if (shard_m_.empty()) {  // sharded: this rank's parts only (ZeRO-1's saving)
-    const size_t owned = buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
+    const size_t owned =
+        buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
     shard_m_.assign(owned, T(0));
     shard_v_.assign(owned, T(0));
   }
@@ -612,7 +624,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // values each), or offloaded, through the bucket buffers.
   auto adam = [&](T* w, T* g, T* m, T* v, size_t n) {
     if (c_.offload) update_offloaded(w, g, m, v, n, s);
-    else elementwise(8.0 * double(n) * sizeof(T), [&] { adamw_update(w, g, m, v, n, s); });
+    else elementwise(8.0 * double(n) * sizeof(T), [&] { k_->adamw_update(w, g, m, v, n, s); });
   };
   auto adam_bucket = [&](const Bucket& b) {
     adam(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], b.own_hi - b.own_lo);
@@ -622,7 +634,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (sharded()) {
     T* dst = &rep_g_[rep_lo_];
     comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
-      elementwise(2.0 * rep_part_.size() * sizeof(T), [&] { std::copy(rep_part_.begin(), rep_part_.end(), dst); });
+      elementwise(2.0 * rep_part_.size() * sizeof(T), [&] { k_->copy(rep_part_.data(), dst, rep_part_.size()); });
     }));
   } else {
     comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
@@ -650,7 +662,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     elementwise(0, [&] {
       const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
       const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
-      sq += sum_of_squares(&shard_g_[lo], hi - lo);
+      sq += k_->sum_of_squares(&shard_g_[lo], hi - lo);
     });
     if (update_per_chunk) adam_bucket(b);
   }
@@ -660,7 +672,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     first[int(Axis::D)] = 0;
     for (const VectorParam& p : layout_.vectors) {
       const size_t lo = std::max(p.offset, rep_lo_), hi = std::min(p.offset + p.n, rep_hi_);
-      if (owns_vector(p, sharded() ? first : co) && lo < hi) sq += sum_of_squares(&rep_g_[lo], hi - lo);
+      if (owns_vector(p, sharded() ? first : co) && lo < hi) sq += k_->sum_of_squares(&rep_g_[lo], hi - lo);
     }
   });
   const double norm = std::sqrt(comm_.sum_all(sq));
@@ -676,16 +688,17 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     // memset MODEL.md does not price: 1/8 of AdamW's traffic per value).
     elementwise(0, [&] {
       for (const Bucket& b : buckets_) {
-        std::fill(shard_g_.begin() + long(b.lo), shard_g_.begin() + long(b.own_lo), T(0));
-        std::fill(shard_g_.begin() + long(b.own_hi), shard_g_.begin() + long(b.hi), T(0));
+        k_->zero(&shard_g_[b.lo], b.own_lo - b.lo);
+        k_->zero(&shard_g_[b.own_hi], b.hi - b.own_hi);
       }
-      std::fill(rep_g_.begin(), rep_g_.begin() + long(rep_lo_), T(0));
-      std::fill(rep_g_.begin() + long(rep_hi_), rep_g_.end(), T(0));
+      k_->zero(rep_g_.data(), rep_lo_);
+      k_->zero(rep_g_.data() + rep_hi_, rep_g_.size() - rep_hi_);
     });
     for (const Bucket& b : buckets_) comm_.all_gather_parts(Axis::D, &shard_w_[b.lo], b.hi - b.lo);
     comm_.all_gather_parts(Axis::D, rep_w_.data(), rep_w_.size());
   }
   set_grads_zero();  // adamw_update leaves them zero
+  if (dev_.deferred()) dev_.synchronize();  // the next step's weight prefetch reads what AdamW wrote
   return norm;
 }
 
@@ -720,7 +733,7 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
     const size_t k = std::min(B, n - lo);
     copy(m + lo, v + lo, bucket_m_.data(), bucket_v_.data(), k);
     elementwise(8.0 * double(k) * sizeof(T),
-                [&] { adamw_update(w + lo, g + lo, bucket_m_.data(), bucket_v_.data(), k, s); });
+                [&] { k_->adamw_update(w + lo, g + lo, bucket_m_.data(), bucket_v_.data(), k, s); });
     copy(bucket_m_.data(), bucket_v_.data(), m + lo, v + lo, k);
     offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);  // m and v, each way
     ++offload_stats.buckets;
@@ -730,6 +743,7 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
 
 template <typename T>
 std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_parameters() {
+  dev_.synchronize();  // read on the host
   const Coords& co = comm_.coords();
   std::vector<std::pair<std::string, std::vector<double>>> out;
   auto reduce = [&](const std::string& name, std::vector<double>& full) {

@@ -12,8 +12,8 @@
 #include "config.hpp"
 #include "adamw.hpp"
 #include "comm.hpp"
+#include "device_kernels.hpp"
 #include "huge_pages.hpp"
-#include "matmul.hpp"
 #include "model_spec.hpp"
 #include "params.hpp"
 
@@ -147,6 +147,8 @@ class Gpt {
   GradSlot& grad_slot();
   void submit_weight_grad(int mi, GradSlot& slot);
 
+  void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* C,
+            int ldc);
   void linear_forward(int mi, const T* in, const T* bias, T* out);
   void linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias);
   void embedding_forward(const int* tokens, T* h0);
@@ -168,6 +170,7 @@ class Gpt {
 
   Comm& comm_;
   Device& dev_;
+  std::unique_ptr<DeviceKernels<T>> k_;
   ModelSpec m_;
   Config c_;
   BucketSizes sizes_;
@@ -192,7 +195,8 @@ class Gpt {
   BlockActs scratch_;            // recompute's working set
   Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
-  std::vector<int> targets_;
+  Buffer<int> targets_;
+  int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)
   std::vector<Bucket> buckets_;
   size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
   Buffer<T> rep_part_;
@@ -200,7 +204,7 @@ class Gpt {
   size_t next_bucket_ = 0;
   size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
   bool last_micro_ = false;
-  std::vector<T> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
+  Buffer<T> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
 };
 
 }  // namespace ff::engine

@@ -12,6 +12,27 @@
 
 namespace ff::engine {
 
+// Another home for the engine's arrays: a GPU device's memory that the host
+// can also address (the cuda device installs managed memory), so the one
+// schedule and its host-side bookkeeping (initialisation, reading the
+// parameters back) run unchanged. Process-wide, as CUDA's current device is:
+// installed once, by the device, before any array exists, since an array is
+// returned to the memory it came from.
+struct BufferMemory {
+  void* (*allocate)(size_t bytes);
+  void (*deallocate)(void* p, size_t bytes);
+};
+struct BufferMemoryState {
+  const BufferMemory* memory = nullptr;
+  long live = 0;  // arrays allocated and not yet returned
+};
+inline BufferMemoryState& buffer_memory_state() {
+  static BufferMemoryState state;
+  return state;
+}
+// Throws std::logic_error if arrays already exist in another memory.
+void install_buffer_memory(const BufferMemory* memory);
+
 template <typename T>
 struct HugePageAllocator {
   using value_type = T;
@@ -25,6 +46,13 @@ struct HugePageAllocator {
   static size_t mapped_bytes(size_t n) { return (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage; }
 
   T* allocate(size_t n) {
+    BufferMemoryState& st = buffer_memory_state();
+    T* p = st.memory ? static_cast<T*>(st.memory->allocate(n * sizeof(T))) : host_allocate(n);
+    if (!p) throw std::bad_alloc();
+    ++st.live;
+    return p;
+  }
+  static T* host_allocate(size_t n) {
     if (n * sizeof(T) < kThreshold) return static_cast<T*>(::operator new(n * sizeof(T)));
     void* p = mmap(nullptr, mapped_bytes(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
@@ -32,7 +60,11 @@ struct HugePageAllocator {
     return static_cast<T*>(p);
   }
   void deallocate(T* p, size_t n) {
-    if (n * sizeof(T) < kThreshold)
+    BufferMemoryState& st = buffer_memory_state();
+    --st.live;
+    if (st.memory)
+      st.memory->deallocate(p, n * sizeof(T));
+    else if (n * sizeof(T) < kThreshold)
       ::operator delete(p);
     else
       munmap(p, mapped_bytes(n));

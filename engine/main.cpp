@@ -193,13 +193,18 @@ int main(int argc, char** argv) {
     c.overlap = parse_overlap(cli.overlap);
     c.dtype = Dtype::FP32;
     if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())
-      input_error("--device " + cli.device + ": this engine has the cpu and paced devices");
+      input_error("--device " + cli.device + ": expected cpu, paced or cuda");
     opts.device = cli.device;
     opts.pace = pace_of(cli);
     if (cli.device == "paced") check_pace(opts.pace);
+    if (cli.device == "cuda" && c.offload)
+      input_error("--offload on the cuda device: not yet (the host arena through pinned buffers on a copy stream "
+                  "is to come); run it on the cpu or paced device");
     if (!engine_device_computes(cli.device, cli.dtype))
       input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32 or fp64" +
-                  (cli.dtype == "bf16" || cli.dtype == "fp16" ? " (" + cli.dtype + " needs a GPU device)" : ""));
+                  (cli.dtype != "bf16" && cli.dtype != "fp16" ? ""
+                   : cli.device == "cuda"                      ? " (its " + cli.dtype + " kernels are to come)"
+                                                               : " (" + cli.dtype + " needs a GPU device)"));
     if (c.grid.total() != ranks)
       input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
                   std::to_string(ranks) + " ranks were launched");
@@ -226,6 +231,20 @@ int main(int argc, char** argv) {
                    error.c_str());
     MPI_Finalize();
     return 2;
+  }
+  // Every rank takes its GPU (a collective, so only once the flags are
+  // known good everywhere); the lowest rank without one speaks.
+  if (cli.device == "cuda") {
+    std::string why;
+    first_bad = select_cuda_gpu(MPI_COMM_WORLD, &why) ? ranks : rank;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first_bad < ranks) {
+      if (rank == first_bad)
+        std::fprintf(stderr, "engine: error%s: --device cuda: %s\n",
+                     rank ? (" on rank " + std::to_string(rank)).c_str() : "", why.c_str());
+      MPI_Finalize();
+      return 2;
+    }
   }
 
   try {

@@ -1,8 +1,8 @@
 #pragma once
-// Row-major GEMM through CBLAS: C[m,n] (+)= op(A)[m,k] · op(B)[k,n], launched
-// as one kernel on the device (a GPU backend puts cuBLAS behind the same
-// call). On the cpu device, while collectives are in flight, the product is
-// cut into row panels with progress between them, so MPI gets to move them.
+// Row-major GEMM through CBLAS: C[m,n] (+)= op(A)[m,k] · op(B)[k,n], the
+// cpu's GEMM kernel (device_kernels.hpp; the cuda device's is cuBLAS). On
+// the cpu device, while collectives are in flight, the product is cut into
+// row panels with progress between them, so MPI gets to move them.
 #include <cblas.h>
 
 #include <algorithm>
@@ -49,20 +49,6 @@ double host_gemm(Device& dev, bool ta, bool tb, int m, int n, int k, T alpha, co
     if (panels > 1) dev.progress();
   }
   return seconds;
-}
-
-// C = alpha·op(A)·op(B) + beta·C as one kernel, timed into `st`.
-template <typename T>
-void gemm(Device& dev, GemmStats& st, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
-          int ldb, T beta, T* C, int ldc) {
-  if (m == 0 || n == 0) return;
-  const double flops = 2.0 * m * n * k;
-  double blas_s = 0;
-  const double device_s = dev.launch(Kernel{flops, 0}, [&] {
-    blas_s = host_gemm(dev, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-  });
-  st.seconds += dev.host_is_device() ? blas_s : device_s;
-  st.flops += flops;
 }
 
 }  // namespace ff::engine

@@ -17,6 +17,10 @@ double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max
 // was late by more than 5% of a step measured the host, not the pace.
 nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
   nlohmann::json d = {{"name", r.device}};
+  if (r.device == "cuda") {
+    d["busy_s_per_rank"] = r.device_busy_s;
+    d["array_bytes_peak_per_rank"] = r.device_peak_bytes;
+  }
   if (r.device != "paced") return d;
   const DevicePace& p = o.pace;
   d["pace"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6}};

@@ -90,8 +90,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   int ranks = 0;
   MPI_CHECK(MPI_Comm_size(world, &ranks));
   const bool paced = o.device == "paced";
-  std::unique_ptr<Device> device =
-      paced ? make_paced_device(o.pace, std::is_same_v<T, double>) : make_cpu_device();
+  std::unique_ptr<Device> device = paced                  ? make_paced_device(o.pace, std::is_same_v<T, double>)
+                                   : o.device == "cuda" ? make_cuda_device()
+                                                        : make_cpu_device();
   if (paced) set_fine_timer_slack();
   MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
   Gpt<T> model(comm, o.model, c, o.seed, o.buckets);
@@ -150,7 +151,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     }
     r.sync_s = comm.stats.sync_s - before.sync_s;
     r.compute_s = r.time_s - blocked - r.sync_s;
-    r.gemm_s = model.gemm_stats.seconds - gemm_before.seconds;
+    // A GPU's GEMM time is its events' (the launch returns before the GEMM ran).
+    r.gemm_s = device->deferred() ? device->stats.gemm_s - device_before.gemm_s
+                                  : model.gemm_stats.seconds - gemm_before.seconds;
     r.gemm_flops = model.gemm_stats.flops - gemm_before.flops;
     r.device_s = device->stats.busy_s - device_before.busy_s;
     if (step > 0 || o.steps == 1) {
@@ -184,6 +187,11 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     double v = mine / timed;
     sum->assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
+  }
+
+  if (device->deferred()) {
+    res.device_peak_bytes.assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+    MPI_CHECK(MPI_Gather(&ds.peak_bytes, 1, MPI_DOUBLE, res.device_peak_bytes.data(), 1, MPI_DOUBLE, 0, world));
   }
 
   if (c.offload) {

@@ -26,7 +26,7 @@ struct RunOptions {
   AdamW opt;
   std::string data = "synthetic";
   uint64_t seed = 1234;
-  std::string device = "cpu";  // "cpu" or "paced" (device.hpp)
+  std::string device = "cpu";  // "cpu", "paced" or "cuda" (device.hpp)
   DevicePace pace;             // the paced device's
   BucketSizes buckets;         // ODP's gradient buckets, offload's buckets and chunks
 };
@@ -61,6 +61,7 @@ struct RunResult {
   // check that the host kept up): device busy, the host's real work in
   // kernels, and how late the host was against the device clock.
   std::vector<double> device_busy_s, host_work_s, late_s;
+  std::vector<double> device_peak_bytes;  // cuda, per rank on world rank 0: the engine's arrays on the GPU
   std::string device;
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI

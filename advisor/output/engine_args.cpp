@@ -7,12 +7,12 @@
 namespace ff {
 
 const std::vector<std::string>& engine_devices() {
-  static const std::vector<std::string> devices{"cpu", "paced"};
+  static const std::vector<std::string> devices{"cpu", "paced", "cuda"};
   return devices;
 }
 
 bool engine_device_computes(const std::string& device, const std::string& dtype) {
-  return (device == "cpu" || device == "paced") && (dtype == "fp32" || dtype == "fp64");
+  return (device == "cpu" || device == "paced" || device == "cuda") && (dtype == "fp32" || dtype == "fp64");
 }
 
 DevicePace pace_of(const EngineArgs& a) {
@@ -116,8 +116,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--overlap", a.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
       ->capture_default_str();
   app.add_option("--device", a.device,
-                 "Where the math runs: cpu (OpenBLAS and plain loops), or paced (the cpu's results, each kernel "
-                 "completing on a virtual device clock at the --pace-* rates; MPI waits poll every --poll-us)")
+                 "Where the math runs: cpu (OpenBLAS and plain loops), paced (the cpu's results, each kernel "
+                 "completing on a virtual device clock at the --pace-* rates; MPI waits poll every --poll-us), "
+                 "or cuda (this rank's GPU: CUDA kernels and cuBLAS)")
       ->capture_default_str();
   app.add_option("--pace-gflops", a.pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM (fp64 half)")
       ->capture_default_str();

@@ -70,6 +70,17 @@ template <typename T>
 void attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores, long seqs, long S,
                         long heads, long dh, Stream s);
 
+// The schedule's glue (device_kernels.hpp): out = a + b; out[i, j] +=
+// bias[j]; dbias[j] += Σ_i dout[i, j] (rows in order); the targets of
+// sequences of S + 1 tokens; Σ x² in double into out[0] (device memory, a
+// workspace of kSumOfSquaresWorkspace doubles).
+template <typename T> void add(const T* a, const T* b, T* out, size_t n, Stream s);
+template <typename T> void add_bias(T* out, const T* bias, long rows, long n, Stream s);
+template <typename T> void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s);
+void targets(const int* tokens, int* targets, long t, long S, Stream s);
+constexpr size_t kSumOfSquaresWorkspace = 1024;
+template <typename T> void sum_of_squares(const T* x, size_t n, double* out, Stream s);
+
 // AdamW on n parameters; the gradient is left zero, as on the cpu.
 template <typename T> void adamw_update(T* w, T* g, T* m, T* v, size_t n, const engine::AdamWStep<T>& step, Stream s);
 

@@ -186,7 +186,14 @@ expect 2 'heads 4 % G_y 8' -- $run 8 "$engine" --model "$tiny" --grid 1,8,1,1 --
 expect 2 'cannot read data file' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --data "$tmp/missing.txt" --record "$tmp/bad.json"
 expect 2 'not a multiple of micro_batch' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --batch 3 --record "$tmp/bad.json"
 expect 2 'bf16 needs a GPU device' -- $run 1 "$engine" --model "$tiny" --dtype bf16
-expect 2 'device gpu: this engine has the cpu and paced devices' -- $run 1 "$engine" --model "$tiny" --device gpu
+expect 2 'device gpu: expected cpu, paced or cuda' -- $run 1 "$engine" --model "$tiny" --device gpu
+# Where there is no GPU (or no CUDA toolkit at build time), --device cuda says so on every launcher.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect 2 'device cuda: (no usable GPU|this engine was built without the CUDA toolkit)' -- \
+    $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --device cuda --record "$tmp/bad.json"
+fi
+expect 2 'offload on the cuda device' -- $run 1 "$engine" --model "$tiny" --device cuda --offload
+expect 2 'bf16 kernels are to come' -- $run 1 "$engine" --model "$tiny" --device cuda --dtype bf16
 expect 2 'unknown model|gpt-5b' -- $run 2 "$engine" --model gpt-nonexistent --grid 2,1,1,1
 expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --lr 1e30 --steps 20 --record "$tmp/bad.json"
 no_leftovers "$tmp/bad.json"

@@ -1,0 +1,310 @@
+#include "cuda_device.hpp"
+
+#include <cuda_runtime.h>
+
+#include <deque>
+#include <vector>
+
+#include "clock.hpp"
+#include "cublas_gemm.hpp"
+#include "cuda_check.hpp"
+#include "huge_pages.hpp"
+#include "kernels.hpp"
+
+namespace ff::engine {
+
+namespace {
+
+// Managed memory for the engine's arrays, counted for the run record's peak.
+struct ManagedBytes {
+  double now = 0, peak = 0;
+};
+ManagedBytes& managed_bytes() {
+  static ManagedBytes b;
+  return b;
+}
+void* managed_allocate(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocManaged(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return nullptr;
+  ManagedBytes& b = managed_bytes();
+  b.now += double(bytes);
+  b.peak = std::max(b.peak, b.now);
+  return p;
+}
+void managed_deallocate(void* p, size_t bytes) {
+  CUDA_CHECK(cudaFree(p));
+  managed_bytes().now -= double(bytes);
+}
+const BufferMemory kManaged{managed_allocate, managed_deallocate};
+
+}  // namespace
+
+// Events are recycled; each kernel is bracketed by two of them so its device
+// time is known once the stream has passed it.
+struct CudaDevice::Impl {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::vector<cudaEvent_t> spare;
+  struct Marker {
+    double id;
+    cudaEvent_t ev;
+  };
+  std::deque<Marker> markers;  // recorded, not yet waited for, in stream order
+  double next_id = 1;
+  struct Timed {
+    cudaEvent_t start, stop;
+    bool flops;
+  };
+  std::deque<Timed> timed;  // kernels whose time is not yet read
+  cudaEvent_t start = nullptr;
+  int depth = 0;
+
+  cudaEvent_t event() {
+    if (spare.empty()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      return e;
+    }
+    cudaEvent_t e = spare.back();
+    spare.pop_back();
+    return e;
+  }
+  // The times of the kernels the stream has passed, in order.
+  void collect(DeviceStats& st) {
+    while (!timed.empty() && cudaEventQuery(timed.front().stop) == cudaSuccess) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, timed.front().start, timed.front().stop));
+      st.busy_s += ms * 1e-3;
+      if (timed.front().flops) st.gemm_s += ms * 1e-3;
+      spare.push_back(timed.front().start);
+      spare.push_back(timed.front().stop);
+      timed.pop_front();
+    }
+  }
+};
+
+CudaDevice::CudaDevice() : impl_(std::make_unique<Impl>()) {
+  install_buffer_memory(&kManaged);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&impl_->blas));
+  CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
+  // fp32 GEMMs in fp32: no TF32 (DESIGN §6: a round-off gradient moves AdamW by ±lr).
+  CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH));
+}
+
+CudaDevice::~CudaDevice() {
+  cudaStreamSynchronize(impl_->stream);
+  for (auto& m : impl_->markers) cudaEventDestroy(m.ev);
+  for (auto& t : impl_->timed) cudaEventDestroy(t.start), cudaEventDestroy(t.stop);
+  for (cudaEvent_t e : impl_->spare) cudaEventDestroy(e);
+  cublasDestroy(impl_->blas);
+  cudaStreamDestroy(impl_->stream);
+}
+
+CUstream_st* CudaDevice::stream() const { return impl_->stream; }
+cublasContext* CudaDevice::blas() const { return impl_->blas; }
+double CudaDevice::array_bytes() { return managed_bytes().now; }
+double CudaDevice::peak_array_bytes() { return managed_bytes().peak; }
+
+Device::Event CudaDevice::record() {
+  cudaEvent_t e = impl_->event();
+  CUDA_CHECK(cudaEventRecord(e, impl_->stream));
+  const double id = impl_->next_id++;
+  impl_->markers.push_back({id, e});
+  return id;
+}
+
+// Polls the event (a sleeping rank makes no MPI progress), then retires it
+// and every marker before it: the stream reached them first.
+void CudaDevice::wait(Event e) {
+  cudaEvent_t target = nullptr;
+  for (const auto& m : impl_->markers)
+    if (m.id == e) target = m.ev;
+  if (target) {
+    for (;;) {
+      const cudaError_t q = cudaEventQuery(target);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      progress();
+    }
+    while (!impl_->markers.empty() && impl_->markers.front().id <= e) {
+      impl_->spare.push_back(impl_->markers.front().ev);
+      impl_->markers.pop_front();
+    }
+  }
+  impl_->collect(stats);
+  stats.peak_bytes = peak_array_bytes();
+}
+
+// A kernel launched while another is being launched (a completion callback)
+// is inside the outer one's events.
+double CudaDevice::begin() {
+  if (impl_->depth++ == 0) {
+    impl_->start = impl_->event();
+    CUDA_CHECK(cudaEventRecord(impl_->start, impl_->stream));
+  }
+  return now_s();
+}
+
+// The device time is known later (collect): 0 here.
+double CudaDevice::end(const Kernel& k, double t0) {
+  stats.host_s += now_s() - t0;
+  if (--impl_->depth > 0) return 0;
+  cudaEvent_t stop = impl_->event();
+  CUDA_CHECK(cudaEventRecord(stop, impl_->stream));
+  impl_->timed.push_back({impl_->start, stop, k.flops > 0});
+  ++stats.kernels;
+  return 0;
+}
+
+namespace {
+
+// The cuda device's kernels: each enqueued on its stream; the two that
+// return a value to the host (a sum of squares, the loss) wait for it.
+template <typename T>
+class CudaKernels final : public DeviceKernels<T> {
+ public:
+  explicit CudaKernels(CudaDevice& dev) : s_(dev.stream()), blas_(dev.blas()) {
+    CUDA_CHECK(cudaMalloc(&scalar_, cuda::kSumOfSquaresWorkspace * sizeof(double)));
+  }
+  ~CudaKernels() override {
+    cudaStreamSynchronize(s_);
+    cudaFree(scalar_);
+    for (auto& b : tokens_) cudaFree(b.p);
+    cudaFree(dscores_);
+    cudaFree(loss_);
+  }
+
+  double gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* C,
+              int ldc) override {
+    cuda::gemm(blas_, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return 0;
+  }
+  void copy(const T* src, T* dst, size_t n) override {
+    if (n) CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDefault, s_));
+  }
+  void zero(T* x, size_t n) override {
+    if (n) CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(T), s_));
+  }
+  void add(const T* a, const T* b, T* out, size_t n) override { cuda::add(a, b, out, n, s_); }
+  void add_bias(T* out, const T* bias, long rows, long n) override { cuda::add_bias(out, bias, rows, n, s_); }
+  void bias_grad(const T* dout, T* dbias, long rows, long n) override { cuda::bias_grad(dout, dbias, rows, n, s_); }
+  double sum_of_squares(const T* x, size_t n) override {
+    if (n == 0) return 0;
+    cuda::sum_of_squares(x, n, scalar_, s_);
+    double v = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&v, scalar_, sizeof v, cudaMemcpyDeviceToHost, s_));
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+    return v;
+  }
+  // A copy of the host's tokens into the slot's buffer, in stream order: the
+  // kernels before it that read the buffer have run.
+  const int* tokens(const int* host, size_t n, int slot) override {
+    if (tokens_.size() <= size_t(slot)) tokens_.resize(size_t(slot) + 1);
+    DeviceArray& b = tokens_[size_t(slot)];
+    if (b.n < n) {
+      CUDA_CHECK(cudaStreamSynchronize(s_));
+      cudaFree(b.p);
+      CUDA_CHECK(cudaMalloc(&b.p, n * sizeof(int)));
+      b.n = n;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(b.p, host, n * sizeof(int), cudaMemcpyDefault, s_));
+    return static_cast<const int*>(b.p);
+  }
+  void targets(const int* tokens, int* targets, long t, long S) override { cuda::targets(tokens, targets, t, S, s_); }
+  void layernorm_row_sums(const T* x, T* sum, long t, long hx) override { cuda::layernorm_row_sums(x, sum, t, hx, s_); }
+  void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H) override {
+    cuda::layernorm_centred_squares(x, sum, mean, sq, t, hx, H, s_);
+  }
+  void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
+                           T* rstd, long t, long hx, long H) override {
+    cuda::layernorm_normalize(x, mean, sq, gamma, beta, y, xhat, rstd, t, hx, H, s_);
+  }
+  void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx) override {
+    cuda::layernorm_backward_sums(dy, xhat, gamma, stat, t, hx, s_);
+  }
+  void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
+                                T* dgamma, T* dbeta, long t, long hx, long H) override {
+    cuda::layernorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, dbeta, t, hx, H, s_);
+  }
+  void gelu_forward(const T* x, T* y, long n) override { cuda::gelu_forward(x, y, n, s_); }
+  void gelu_backward(const T* x, const T* dy, T* dx, long n) override { cuda::gelu_backward(x, dy, dx, n, s_); }
+  void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
+                        long v0) override {
+    cuda::embedding_lookup(tokens, E, ldE, h0, t, S, hx, vy, v0, s_);
+  }
+  void add_positions(T* h0, const T* pos, long t, long S, long hx) override {
+    cuda::add_positions(h0, pos, t, S, hx, s_);
+  }
+  void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx,
+                             long vy, long v0) override {
+    cuda::embedding_scatter_add(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0, s_);
+  }
+  double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) override {
+    cuda::attention_forward(qkv, out, probs, seqs, S, heads, dh, s_);
+    return 0;
+  }
+  double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
+                            long dh) override {
+    grow(dscores_, dscores_n_, size_t(seqs * heads * S * S));
+    cuda::attention_backward(qkv, probs, dout, dqkv, dscores_, seqs, S, heads, dh, s_);
+    return 0;
+  }
+  void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid) override {
+    cuda::cross_entropy_row_max(logits, mx, t, vy, valid, s_);
+  }
+  void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
+                              long v0, long valid) override {
+    cuda::cross_entropy_exp_sums(logits, targets, mx, dlogits, st, t, vy, v0, valid, s_);
+  }
+  // The token losses summed on the host in token order, as the cpu sums them.
+  double cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, long t, long vy, long v0,
+                              long valid, T grad_scale) override {
+    grow(loss_, loss_n_, size_t(t));
+    cuda::cross_entropy_finish(targets, mx, st, dlogits, loss_, t, vy, v0, valid, grad_scale, s_);
+    losses_.resize(size_t(t));
+    CUDA_CHECK(cudaMemcpyAsync(losses_.data(), loss_, size_t(t) * sizeof(T), cudaMemcpyDeviceToHost, s_));
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+    double loss = 0;
+    for (T l : losses_) loss += double(l);
+    return loss;
+  }
+  void adamw_update(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) override {
+    cuda::adamw_update(w, g, m, v, n, s, s_);
+  }
+
+ private:
+  struct DeviceArray {
+    void* p = nullptr;
+    size_t n = 0;
+  };
+  // A workspace of at least n values (freed only once the stream is idle).
+  void grow(T*& p, size_t& have, size_t n) {
+    if (have >= n) return;
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+    cudaFree(p);
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+    have = n;
+  }
+
+  cudaStream_t s_;
+  cublasHandle_t blas_;
+  double* scalar_ = nullptr;
+  std::vector<DeviceArray> tokens_;
+  T* dscores_ = nullptr;
+  size_t dscores_n_ = 0;
+  T* loss_ = nullptr;
+  size_t loss_n_ = 0;
+  std::vector<T> losses_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev) {
+  return std::make_unique<CudaKernels<T>>(dev);
+}
+template std::unique_ptr<DeviceKernels<float>> make_cuda_kernels<float>(CudaDevice&);
+template std::unique_ptr<DeviceKernels<double>> make_cuda_kernels<double>(CudaDevice&);
+
+}  // namespace ff::engine

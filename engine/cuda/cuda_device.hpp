@@ -1,0 +1,51 @@
+#pragma once
+// The cuda device (device.hpp): this rank's GPU. Kernels are queued on one
+// stream in launch order and complete when the stream reaches them; record()
+// is an event on that stream, and waiting polls it while driving MPI
+// progress. Its kernels (DeviceKernels) are kernels.hpp's and cuBLAS's. The
+// engine's arrays are managed memory (huge_pages.hpp's BufferMemory), which
+// the host and MPI address directly: the schedule and its host bookkeeping
+// are the cpu's, and collectives go through MPI on that memory (NCCL per
+// axis is to come).
+#include <cstddef>
+#include <memory>
+
+#include "device.hpp"
+#include "device_kernels.hpp"
+
+struct CUstream_st;
+struct cublasContext;
+
+namespace ff::engine {
+
+class CudaDevice final : public Device {
+ public:
+  // On the current GPU (ff::cuda::select_local_gpu first). Installs managed
+  // memory for the engine's arrays: make it before any of them.
+  CudaDevice();
+  ~CudaDevice() override;
+  std::string name() const override { return "cuda"; }
+  Event record() override;
+  void wait(Event e) override;
+  bool host_is_device() const override { return false; }
+  bool deferred() const override { return true; }
+
+  CUstream_st* stream() const;
+  cublasContext* blas() const;
+  // The engine's arrays in device memory: now, and the most at any time.
+  static double array_bytes();
+  static double peak_array_bytes();
+
+ protected:
+  double begin() override;
+  double end(const Kernel& k, double t0) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+template <typename T>
+std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev);
+
+}  // namespace ff::engine

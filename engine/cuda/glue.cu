@@ -1,0 +1,89 @@
+// The schedule's element-wise glue on the GPU (kernels.hpp), twins of
+// device_kernels.hpp's CpuKernels: sums, the bias and its gradient, the
+// targets, and the sum of squares for the gradient norm.
+#include <algorithm>
+
+#include "kernels.hpp"
+#include "reduce.cuh"
+
+namespace ff::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* out, size_t n) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+__global__ void add_bias_kernel(T* out, const T* bias, long rows, long n) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < size_t(rows) * size_t(n)) out[i] += bias[i % size_t(n)];
+}
+
+// One thread per column, rows in order, as the cpu adds them.
+template <typename T>
+__global__ void bias_grad_kernel(const T* dout, T* dbias, long rows, long n) {
+  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  T acc = dbias[j];
+  for (long i = 0; i < rows; ++i) acc += dout[i * n + j];
+  dbias[j] = acc;
+}
+
+__global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
+  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < t) targets[i] = tokens[(i / S) * (S + 1) + i % S + 1];
+}
+
+// Σ x² in double in two passes, deterministic: each block's strided partial
+// sums and tree into part[block], then one block sums the parts.
+template <typename T>
+__global__ void squares_partial_kernel(const T* x, size_t n, double* part) {
+  const size_t stride = size_t(gridDim.x) * kThreads;
+  double s = 0;
+  for (size_t i = size_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) s += double(x[i]) * double(x[i]);
+  s = block_reduce(s, Add{});
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+__global__ void sum_parts_kernel(double* part, int parts) {
+  double s = 0;
+  for (int i = int(threadIdx.x); i < parts; i += kThreads) s += part[i];
+  s = block_reduce(s, Add{});
+  if (threadIdx.x == 0) part[0] = s;
+}
+
+}  // namespace
+
+template <typename T>
+void add(const T* a, const T* b, T* out, size_t n, Stream s) {
+  if (n > 0) add_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(a, b, out, n);
+}
+template <typename T>
+void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
+  if (rows * n > 0) add_bias_kernel<<<blocks_for(rows * n), kThreads, 0, s>>>(out, bias, rows, n);
+}
+template <typename T>
+void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s) {
+  if (n > 0) bias_grad_kernel<<<blocks_for(n), kThreads, 0, s>>>(dout, dbias, rows, n);
+}
+void targets(const int* tokens, int* targets, long t, long S, Stream s) {
+  if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);
+}
+template <typename T>
+void sum_of_squares(const T* x, size_t n, double* out, Stream s) {
+  const int parts = int(std::min<long>(long(blocks_for(long(n))), long(kSumOfSquaresWorkspace)));
+  squares_partial_kernel<<<unsigned(std::max(parts, 1)), kThreads, 0, s>>>(x, n, out);
+  sum_parts_kernel<<<1, kThreads, 0, s>>>(out, std::max(parts, 1));
+}
+
+#define FF_GLUE(T)                                                       \
+  template void add<T>(const T*, const T*, T*, size_t, Stream);          \
+  template void add_bias<T>(T*, const T*, long, long, Stream);           \
+  template void bias_grad<T>(const T*, T*, long, long, Stream);          \
+  template void sum_of_squares<T>(const T*, size_t, double*, Stream);
+FF_GLUE(float)
+FF_GLUE(double)
+
+}  // namespace ff::cuda
