@@ -2,10 +2,10 @@
 // The communication a rank of the grid issues, each operation accounted to
 // its axis: bytes as nccl-tests counts the buffer, and the time the caller
 // spent blocked for it. An interface, so the schedule (gpt.cpp) is the same
-// over MPI (mpi_comm.hpp) and, later, NCCL. Every operation waits first for
-// the kernels launched before it (a communication stream waiting on the
-// compute stream's event), unless its data did not come from the device this
-// step (Source::Host: the weight prefetch).
+// over MPI (mpi_comm.hpp) and NCCL (cuda/nccl_comm.hpp). Every operation
+// waits first for the kernels launched before it (a communication stream
+// waiting on the compute stream's event), unless its data did not come from
+// the device this step (Source::Host: the weight prefetch).
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -111,6 +111,8 @@ class Comm : public ProgressHook {
   // Sums `n` doubles of every rank onto world rank 0 (reporting, outside the
   // timing); returns whether this rank is rank 0.
   virtual bool sum_to_root(double* buf, size_t n) = 0;
+  // Every rank of the grid, after the device's kernels (outside step timing).
+  virtual void barrier() = 0;
 
   CommStats stats;
 

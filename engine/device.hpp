@@ -16,6 +16,7 @@
 // What each kernel computes is the device's DeviceKernels (device_kernels.hpp).
 #include <mpi.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -79,6 +80,13 @@ class Device {
   // it then). The schedule synchronizes where the host reuses or reads what
   // a queued kernel may still touch.
   virtual bool deferred() const { return false; }
+  // Offload's host arena: where a GPU keeps `bytes` at `p` in host memory,
+  // so that copies to and from it cross the host link. The host's memory
+  // already on the cpu and paced devices.
+  virtual void keep_on_host(void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+  }
   bool comm_pending() const { return progress_ && progress_->pending(); }
   void progress() {
     if (progress_) progress_->progress();

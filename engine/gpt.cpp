@@ -607,6 +607,8 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (c_.offload && bucket_m_.empty()) {
     bucket_m_.assign(std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total)), T(0));
     bucket_v_.assign(bucket_m_.size(), T(0));
+    for (Buffer<T>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_})
+      dev_.keep_on_host(arena->data(), arena->size() * sizeof(T));
   }
   ++adam_steps_;
   AdamWStep<T> s;
@@ -705,9 +707,10 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
 // AxoNN's offloaded optimizer (MODEL.md §9): m and v live in the host arena
 // (`m`, `v`); bucket by bucket they are copied into the device's two bucket
 // buffers, updated with the weight and gradient where they are, and copied
-// back. On CPU ranks the copies are memcpy, timed as the host link; between
-// buckets the chunks still in flight are driven on. A copy made while the
-// last chunk's all-reduce is still in flight counts as hidden by it.
+// back. On CPU ranks the copies are memcpy, timed as the host link; on a GPU
+// they cross it (the arena kept in host memory), timed to their completion.
+// Between buckets the chunks still in flight are driven on. A copy made
+// while the last chunk's all-reduce is still in flight counts as hidden by it.
 template <typename T>
 void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) {
   const size_t B = bucket_m_.size();
@@ -718,13 +721,14 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
     const double t0 = now_s();
     // In slices, each followed by an MPI test: on CPU ranks nothing else
     // moves the chunks in flight while the host copies.
-    constexpr size_t kSlice = size_t(1) << 16;
-    for (size_t i = 0; i < k; i += kSlice) {
-      const size_t j = std::min(k, i + kSlice);
-      std::copy(m_from + i, m_from + j, m_to + i);
-      std::copy(v_from + i, v_from + j, v_to + i);
+    const size_t slice = dev_.host_is_device() ? size_t(1) << 16 : k;
+    for (size_t i = 0; i < k; i += slice) {
+      const size_t j = std::min(k, i + slice);
+      k_->copy(m_from + i, m_to + i, j - i);
+      k_->copy(v_from + i, v_to + i, j - i);
       if (dev_.host_is_device()) dev_.progress();
     }
+    if (dev_.deferred()) dev_.synchronize();
     const double dt = now_s() - t0;
     offload_stats.copy_s += dt;
     if (hidden) offload_stats.hidden_s += dt;

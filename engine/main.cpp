@@ -197,9 +197,6 @@ int main(int argc, char** argv) {
     opts.device = cli.device;
     opts.pace = pace_of(cli);
     if (cli.device == "paced") check_pace(opts.pace);
-    if (cli.device == "cuda" && c.offload)
-      input_error("--offload on the cuda device: not yet (the host arena through pinned buffers on a copy stream "
-                  "is to come); run it on the cpu or paced device");
     if (!engine_device_computes(cli.device, cli.dtype))
       input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32 or fp64" +
                   (cli.dtype != "bf16" && cli.dtype != "fp16" ? ""

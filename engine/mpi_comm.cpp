@@ -10,13 +10,26 @@ namespace ff::engine {
 
 MPI_Datatype mpi_type(Scalar s) { return s == Scalar::F32 ? MPI_FLOAT : MPI_DOUBLE; }
 
-namespace {
-
 int rank_in(MPI_Comm c) {
   int r = 0;
   MPI_CHECK(MPI_Comm_rank(c, &r));
   return r;
 }
+
+PerAxis<MPI_Comm> split_axes(MPI_Comm world, const Grid& grid, const Order& order, const Coords& coords) {
+  PerAxis<MPI_Comm> comms{};
+  for (Axis a : kAxes) {
+    // Members of one group agree on every other coordinate: the rank of the
+    // member at coordinate 0 names the group; the coordinate orders it.
+    Coords first = coords;
+    first[int(a)] = 0;
+    int color = int(rank_of(grid, order, first));
+    MPI_CHECK(MPI_Comm_split(world, color, coords[int(a)], &comms[int(a)]));
+  }
+  return comms;
+}
+
+namespace {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
 
@@ -28,15 +41,7 @@ void copy_bytes(const void* from, void* to, size_t n, Scalar s) {
 
 MpiComm::MpiComm(MPI_Comm world, const Grid& grid, const Order& order, Device& device, double poll_s)
     : Comm(grid, coords_of(grid, order, rank_in(world)), device), world_(world), world_rank_(rank_in(world)),
-      poll_s_(poll_s) {
-  for (Axis a : kAxes) {
-    // Members of one group agree on every other coordinate: the rank of the
-    // member at coordinate 0 names the group; the coordinate orders it.
-    Coords first = coords_;
-    first[int(a)] = 0;
-    int color = int(rank_of(grid, order, first));
-    MPI_CHECK(MPI_Comm_split(world, color, coords_[int(a)], &axis_comm_[int(a)]));
-  }
+      poll_s_(poll_s), axis_comm_(split_axes(world, grid, order, coords_)) {
   device.set_progress(this);
 }
 

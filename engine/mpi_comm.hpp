@@ -16,6 +16,11 @@
 namespace ff::engine {
 
 MPI_Datatype mpi_type(Scalar s);
+int rank_in(MPI_Comm c);
+
+// One communicator per axis, split from `world` by the placement `order`:
+// the members of a group, ranked by their coordinate on the axis.
+PerAxis<MPI_Comm> split_axes(MPI_Comm world, const Grid& grid, const Order& order, const Coords& coords);
 
 class MpiComm final : public Comm {
  public:
@@ -25,7 +30,6 @@ class MpiComm final : public Comm {
   ~MpiComm() override;
 
   MPI_Comm world() const { return world_; }
-  int world_rank() const { return world_rank_; }
   double poll_s() const { return poll_s_; }
 
   void wait(Ticket t) override;
@@ -39,7 +43,7 @@ class MpiComm final : public Comm {
   double sum_all(double v) override;
   bool sum_to_root(double* buf, size_t n) override;
   // A barrier, waited for as every other operation (outside step timing).
-  void barrier();
+  void barrier() override;
 
  protected:
   void all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) override;

@@ -42,7 +42,7 @@ class PipelineStage {
   long M_;
   int P_, s_;
   bool first_, last_, arrival_order_;
-  std::vector<T> fwd_in_, bwd_in_;
+  Buffer<T> fwd_in_, bwd_in_;  // the device's: a GPU receives into them
   std::vector<std::vector<int>> tokens_;  // per slot
   std::vector<Comm::Ticket> fwd_sent_, bwd_sent_;  // per slot: the send still reading its buffer
   Comm::Ticket fwd_recv_ = 0, bwd_recv_ = 0;

@@ -13,6 +13,10 @@
 #include "mpi_comm.hpp"
 #include "mpi_poll.hpp"
 #include "pipeline.hpp"
+#ifdef FF_CUDA_DEVICE
+#include "cuda_device.hpp"
+#include "nccl_comm.hpp"
+#endif
 
 namespace ff::engine {
 
@@ -27,6 +31,14 @@ long micro_steps_of(const RunOptions& o) {
 }
 
 namespace {
+
+// NCCL on the cuda device, MPI elsewhere.
+std::unique_ptr<Comm> make_comm(MPI_Comm world, const Config& c, Device& device, double poll_s) {
+#ifdef FF_CUDA_DEVICE
+  if (auto* gpu = dynamic_cast<CudaDevice*>(&device)) return std::make_unique<NcclComm>(world, c.grid, c.order, *gpu);
+#endif
+  return std::make_unique<MpiComm>(world, c.grid, c.order, device, poll_s);
+}
 
 // This process's CPU time, user and system, every thread.
 double cpu_s() {
@@ -94,7 +106,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                                    : o.device == "cuda" ? make_cuda_device()
                                                         : make_cpu_device();
   if (paced) set_fine_timer_slack();
-  MpiComm comm(world, c.grid, c.order, *device, paced ? o.pace.poll_s : 0.0);
+  const int world_rank = rank_in(world);
+  const std::unique_ptr<Comm> comm_owner = make_comm(world, c, *device, paced ? o.pace.poll_s : 0.0);
+  Comm& comm = *comm_owner;
   Gpt<T> model(comm, o.model, c, o.seed, o.buckets);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) of the last
@@ -165,7 +179,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     if (!std::isfinite(r.loss))
       input_error(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") + " at step " +
                   std::to_string(step) + " (training diverged: lower --lr)");
-    if (on_step && comm.world_rank() == 0) on_step(r);
+    if (on_step && world_rank == 0) on_step(r);
   }
   reduce_steps(world, res.steps);
   double nb[2] = {comm.stats.inflight_s, comm.stats.nonblocking_exposed_s};
@@ -185,12 +199,12 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
                            std::pair{&res.host_work_s, ds.host_s - from.host_s},
                            std::pair{&res.late_s, ds.late_s - from.late_s}}) {
     double v = mine / timed;
-    sum->assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+    sum->assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
   }
 
   if (device->deferred()) {
-    res.device_peak_bytes.assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+    res.device_peak_bytes.assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&ds.peak_bytes, 1, MPI_DOUBLE, res.device_peak_bytes.data(), 1, MPI_DOUBLE, 0, world));
   }
 
@@ -208,9 +222,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     constexpr int k = 3 + kAxisCount;
     double mine[k] = {double(stage), (ds.busy_s - from.busy_s) / timed, stage_idle / timed};
     for (int a = 0; a < kAxisCount; ++a) mine[3 + a] = res.bytes_per_step[a];
-    std::vector<double> all(comm.world_rank() == 0 ? size_t(k * ranks) : 0);
+    std::vector<double> all(world_rank == 0 ? size_t(k * ranks) : 0);
     MPI_CHECK(MPI_Gather(mine, k, MPI_DOUBLE, all.data(), k, MPI_DOUBLE, 0, world));
-    if (comm.world_rank() == 0) {
+    if (world_rank == 0) {
       res.stages.assign(size_t(P), StageRecord{});
       const double per_stage = double(ranks / P);
       for (int r = 0; r < ranks; ++r) {
@@ -224,7 +238,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   }
 
   double rss = peak_rss_bytes();
-  res.peak_memory_bytes.assign(comm.world_rank() == 0 ? size_t(ranks) : 0, 0.0);
+  res.peak_memory_bytes.assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);
   MPI_CHECK(MPI_Gather(&rss, 1, MPI_DOUBLE, res.peak_memory_bytes.data(), 1, MPI_DOUBLE, 0, world));
   if (want_parameters) res.parameters = model.canonical_parameters();
   return res;

@@ -784,6 +784,20 @@ TEST_CASE("a record with host rows gives a host section") {
   CHECK(contains(input_error_of([&] { ff::measurement_from_json(bad, "r.json"); }), "host_link.kind"));
 }
 
+TEST_CASE("engine_device: cuda where measured with NCCL or said by the base, cpu otherwise; anything else refused") {
+  ff::Measurement m = cpu_run();
+  nlohmann::json p = ff::calibrate_profile(nullptr, m, "cpu");
+  CHECK(!p.contains("engine_device"));
+  CHECK(ff::machine_from_json(p, "cpu.json").engine_device == "cpu");
+  m.backend = "nccl";
+  CHECK(ff::calibrate_profile(nullptr, m, "gpu")["engine_device"] == "cuda");
+  CHECK(ff::load_machine("perlmutter").engine_device == "cuda");  // NVIDIA A100s
+  CHECK(ff::load_machine("frontier").engine_device == "cpu");     // AMD: no cuda device
+  p["engine_device"] = "rocm";
+  CHECK(contains(input_error_of([&] { ff::machine_from_json(p, "cpu.json"); }),
+                 "cpu.json: field 'engine_device': expected \"cpu\" or \"cuda\""));
+}
+
 TEST_CASE("poll_us: measure's Δ in the record, carried into the profile, checked, and merged only when equal") {
   ff::Measurement m = cpu_run();
   CHECK(!ff::to_json(m).contains("poll_us"));  // unset: the record does not say (nccl, nccl-tests, older records)

@@ -83,6 +83,20 @@ TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {
   CHECK(line().find("--dp-bucket-mib") == std::string::npos);
 }
 
+TEST_CASE("a machine with NVIDIA GPUs gets launch lines on the engine's cuda device, in fp32 until bf16 comes") {
+  ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::BF16};
+  ff::MachineProfile m = fftest::toy_machine(4);
+  ff::Config c{{1, 1, 2, 4}, ff::Order(), 1, false, ff::Overlap{}, ff::Dtype::BF16};
+  auto first = [&] { return ff::launch_lines(job, "toy.json", m, c).front(); };
+  CHECK(first().line.find("--device cpu --dtype fp32") != std::string::npos);  // the default: no engine_device
+  m.engine_device = "cuda";
+  const ff::LaunchLine l = first();
+  CHECK(l.line.find("--device cuda --dtype fp32") != std::string::npos);
+  CHECK(l.note.find("cuda device has no bf16 kernels") != std::string::npos);
+  c.dtype = ff::Dtype::FP32;
+  CHECK(first().note.empty());
+}
+
 TEST_CASE("a pace given in the flags' units comes back as written, on the launch line and in the paced profile") {
   // 50 µs → 5e-5 s → 49.99999999999999 µs by plain arithmetic; a launch line
   // and a report say what was given.

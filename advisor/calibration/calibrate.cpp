@@ -658,6 +658,9 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   // not describe this measurement.
   p.erase("poll_us");
   if (m.poll_s) p["poll_us"] = as_written(*m.poll_s * 1e6);
+  // Measured with NCCL: the ranks had NVIDIA GPUs, where the engine runs its
+  // cuda device. Otherwise the base's (or none: the cpu device).
+  if (m.backend == "nccl") p["engine_device"] = "cuda";
   p["raw"] = to_json(m);
   try {
     machine_from_json(p, "calibrated profile " + name);

@@ -111,6 +111,9 @@ struct MachineProfile {
   // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait); unset when
   // the profile does not say ("poll_us" absent).
   std::optional<double> poll_s;
+  // The engine's device on this machine, for launch lines: "cpu", or "cuda"
+  // where the GPUs are NVIDIA's ("engine_device"; absent: cpu).
+  std::string engine_device = "cpu";
 
   double peak_flops(Dtype t) const {
     return t == Dtype::BF16 ? peak_flops_bf16 : t == Dtype::FP16 ? peak_flops_fp16 : peak_flops_fp32;

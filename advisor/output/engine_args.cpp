@@ -29,8 +29,10 @@ void set_pace(EngineArgs& a, const DevicePace& p) {
   a.poll_us = as_written(p.poll_s * 1e6);
 }
 
-EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note) {
+EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note,
+                       const std::string& device) {
   EngineArgs a;
+  a.device = device;
   a.model = model_arg;
   a.grid = c.grid.str();
   a.pipeline = c.grid.p;
@@ -45,8 +47,10 @@ EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch
   if (note) note->clear();
   if (!engine_device_computes(a.device, a.dtype)) {
     if (note)
-      *note = "the engine has no " + a.dtype + " device yet: this line runs the same grid, placement and collectives "
-              "on its cpu device, in fp32";
+      *note = a.device == "cuda" ? "the engine's cuda device has no " + a.dtype + " kernels yet: this line runs the "
+                                   "same grid, placement and collectives on the GPUs, in fp32"
+                                 : "the engine has no " + a.dtype + " device yet: this line runs the same grid, "
+                                   "placement and collectives on its cpu device, in fp32";
     a.dtype = "fp32";
   }
   return a;

@@ -58,7 +58,8 @@ void set_pace(EngineArgs& a, const DevicePace& p);
 // Configuration `c` of a job, as the engine runs it on a device it has. A
 // bf16 configuration runs in fp32 on the cpu device (same grid, placement and
 // collectives, 4-byte values); `note` says so, else it is empty.
-EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note = nullptr);
+EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note = nullptr,
+                       const std::string& device = "cpu");
 
 // The flags of `a`, without the program name: every configuration flag, and
 // the others only where they differ from the defaults.

@@ -15,7 +15,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long G = c.grid.total();
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
-  EngineArgs args = engine_args(model_arg, c, job.batch, &device_note);
+  EngineArgs args = engine_args(model_arg, c, job.batch, &device_note, machine.engine_device);
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
   std::string engine = "engine " + join_args(engine_argv(args));
   std::vector<LaunchLine> out;

@@ -106,6 +106,14 @@ cublasContext* CudaDevice::blas() const { return impl_->blas; }
 double CudaDevice::array_bytes() { return managed_bytes().now; }
 double CudaDevice::peak_array_bytes() { return managed_bytes().peak; }
 
+void CudaDevice::keep_on_host(void* p, size_t bytes) {
+  if (bytes == 0) return;
+  cudaMemLocation host{};
+  host.type = cudaMemLocationTypeHost;
+  CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
+  CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, impl_->stream));
+}
+
 Device::Event CudaDevice::record() {
   cudaEvent_t e = impl_->event();
   CUDA_CHECK(cudaEventRecord(e, impl_->stream));

@@ -4,9 +4,8 @@
 // is an event on that stream, and waiting polls it while driving MPI
 // progress. Its kernels (DeviceKernels) are kernels.hpp's and cuBLAS's. The
 // engine's arrays are managed memory (huge_pages.hpp's BufferMemory), which
-// the host and MPI address directly: the schedule and its host bookkeeping
-// are the cpu's, and collectives go through MPI on that memory (NCCL per
-// axis is to come).
+// the host addresses directly: the schedule and its host bookkeeping are the
+// cpu's. Its communicator is NcclComm (nccl_comm.hpp).
 #include <cstddef>
 #include <memory>
 
@@ -29,6 +28,8 @@ class CudaDevice final : public Device {
   void wait(Event e) override;
   bool host_is_device() const override { return false; }
   bool deferred() const override { return true; }
+  // Managed memory preferred on the host and moved there now.
+  void keep_on_host(void* p, size_t bytes) override;
 
   CUstream_st* stream() const;
   cublasContext* blas() const;

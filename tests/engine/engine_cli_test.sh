@@ -192,7 +192,6 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   expect 2 'device cuda: (no usable GPU|this engine was built without the CUDA toolkit)' -- \
     $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --device cuda --record "$tmp/bad.json"
 fi
-expect 2 'offload on the cuda device' -- $run 1 "$engine" --model "$tiny" --device cuda --offload
 expect 2 'bf16 kernels are to come' -- $run 1 "$engine" --model "$tiny" --device cuda --dtype bf16
 expect 2 'unknown model|gpt-5b' -- $run 2 "$engine" --model gpt-nonexistent --grid 2,1,1,1
 expect 2 'loss is (nan|inf)' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --lr 1e30 --steps 20 --record "$tmp/bad.json"

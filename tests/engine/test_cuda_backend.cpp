@@ -2,14 +2,17 @@
 // kernels through DeviceKernels on the same inputs, and three full training
 // steps of a small model from the same counter-based initialisation — fp64:
 // every step's loss and every parameter to 1e-10; fp32 (TF32 off): the loss
-// to 1e-5. One rank (one GPU). Exits 77 (skipped) where no GPU is usable, as
-// the other GPU tests do.
+// to 1e-5. On one rank (one GPU), and on two (NCCL): every grid of two GPUs
+// and two pipeline stages against one cpu rank. Run as `mpirun -np N ...
+// --ranks N`; exits 77 (skipped) where a rank has no GPU of its own, as the
+// other GPU tests do.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <mpi.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -52,12 +55,26 @@ ModelSpec small_model() {
   return m;
 }
 
-RunOptions options(const std::string& device, int micro_batch, bool recompute) {
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// offload: m and v through 256-element buckets in chunks of 2, as the
+// exactness test runs it.
+RunOptions options(const std::string& device, int micro_batch, bool recompute, const Grid& grid = {},
+                   bool offload = false) {
   RunOptions o;
+  o.config.offload = offload;
+  o.buckets.offload_elements = 256;
+  o.buckets.offload_chunk = 2;
   o.model = small_model();
+  o.config.grid = grid;
+  o.config.order = distinct_orders(grid)[0];
   o.config.micro_batch = micro_batch;
   o.config.recompute = recompute;
-  o.batch = 4;
+  o.batch = 4;  // a multiple of micro_batch·G_z·G_d on every grid below
   o.steps = 3;
   o.opt.lr = 1e-2;  // parameters move visibly in 3 steps
   o.device = device;
@@ -66,7 +83,21 @@ RunOptions options(const std::string& device, int micro_batch, bool recompute) {
 
 }  // namespace
 
+// fp64: every step's loss and every parameter (on rank 0) to 1e-10.
+void check_fp64(const RunResult& gpu, const RunResult& cpu) {
+  CHECK(gpu.device == "cuda");
+  REQUIRE(gpu.steps.size() == cpu.steps.size());
+  for (size_t s = 0; s < cpu.steps.size(); ++s)
+    CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-10 * std::abs(cpu.steps[s].loss));
+  REQUIRE(gpu.parameters.size() == cpu.parameters.size());
+  for (size_t i = 0; i < cpu.parameters.size(); ++i) {
+    INFO(cpu.parameters[i].first);
+    CHECK(rel_diff(gpu.parameters[i].second, cpu.parameters[i].second) <= 1e-10);
+  }
+}
+
 TEST_CASE("the glue kernels: cuda against cpu, fp64") {
+  if (world_size() != 1) return;
   CudaDevice gpu;
   auto cpu_dev = make_cpu_device();
   auto on_gpu = make_cuda_kernels<double>(gpu);
@@ -108,19 +139,18 @@ TEST_CASE("the glue kernels: cuda against cpu, fp64") {
 }
 
 TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
-  for (auto [mb, recompute] : {std::pair{1, false}, std::pair{2, true}}) {
-    INFO("micro-batch " << mb << (recompute ? ", recompute" : ""));
-    const RunResult cpu = train<double>(MPI_COMM_WORLD, options("cpu", mb, recompute), true);
-    const RunResult gpu = train<double>(MPI_COMM_WORLD, options("cuda", mb, recompute), true);
-    CHECK(gpu.device == "cuda");
-    REQUIRE(gpu.steps.size() == cpu.steps.size());
-    for (size_t s = 0; s < cpu.steps.size(); ++s)
-      CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-10 * std::abs(cpu.steps[s].loss));
-    REQUIRE(gpu.parameters.size() == cpu.parameters.size());
-    for (size_t i = 0; i < cpu.parameters.size(); ++i) {
-      INFO(cpu.parameters[i].first);
-      CHECK(rel_diff(gpu.parameters[i].second, cpu.parameters[i].second) <= 1e-10);
-    }
+  if (world_size() != 1) return;
+  struct Variant {
+    int micro_batch;
+    bool recompute, offload;
+  };
+  for (const Variant v : {Variant{1, false, false}, Variant{2, true, false}, Variant{1, false, true}}) {
+    INFO("micro-batch " << v.micro_batch << (v.recompute ? ", recompute" : "") << (v.offload ? ", offload" : ""));
+    auto run = [&](const char* device) {
+      return train<double>(MPI_COMM_WORLD, options(device, v.micro_batch, v.recompute, {}, v.offload), true);
+    };
+    const RunResult cpu = run("cpu"), gpu = run("cuda");
+    check_fp64(gpu, cpu);
     CHECK(gpu.steps.back().gemm_s > 0);  // from the device's events
     REQUIRE(gpu.device_peak_bytes.size() == 1);
     CHECK(gpu.device_peak_bytes[0] > 0);
@@ -128,18 +158,45 @@ TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
 }
 
 TEST_CASE("three training steps: cuda against cpu, fp32 loss to 1e-5") {
+  if (world_size() != 1) return;
   const RunResult cpu = train<float>(MPI_COMM_WORLD, options("cpu", 2, false), false);
   const RunResult gpu = train<float>(MPI_COMM_WORLD, options("cuda", 2, false), false);
   for (size_t s = 0; s < cpu.steps.size(); ++s)
     CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-5 * std::abs(cpu.steps[s].loss));
 }
 
+TEST_CASE("two GPUs over NCCL: every grid of two and two stages, against one cpu rank, fp64") {
+  if (world_size() != 2) return;
+  struct Case {
+    Grid grid;
+    const char* overlap;
+    bool offload = false;
+  };
+  auto grid = [](int x, int y, int z, int d, int p = 1) {
+    Grid g;
+    g.x = x, g.y = y, g.z = z, g.d = d, g.p = p;
+    return g;
+  };
+  const Case cases[] = {{grid(2, 1, 1, 1), "oar"}, {grid(1, 2, 1, 1), "none"}, {grid(1, 1, 2, 1), "all"},
+                        {grid(1, 1, 1, 2), "odp"}, {grid(1, 1, 1, 2), "none", true}, {grid(1, 1, 1, 1, 2), "none"}};
+  for (const Case& k : cases) {
+    INFO("grid " << k.grid.str() << ", overlap " << k.overlap << (k.offload ? ", offload" : ""));
+    RunOptions on_gpu = options("cuda", 1, false, k.grid, k.offload);
+    on_gpu.config.overlap = parse_overlap(k.overlap);
+    const RunResult cpu = train<double>(MPI_COMM_SELF, options("cpu", 1, false), true);
+    const RunResult gpu = train<double>(MPI_COMM_WORLD, on_gpu, true);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) check_fp64(gpu, cpu);
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 1) {
-    std::fprintf(stderr, "MPI_Comm_size is %d; this test runs on one rank (one GPU)\n", size);
+  const int size = world_size();
+  if (argc < 3 || std::string(argv[1]) != "--ranks" || std::atoi(argv[2]) != size) {
+    std::fprintf(stderr, "MPI_Comm_size is %d: run as mpirun -np N %s --ranks N (a wrong launcher?)\n", size,
+                 argv[0]);
     MPI_Finalize();
     return 1;
   }
@@ -149,8 +206,11 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 77;
   }
-  doctest::Context context(argc, argv);
+  argv[2] = argv[0];  // doctest reads the options after "--ranks N"
+  doctest::Context context(argc - 2, argv + 2);
   const int failed = context.run();
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();
-  return failed;
+  return any;
 }
