@@ -1,6 +1,8 @@
 #include "record.hpp"
 
 #include "measurement.hpp"  // median
+#include "memory_json.hpp"
+#include "memory_model.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -59,6 +61,18 @@ nlohmann::json stages_json(const RunResult& r) {
   return out;
 }
 
+// The advisor's memory model for this configuration, per rank (the stage
+// that needs the most), without a machine's reserve: what the measured peak
+// (peak_memory_bytes, or on a GPU device.array_bytes_peak_per_rank) is held
+// against. The model knows training dtypes, not fp64: null there.
+nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dtype, int ranks) {
+  if (dtype != "fp32") return nullptr;
+  const Job job{o.model, ranks, o.batch, Dtype::FP32};
+  const Config& c = o.config;
+  const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
+  return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os));
+}
+
 // The host link of the offloaded optimizer, per step after the first, mean
 // over ranks (MODEL.md §9: copy_bytes_each_way is advisor predict's).
 nlohmann::json offload_json(const RunOptions& o, const RunResult& r) {
@@ -115,6 +129,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"steps", steps},
           {"bytes_per_step", per_axis_json(r.bytes_per_step)},
           {"peak_memory_bytes", r.peak_memory_bytes},
+          {"memory_predicted_bytes", predicted_memory_json(o, dtype, ranks)},
           {"final_loss", r.steps.empty() ? 0.0 : r.steps.back().loss},
           {"tokens_per_s", time_s > 0 ? tokens / time_s : 0.0},
           {"gemm", {{"seconds_per_rank", gemm_s}, {"flops_per_rank", gemm_flops},

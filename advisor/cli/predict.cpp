@@ -10,6 +10,7 @@
 #include "format.hpp"
 #include "job_options.hpp"
 #include "launch.hpp"
+#include "memory_json.hpp"
 #include "prediction.hpp"
 #include "subcommands.hpp"
 
@@ -207,9 +208,7 @@ void run(const PredictOptions& o) {
       out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},
                                 {"per_iteration", per_iteration(plan, w)}});
     const MemoryUse& u = pr.memory;
-    out["memory_bytes"] = {{"states", u.states},           {"gathered", u.gathered}, {"grad_buffers", u.grad_buffers},
-                           {"activations", u.activations}, {"logits", u.logits},     {"reserve", u.reserve},
-                           {"offload_buckets", u.buckets}, {"host", u.host}};
+    out["memory_bytes"] = memory_json(u);
     std::cout << out.dump(2) << "\n";
     if (!host_fits)
       throw NoConfigError("offload needs " + gib(u.host) + " GiB of host memory per GPU, " +

@@ -98,7 +98,7 @@ cfg5=(--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload)
 expect 0 'offload: [0-9]+ buckets of 4096 elements in [0-9]+ all-reduce chunks' -- $run 4 "$engine" --model "$tiny" \
   "${cfg5[@]}" --offload-bucket 4096 --offload-chunk 2 --clip 0 --steps 3 --record "$tmp/run5.json"
 "$advisor" predict --model "$tiny" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype fp32 --json >"$tmp/predict5.json"
-check "offload: buckets and chunks in the record, copy bytes each way equal advisor predict" '
+check "offload: buckets and chunks in the record, copy bytes each way and the memory terms equal advisor predict" '
 import json, sys
 r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 o = r["offload"]
@@ -106,6 +106,9 @@ assert o["enabled"] and not o["clipping"] and o["chunk_buckets"] == 2 and o["chu
 assert o["buckets_per_step"] >= 2 * o["chunks"] - 1, o  # every chunk but the last holds 2 buckets
 assert o["copy_bytes_each_way"] == p["offload"]["copy_bytes_each_way"], (o, p["offload"])
 assert 0 < o["copy_s_per_step"] and 0 <= o["hidden_s_per_step"] <= o["copy_s_per_step"], o
+# The memory model beside the measured peak: the terms of predict, less the reserve of the machine.
+m, want = r["memory_predicted_bytes"], dict(p["memory_bytes"], reserve=0.0)
+assert m == want and m["states"] > 0 and m["host"] > 0, (m, want)
 ' "$tmp/run5.json" "$tmp/predict5.json"
 expect 0 'final loss' -- $run 4 "$engine" --model "$model4" --grid 1,1,1,2 --pipeline 2 --offload --batch 8 --steps 2
 expect 2 'offload with --shard-optimizer' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --offload --shard-optimizer
