@@ -90,7 +90,6 @@ class PacedDevice final : public Device {
 std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
 
 #ifdef FF_CUDA_DEVICE
-bool have_cuda_device() { return true; }
 bool select_cuda_gpu(MPI_Comm world, std::string* why) {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -100,7 +99,6 @@ bool select_cuda_gpu(MPI_Comm world, std::string* why) {
 }
 std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
 #else
-bool have_cuda_device() { return false; }
 bool select_cuda_gpu(MPI_Comm, std::string* why) {
   *why = "this engine was built without the CUDA toolkit (meson -Dcuda=enabled, nvcc under -Dcuda-home)";
   return false;

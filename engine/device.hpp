@@ -102,8 +102,6 @@ class Device {
 
 std::unique_ptr<Device> make_cpu_device();
 // cuda (cuda/cuda_device.hpp): this rank's GPU; kernels on one stream.
-// Whether this engine was built with it.
-bool have_cuda_device();
 // Takes this rank's GPU (local rank i of its node, GPU i); false with `why`
 // where it has none. Every rank of `world` calls it.
 bool select_cuda_gpu(MPI_Comm world, std::string* why);
