@@ -1,8 +1,10 @@
 #include "harness.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "check.hpp"
+#include "mpi_poll.hpp"
 
 namespace ff::measure {
 
@@ -29,46 +31,72 @@ Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, i
   return m;
 }
 
-Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, int warmup, int iters) {
+namespace {
+
+// Each iteration alone: a barrier, the idle gap, then the operation to its
+// completion on this rank. The barrier's own messages are over before the
+// gap ends, so the links are as quiet as between a paced engine's kernels.
+std::vector<double> time_each_after_gap(Backend& b, Group* g, const std::function<void()>& issue,
+                                        const SweepOptions& o) {
+  std::vector<double> local(size_t(o.iters), 0.0);
+  for (int i = 0; i < o.iters; ++i) {
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    ff::sleep_for(o.gap_s);
+    if (!g) continue;
+    double t0 = MPI_Wtime();
+    issue();
+    b.sync(*g);
+    local[size_t(i)] = MPI_Wtime() - t0;
+  }
+  return local;
+}
+
+}  // namespace
+
+Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, const SweepOptions& o) {
   if (g) {
-    for (int i = 0; i < warmup; ++i) issue();
+    for (int i = 0; i < o.warmup; ++i) issue();
     b.sync(*g);
   }
   // Start together: concurrent groups must compete for links as in training.
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-  std::vector<double> local(size_t(iters) + 1, 0.0);  // [loop time, each iteration]
-  if (g) {
+  std::vector<double> local(size_t(o.iters) + 1, 0.0);  // [loop time, each iteration]
+  if (o.gap_s > 0) {
+    std::vector<double> each = time_each_after_gap(b, g, issue, o);
+    std::copy(each.begin(), each.end(), local.begin() + 1);
+  } else if (g) {
     double t0 = MPI_Wtime();
     b.stamp(*g, 0);
-    for (int i = 0; i < iters; ++i) {
+    for (int i = 0; i < o.iters; ++i) {
       issue();
       b.stamp(*g, i + 1);
     }
     b.sync(*g);
     local[0] = MPI_Wtime() - t0;
-    std::vector<double> gaps = b.elapsed(*g, iters);
-    for (int i = 0; i < iters; ++i) local[size_t(i) + 1] = gaps[size_t(i)];
+    std::vector<double> gaps = b.elapsed(*g, o.iters);
+    for (int i = 0; i < o.iters; ++i) local[size_t(i) + 1] = gaps[size_t(i)];
   }
   std::vector<double> worst(local.size());
   MPI_CHECK(MPI_Allreduce(local.data(), worst.data(), int(local.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   Timing t;
-  t.per_op_s = worst[0] / iters;
   t.iter_s.assign(worst.begin() + 1, worst.end());
+  double total = o.gap_s > 0 ? std::accumulate(t.iter_s.begin(), t.iter_s.end(), 0.0) : worst[0];
+  t.per_op_s = total / o.iters;
   return t;
 }
 
 Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
-                       int warmup, int iters) {
-  return time_op(b, g, [&] { b.run(op, *g, send, recv, count, nonblocking); }, warmup, iters);
+                       const SweepOptions& o) {
+  return time_op(b, g, [&] { b.run(op, *g, send, recv, count, nonblocking); }, o);
 }
 
-Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, int warmup, int iters) {
-  return time_op(b, g, [&] { b.send_recv(*g, send, recv, count); }, warmup, iters);
+Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, const SweepOptions& o) {
+  return time_op(b, g, [&] { b.send_recv(*g, send, recv, count); }, o);
 }
 
-Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count, int warmup,
-                      int iters) {
-  return time_op(b, g, [&] { b.copy_host(*g, to_device, host, device, count); }, warmup, iters);
+Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count,
+                      const SweepOptions& o) {
+  return time_op(b, g, [&] { b.copy_host(*g, to_device, host, device, count); }, o);
 }
 
 // Small integers, so sums over any group size we run are exact in fp32.

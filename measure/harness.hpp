@@ -31,10 +31,15 @@ struct Membership {
 Membership join_group(Backend& b, const std::vector<std::vector<int>>& groups, int world_rank);
 
 // How every point of a sweep is timed (measure's --warmup, --iters,
-// --repeats, --no-check), and where progress lines go (rank 0's stderr).
+// --repeats, --no-check, --gap-us), and where progress lines go (rank 0's
+// stderr).
 struct SweepOptions {
   int warmup = 5, iters = 20, repeats = 5;
   bool check = true;
+  // > 0: each iteration is timed alone, after a barrier and this much idle
+  // time, as a paced engine's collectives follow time on its device clock;
+  // 0: the iterations back to back.
+  double gap_s = 0;
 };
 using Say = std::function<void(const std::string&)>;
 
@@ -44,19 +49,22 @@ struct Timing {
 };
 
 // The one timing loop, over MPI_COMM_WORLD: `issue` enqueues one operation
-// on `g` (null on ranks in no group). The warm-up keeps one-time costs out
+// on `g` (null on ranks in no group). Back to back (o.gap_s 0) the per-op
+// time is the loop's over o.iters; with a gap it is the mean of the
+// iterations, each the maximum over ranks from the end of its gap to its
+// completion. The warm-up keeps one-time costs out
 // of the timing: Open MPI 4.1's all-reduce page-faults its scratch buffer on
 // its first two calls at a size (8 MiB of it per call at 16 MiB), which a
 // trainer pays once per job, not per step and which a loop timed from its
 // first call includes (measure/README.md, busbw).
-Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, int warmup, int iters);
+Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, const SweepOptions& o);
 // A collective, a pair's exchange (g of 2 ranks), a host-link copy (g of
 // this rank alone), each through time_op.
 Timing time_collective(Backend& b, Group* g, Coll op, bool nonblocking, const float* send, float* recv, size_t count,
-                       int warmup, int iters);
-Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, int warmup, int iters);
-Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count, int warmup,
-                      int iters);
+                       const SweepOptions& o);
+Timing time_send_recv(Backend& b, Group* g, const float* send, float* recv, size_t count, const SweepOptions& o);
+Timing time_host_copy(Backend& b, Group* g, bool to_device, float* host, float* device, size_t count,
+                      const SweepOptions& o);
 
 // Seconds from a common start until the last rank has finished `work`: a
 // barrier before and after, for GEMM and memory bandwidth with every rank

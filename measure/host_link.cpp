@@ -63,7 +63,7 @@ HostLinkResults measure_host_link(Backend& b, const std::vector<size_t>& sizes, 
         bool h2d = d == 0;
         for (size_t si = 0; si < sizes.size(); ++si) {
           size_t i = (ri * 2 + size_t(d)) * sizes.size() + si;
-          Timing t = time_host_copy(b, runs[ri].mine.group.get(), h2d, host, device, out.table[i].count, o.warmup, o.iters);
+          Timing t = time_host_copy(b, runs[ri].mine.group.get(), h2d, host, device, out.table[i].count, o);
           out.samples[i].times_s.push_back(t.per_op_s);
           out.table[i].times_s.push_back(t.per_op_s);
           out.table[i].iterations.insert(out.table[i].iterations.end(), t.iter_s.begin(), t.iter_s.end());

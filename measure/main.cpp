@@ -48,6 +48,7 @@ struct Options {
   int micro_batch = 1;
   int engine_steps = 4;
   double poll_us = 0;  // Δ: 0 waits in MPI_Wait; > 0 MPI_Test + sleep Δ (a paced engine's wait)
+  double gap_us = 0;   // 0: iterations back to back; > 0 each alone after this much idle time
   std::string base, name, out, raw;
 };
 
@@ -269,6 +270,11 @@ int run(int argc, char** argv, int rank, int ranks) {
                  "the same Δ the validation will run with (recorded as poll_us). 0: MPI_Wait and blocking calls. "
                  "The nccl backend ignores it")
       ->capture_default_str();
+  app.add_option("--gap-us", o.gap_us,
+                 "mpi backend: time every iteration alone, after a barrier and this many µs of idle time, as a paced "
+                 "engine's collectives follow time on its device clock (recorded as gap_us); 0: back to back, "
+                 "nccl-tests' way. The nccl backend ignores it")
+      ->capture_default_str();
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
   app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
   app.add_flag("--skip-host", o.skip_host, "time no host link (host<->GPU copies, or their memcpy stand-in)");
@@ -322,6 +328,12 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (!(o.poll_us >= 0) || !std::isfinite(o.poll_us))
     throw InputError("--poll-us " + fmt("%g", o.poll_us) + ": expected microseconds >= 0 (0: MPI_Wait)");
   if (gpu && o.poll_us > 0) say("note: --poll-us is ignored by the nccl backend (its waits are on GPU streams)");
+  if (!(o.gap_us >= 0) || !std::isfinite(o.gap_us) || o.gap_us > 1e6)
+    throw InputError("--gap-us " + fmt("%g", o.gap_us) + ": expected microseconds from 0 (back to back) to 1e6");
+  if (gpu && o.gap_us > 0) {
+    say("note: --gap-us is ignored by the nccl backend (its operations are timed back to back on GPU events)");
+    o.gap_us = 0;
+  }
   Ops ops = parse_ops(o.ops);
   if (!o.out.empty() && o.out == o.raw) throw InputError("--out and --raw name the same file '" + o.out + "'");
   if (o.name.empty()) {
@@ -418,7 +430,8 @@ int run(int argc, char** argv, int rank, int ranks) {
       std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
       human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
       " iterations after " + std::to_string(o.warmup) + " warm-up" +
-      (!gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : ""));
+      (!gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : "") +
+      (o.gap_us > 0 ? "; each iteration alone after " + fmt("%g", o.gap_us) + " us idle (--gap-us)" : ""));
   std::vector<GeometryRun> runs;
   for (const auto& geo : geometries) {
     GeometryRun r{geo, geometry_groups(geo, ranks, per_node), {}};
@@ -451,6 +464,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   // Timings. Repeats outermost, so each point's repeats are spread over the
   // whole run and a noisy minute spoils one repeat of many points, not all
   // repeats of one.
+  SweepOptions sweep{o.warmup, o.iters, o.repeats, !o.no_check, o.gap_us * 1e-6};
   std::vector<Row> rows;
   std::vector<std::vector<size_t>> row_of(runs.size() * forms.size(), std::vector<size_t>(sizes.size(), SIZE_MAX));
   for (size_t gi = 0; gi < runs.size(); ++gi)
@@ -481,7 +495,7 @@ int run(int argc, char** argv, int rank, int ranks) {
           if (ri == SIZE_MAX) continue;
           Row& row = rows[ri];
           Timing t = time_collective(*backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
-                                     row.count, o.warmup, o.iters);
+                                     row.count, sweep);
           row.sample.times_s.push_back(t.per_op_s);
           row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
           last = &row;
@@ -501,7 +515,6 @@ int run(int argc, char** argv, int rank, int ranks) {
   print_table(rows);
 
   // Pairs, then the host link: the same harness, sizes and conventions.
-  SweepOptions sweep{o.warmup, o.iters, o.repeats, !o.no_check};
   ff::Measurement m;
   if (ops.send_recv) {
     PairResults p2p = measure_send_recv(*backend, pairs, sizes, rank, ranks, per_node, sweep, say);
@@ -573,6 +586,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   // The record; rank 0 holds the same maxima as everyone and writes.
   m.backend = backend->name();
   if (!gpu) m.poll_s = o.poll_us * 1e-6;  // how every MPI wait was done; NCCL's are not MPI's
+  if (!gpu) m.gap_s = o.gap_us * 1e-6;    // and how the iterations followed one another
   m.ranks = ranks;
   m.gpus_per_node = per_node;
   m.nodes = nodes;

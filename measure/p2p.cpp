@@ -75,7 +75,7 @@ PairResults measure_send_recv(Backend& b, const std::vector<ff::Geometry>& pairs
     for (size_t gi = 0; gi < runs.size(); ++gi) {
       for (size_t si = 0; si < sizes.size(); ++si) {
         size_t i = gi * sizes.size() + si;
-        Timing t = time_send_recv(b, runs[gi].mine.group.get(), send, recv, out.table[i].count, o.warmup, o.iters);
+        Timing t = time_send_recv(b, runs[gi].mine.group.get(), send, recv, out.table[i].count, o);
         out.samples[i].times_s.push_back(t.per_op_s);
         out.table[i].times_s.push_back(t.per_op_s);
         out.table[i].iterations.insert(out.table[i].iterations.end(), t.iter_s.begin(), t.iter_s.end());

@@ -798,37 +798,49 @@ TEST_CASE("engine_device: cuda where measured with NCCL or said by the base, cpu
                  "cpu.json: field 'engine_device': expected \"cpu\" or \"cuda\""));
 }
 
-TEST_CASE("poll_us: measure's Δ in the record, carried into the profile, checked, and merged only when equal") {
-  ff::Measurement m = cpu_run();
-  CHECK(!ff::to_json(m).contains("poll_us"));  // unset: the record does not say (nccl, nccl-tests, older records)
-  CHECK(!ff::calibrate_profile(nullptr, m, "cpu").contains("poll_us"));
-  m.poll_s = 50 * 1e-6;
-  nlohmann::json j = ff::to_json(m);
-  CHECK(j["poll_us"] == 50);  // as given, not 49.99999999999999
-  ff::Measurement back = ff::measurement_from_json(j, "run.json");
-  REQUIRE(back.poll_s.has_value());
-  CHECK(*back.poll_s == doctest::Approx(50e-6));
+TEST_CASE("poll_us and gap_us: how measure timed, in the record, carried into the profile, checked, merged only when equal") {
+  struct Field {
+    const char* name;
+    std::optional<double> ff::Measurement::*in_record;
+    std::optional<double> ff::MachineProfile::*in_profile;
+    const char* disagree;
+  };
+  for (Field f : {Field{"poll_us", &ff::Measurement::poll_s, &ff::MachineProfile::poll_s, "different poll intervals"},
+                  Field{"gap_us", &ff::Measurement::gap_s, &ff::MachineProfile::gap_s, "idled before each operation"}}) {
+    CAPTURE(f.name);
+    const std::string name = f.name;
+    ff::Measurement m = cpu_run();
+    CHECK(!ff::to_json(m).contains(name));  // unset: the record does not say (nccl, nccl-tests, older records)
+    CHECK(!ff::calibrate_profile(nullptr, m, "cpu").contains(name));
+    m.*f.in_record = 50 * 1e-6;
+    nlohmann::json j = ff::to_json(m);
+    CHECK(j[name] == 50);  // as given, not 49.99999999999999
+    ff::Measurement back = ff::measurement_from_json(j, "run.json");
+    REQUIRE((back.*f.in_record).has_value());
+    CHECK(*(back.*f.in_record) == doctest::Approx(50e-6));
 
-  nlohmann::json p = ff::calibrate_profile(nullptr, m, "cpu");
-  CHECK(p["poll_us"] == 50);
-  ff::MachineProfile mp = ff::machine_from_json(p, "cpu.json");
-  REQUIRE(mp.poll_s.has_value());
-  CHECK(*mp.poll_s == doctest::Approx(50e-6));
-  // A base's Δ does not describe this measurement.
-  m.poll_s.reset();
-  CHECK(!ff::calibrate_profile(p, m, "again").contains("poll_us"));
+    nlohmann::json p = ff::calibrate_profile(nullptr, m, "cpu");
+    CHECK(p[name] == 50);
+    ff::MachineProfile mp = ff::machine_from_json(p, "cpu.json");
+    REQUIRE((mp.*f.in_profile).has_value());
+    CHECK(*(mp.*f.in_profile) == doctest::Approx(50e-6));
+    // A base's figure does not describe this measurement.
+    (m.*f.in_record).reset();
+    CHECK(!ff::calibrate_profile(p, m, "again").contains(name));
 
-  p["poll_us"] = -1;
-  CHECK(contains(input_error_of([&] { ff::machine_from_json(p, "cpu.json"); }),
-                 "cpu.json: field 'poll_us': expected microseconds >= 0"));
-  j["poll_us"] = -1;
-  CHECK(contains(input_error_of([&] { ff::measurement_from_json(j, "run.json"); }),
-                 "run.json: field 'poll_us': expected microseconds >= 0"));
+    p[name] = -1;
+    CHECK(contains(input_error_of([&] { ff::machine_from_json(p, "cpu.json"); }),
+                   "cpu.json: field '" + name + "': expected microseconds >= 0"));
+    j[name] = -1;
+    CHECK(contains(input_error_of([&] { ff::measurement_from_json(j, "run.json"); }),
+                   "run.json: field '" + name + "': expected microseconds >= 0"));
 
-  ff::Measurement a = cpu_run(), b = cpu_run(), c = cpu_run();
-  a.poll_s = 50e-6, b.poll_s = 50e-6;
-  CHECK(*ff::merge_measurements({a, b, c}).poll_s == doctest::Approx(50e-6));  // c does not say
-  b.poll_s = 0;
-  CHECK(contains(input_error_of([&] { ff::merge_measurements({a, b}); }),
-                 "different poll intervals (poll_us 50 and 0)"));
+    ff::Measurement a = cpu_run(), b = cpu_run(), c = cpu_run();
+    a.*f.in_record = 50e-6, b.*f.in_record = 50e-6;
+    CHECK(*(ff::merge_measurements({a, b, c}).*f.in_record) == doctest::Approx(50e-6));  // c does not say
+    b.*f.in_record = 0;
+    std::string why = input_error_of([&] { ff::merge_measurements({a, b}); });
+    CHECK(contains(why, f.disagree));
+    CHECK(contains(why, "(" + name + " 50 and 0)"));
+  }
 }

@@ -654,10 +654,13 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   fit_gemm(p, base, b, m);
   if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
   // How the links were waited for: a paced validation (advisor validate
-  // --device paced) needs them measured with its engine's Δ. A base's Δ does
-  // not describe this measurement.
+  // --device paced) needs them measured with its engine's Δ; and whether
+  // each operation followed idle time. A base's do not describe this
+  // measurement.
   p.erase("poll_us");
   if (m.poll_s) p["poll_us"] = as_written(*m.poll_s * 1e6);
+  p.erase("gap_us");
+  if (m.gap_s) p["gap_us"] = as_written(*m.gap_s * 1e6);
   // Measured with NCCL: the ranks had NVIDIA GPUs, where the engine runs its
   // cuda device. Otherwise the base's (or none: the cpu device).
   if (m.backend == "nccl") p["engine_device"] = "cuda";

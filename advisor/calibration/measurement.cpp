@@ -173,6 +173,11 @@ Measurement measurement_from(const Fields& f) {
     if (us < 0) f.fail("poll_us", "microseconds >= 0 (measure --poll-us)");
     m.poll_s = us * 1e-6;
   }
+  if (f.has("gap_us")) {
+    double us = f.number("gap_us");
+    if (us < 0) f.fail("gap_us", "microseconds >= 0 (measure --gap-us)");
+    m.gap_s = us * 1e-6;
+  }
   return m;
 }
 
@@ -254,12 +259,17 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     if (m.gpus_per_node != out.gpus_per_node)
       input_error("measurements disagree on ranks per node (" + std::to_string(out.gpus_per_node) + " and " +
                   std::to_string(m.gpus_per_node) + "): they are not of one placement");
-    if (m.poll_s) {
-      if (out.poll_s && std::abs(*out.poll_s - *m.poll_s) > 1e-9)
-        input_error("measurements waited for MPI with different poll intervals (poll_us " + fmt_us(*out.poll_s) +
-                    " and " + fmt_us(*m.poll_s) + "): their links were timed in two ways");
-      out.poll_s = m.poll_s;
-    }
+    // Links timed in two ways are not one machine.
+    auto same_way = [](std::optional<double>& had, const std::optional<double>& next, const char* field,
+                       const char* what) {
+      if (!next) return;
+      if (had && std::abs(*had - *next) > 1e-9)
+        input_error(std::string("measurements ") + what + " (" + field + " " + fmt_us(*had) + " and " + fmt_us(*next) +
+                    "): their links were timed in two ways");
+      had = next;
+    };
+    same_way(out.poll_s, m.poll_s, "poll_us", "waited for MPI with different poll intervals");
+    same_way(out.gap_s, m.gap_s, "gap_us", "idled before each operation for different times");
     for (const auto& c : m.collectives) merge_sample(out.collectives, c);
     for (const auto& c : m.p2p) merge_sample(out.p2p, c);
     if (!m.host_link.empty()) {
@@ -375,6 +385,7 @@ nlohmann::json to_json(const Measurement& m) {
   }
   if (m.host_memory_bytes > 0) j["host_memory_GiB"] = m.host_memory_bytes / GiB;
   if (m.poll_s) j["poll_us"] = as_written(*m.poll_s / us);  // 50, not 49.99999999999999
+  if (m.gap_s) j["gap_us"] = as_written(*m.gap_s / us);
   return j;
 }
 

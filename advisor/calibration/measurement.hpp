@@ -121,6 +121,10 @@ struct Measurement {
   // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait. Unset where
   // the record does not say (NCCL, nccl-tests, records from before it).
   std::optional<double> poll_s;
+  // measure --gap-us: each timed iteration followed a barrier and this much
+  // idle time, as a paced engine's collectives follow device time; 0: back
+  // to back. Unset where the record does not say.
+  std::optional<double> gap_s;
 };
 
 // The "format" a measurement record carries.

@@ -130,6 +130,12 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
                                              : std::string("MPI_Wait (measure --poll-us 0)"))
               << "\n";
   }
+  if (p.contains("gap_us")) {
+    double us = p["gap_us"].get<double>();
+    std::cout << "  timed: " << (us > 0 ? "each operation alone after " + fixed(us, us == std::floor(us) ? 0 : 1) + " µs idle (measure --gap-us)"
+                                        : std::string("back to back (measure --gap-us 0)"))
+              << "\n";
+  }
   for (const auto& n : notes) std::cout << "  note: " << n << "\n";
 }
 

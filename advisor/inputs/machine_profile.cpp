@@ -196,6 +196,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     if (us < 0) f.fail("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
     p.poll_s = us * 1e-6;
   }
+  if (f.has("gap_us")) {
+    double us = f.number("gap_us");
+    if (us < 0) f.fail("gap_us", "microseconds >= 0: the idle time before each operation the links were measured after (measure --gap-us)");
+    p.gap_s = us * 1e-6;
+  }
   if (f.has("engine_device")) {
     p.engine_device = f.string("engine_device");
     if (p.engine_device != "cpu" && p.engine_device != "cuda")

@@ -111,6 +111,9 @@ struct MachineProfile {
   // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait); unset when
   // the profile does not say ("poll_us" absent).
   std::optional<double> poll_s;
+  // The idle time before each timed operation (measure --gap-us; 0: back to
+  // back); unset when the profile does not say ("gap_us" absent).
+  std::optional<double> gap_s;
   // The engine's device on this machine, for launch lines: "cpu", or "cuda"
   // where the GPUs are NVIDIA's ("engine_device"; absent: cpu).
   std::string engine_device = "cpu";

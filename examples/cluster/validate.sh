@@ -9,8 +9,9 @@
 #   1. emulate.sh up NODES RANKS_PER_NODE RATE (4 nodes x 2 ranks, 200mbit);
 #   2. measure on it with --poll-us Δ, the Δ the paced engine will wait with
 #      (DESIGN §11: a sleeping rank makes no MPI progress, so Δ is part of what
-#      a collective costs), writing the profile OUT_DIR/profile.json (measure
-#      fits it itself; no separate `advisor calibrate`);
+#      a collective costs) and --gap-us GAP_US, writing the profile
+#      OUT_DIR/profile.json (measure fits it itself; no separate `advisor
+#      calibrate`);
 #   3. advisor validate --device paced: gpt-comm on 8 ranks, batch 16, every
 #      run's engine on the paced device, predictions priced with the pace in
 #      place of the profile's compute, the communication part scored on its
@@ -25,7 +26,7 @@
 # the validation's table also on stdout.
 #
 # Run again with the same OUT_DIR: an existing profile.json is reused (its
-# poll_us must be POLL_US; REMEASURE=1 measures again) and an existing
+# poll_us and gap_us must be POLL_US and GAP_US; REMEASURE=1 measures again) and an existing
 # report.json is resumed (`advisor validate --resume`: only the missing runs).
 #
 # Relative paths: OUT_DIR from the current directory; BUILD from the
@@ -41,6 +42,8 @@
 #   REPEATS         runs of each configuration                      [2]
 #   STEPS           training steps per run, the first discarded     [8]
 #   POLL_US         Δ, µs between MPI_Test calls (measure and engine) [50]
+#   GAP_US          measure --gap-us: idle µs before each timed operation,
+#                   as the paced engine's follow device time (0: back to back) [2000]
 #   PACE_GFLOPS     the paced device's GEMM rate, GFLOP/s           [2]
 #   PACE_GBPS       its element-wise bandwidth, GB/s                [0.5]
 #   MEASURE_FLAGS   measure's sweep [--max-bytes 2M --iters 5 --repeats 3]
@@ -87,6 +90,7 @@ MAX_CONFIGS=${MAX_CONFIGS:-40}
 REPEATS=${REPEATS:-2}
 STEPS=${STEPS:-8}
 POLL_US=${POLL_US:-50}
+GAP_US=${GAP_US:-2000}
 PACE_GFLOPS=${PACE_GFLOPS:-2}
 PACE_GBPS=${PACE_GBPS:-0.5}
 MEASURE_FLAGS=${MEASURE_FLAGS:---max-bytes 2M --iters 5 --repeats 3}
@@ -149,19 +153,27 @@ fi
 
 profile=$OUT/profile.json
 if [[ -s $profile && $REMEASURE != 1 ]]; then
-  had=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("poll_us", "none"))' "$profile") ||
-    die "$profile: not a readable profile (REMEASURE=1 to measure again)"
-  python3 -c 'import sys; sys.exit(0 if sys.argv[1] != "none" and float(sys.argv[1]) == float(sys.argv[2]) else 1)' \
-    "$had" "$POLL_US" ||
-    die "$profile was measured with poll_us $had, this validation polls every $POLL_US us: REMEASURE=1 to measure again"
-  say "measure: reusing $profile (poll_us $had; REMEASURE=1 to measure again)"
+  # Links timed another way than this validation asks are not its links.
+  python3 - "$profile" "$POLL_US" "$GAP_US" <<'PY' || die "REMEASURE=1 to measure again"
+import json, sys
+try:
+    p = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit(f"{sys.argv[1]}: not a readable profile ({e})")
+for field, want, what in (("poll_us", sys.argv[2], "POLL_US"), ("gap_us", sys.argv[3], "GAP_US")):
+    had = p.get(field, 0 if field == "gap_us" else None)  # no gap_us: measured back to back
+    if had is None or float(had) != float(want):
+        sys.exit(f"{sys.argv[1]} was measured with {field} {had}, this validation asks {want} ({what})")
+PY
+  say "measure: reusing $profile (poll_us $POLL_US, gap_us $GAP_US; REMEASURE=1 to measure again)"
 else
-  say "measure: the links with every MPI wait polling every $POLL_US us, as the paced engine waits ($(elapsed))"
+  say "measure: the links with every MPI wait polling every $POLL_US us, as the paced engine waits," \
+      "each operation after $GAP_US us idle ($(elapsed))"
   # Links only: the pace replaces the profile's compute, so GEMMs and the
   # host link would be timed for nothing (their sections come from
   # cpu-8x2core, unused).
   # shellcheck disable=SC2086  # MEASURE_FLAGS is a list of flags
-  "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" $MEASURE_FLAGS \
+  "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" --gap-us "$GAP_US" $MEASURE_FLAGS \
       --skip-gemm --skip-host --base cpu-8x2core \
       --out "$profile" --raw "$OUT/measurement.json" >"$OUT/measure.txt" ||
     die "measure failed (exit $?); its table so far is in $OUT/measure.txt"

@@ -163,6 +163,24 @@ python3 -c "import json,sys; p=json.load(open(sys.argv[1])); p['poll_us']=-1; js
 "$ADVISOR" predict --model "$ROOT/examples/models/gpt-tiny.json" --gpus 2 --grid 1,1,1,2 --machine "$T/pollneg.json" \
   >"$T/pollneg" 2>&1 && fail "a profile with poll_us -1 loads"
 grep -q "pollneg.json: field 'poll_us': expected microseconds >= 0" "$T/pollneg" || { fail "poll_us -1: no clear error"; cat "$T/pollneg"; }
+# 2e. --gap-us 20000 on 2 ranks: each iteration alone after 20 ms idle. The
+# record and the profile say so, and the gap is not in the times: a 1 KiB
+# all-reduce between two ranks of one host takes far less than 20 ms, while
+# the run lasts at least iters × repeats × sizes × ops × 20 ms.
+start=$EPOCHREALTIME
+run 2 --quick --max-bytes 2K --repeats 1 --skip-gemm --skip-host --ops all-reduce --no-nonblocking --gap-us 20000 \
+  --raw "$T/gapraw.json" >/dev/null 2>"$T/gaperr" || { fail "--gap-us 20000 on 2 ranks"; cat "$T/gaperr"; }
+end=$EPOCHREALTIME
+grep -q 'each iteration alone after 20000 us idle (--gap-us)' "$T/gaperr" || fail "--gap-us not stated in the progress"
+python3 - "$T/gapraw.json" "$start" "$end" <<'PY' || fail "--gap-us 20000: record or times"
+import json, sys
+raw = json.load(open(sys.argv[1])); took = float(sys.argv[3]) - float(sys.argv[2])
+assert raw["gap_us"] == 20000 and raw["poll_us"] == 0, (raw.get("gap_us"), raw.get("poll_us"))
+c = raw["collectives"]
+assert len(c) == 2 and all(s["iters"] == 5 for s in c), c  # 1K and 2K, one form
+assert all(0 < t < 20000 for s in c for t in s["times_us"]), [s["times_us"] for s in c]
+assert took >= 2 * 5 * 0.020, took  # 2 sizes x 5 iterations, each after its gap (pairs too)
+PY
 
 # 3. --help: once, from rank 0, exit 0.
 run 2 --help >"$T/help" 2>&1 || fail "--help exited non-zero"
@@ -204,6 +222,7 @@ bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 
 bad 1 'measure needs at least 2 ranks' --quick
 bad 2 "--raw '$T/nodir/x.json': directory" --raw "$T/nodir/x.json"
 bad 2 '--poll-us -5: expected microseconds >= 0' --poll-us -5
+bad 2 '--gap-us -1: expected microseconds from 0 (back to back) to 1e6' --gap-us -1
 
 # 5. Interrupted: Ctrl-C mid-run leaves nothing behind.
 "$MPIRUN" -np 2 --oversubscribe "$MEASURE" --max-bytes 1M --repeats 500 --out "$T/int.json" >/dev/null 2>"$T/ierr" &

@@ -72,7 +72,8 @@ TEST_CASE("busbw: measure's harness vs a plain MPI_Allreduce loop, 2 ranks, 16 M
   auto measured = [&] {
     size_t count = ff::measure::op_count(ff::Coll::AllReduce, bytes, 2);
     ff::measure::Timing t =
-        ff::measure::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count, warmup, iters);
+        ff::measure::time_collective(*backend, m.group.get(), ff::Coll::AllReduce, false, send, recv, count,
+                                     ff::measure::SweepOptions{warmup, iters, 1, false, 0.0});
     return ff::measure::op_bytes(ff::Coll::AllReduce, count, 2) / t.per_op_s * ff::busbw_factor(ff::Coll::AllReduce, 2);
   };
   // The plain way, in place as measure and the engine call it: warm-up, a
