@@ -14,9 +14,10 @@
 #   * each "node" is a network namespace (<prefix>-n0, <prefix>-n1, ...) with
 #     one interface, eth0, a veth whose other end is a port of a bridge in a
 #     "switch" namespace (<prefix>-sw);
-#   * tc (tbf) caps the node's eth0 (node -> switch) and its switch port
-#     (switch -> node) at RATE, so each node has one full-duplex link of RATE
-#     that all its ranks share, like a NIC;
+#   * tc (tbf by default, FOURFOLD_CLUSTER_QDISC) caps the node's eth0
+#     (node -> switch) and its switch port (switch -> node) at RATE, so each
+#     node has one full-duplex link of RATE that all its ranks share, like a
+#     NIC;
 #   * mpirun runs in the switch namespace; its rsh agent (a script standing
 #     in for ssh) starts each node's orted with
 #     `ip netns exec <node> unshare --uts sh -c "hostname <node>; ..."`, so
@@ -35,6 +36,9 @@
 #   FOURFOLD_CLUSTER_PREFIX  namespace name prefix, used by `up`   [ffclu]
 #   FOURFOLD_CLUSTER_SUBNET  first three octets of the cluster /24 [10.77.0]
 #   FOURFOLD_CLUSTER_MPIRUN  the mpirun to use           [mpirun]
+#   FOURFOLD_CLUSTER_QDISC   how `up` caps a link: tbf (a token bucket of
+#                            4 ms of traffic) or htb (a class at the rate,
+#                            the kernel's smallest bucket)          [tbf]
 #
 # Behaviour:
 #   up N R RATE   N nodes (1..250) of R ranks each; RATE in tc's units
@@ -69,6 +73,7 @@ readonly STATE_DIR=${FOURFOLD_CLUSTER_DIR:-/run/fourfold-cluster}
 readonly DEFAULT_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffclu}
 readonly SUBNET=${FOURFOLD_CLUSTER_SUBNET:-10.77.0}
 readonly MPIRUN=${FOURFOLD_CLUSTER_MPIRUN:-mpirun}
+readonly QDISC=${FOURFOLD_CLUSTER_QDISC:-tbf}
 readonly SWITCH_ADDR_HOST=254   # the switch namespace's address (mpirun's side)
 readonly ME=${0##*/}
 UP_PREFIX=""                    # set while `up` builds a cluster, for its cleanup trap
@@ -196,15 +201,32 @@ EOF
   chmod 755 "$file"
 }
 
-# Cap one interface's egress at the rate. tbf's bucket must hold at least a
-# few ms of traffic at this rate (and a few packets), or it throttles below
-# the rate; 50 ms of queue keeps TCP from seeing drops on every burst.
+# Cap one interface's egress at the rate.
+#   tbf: its bucket must hold a few ms of traffic at this rate (and a few
+#     packets), or it throttles TCP below the rate; 50 ms of queue keeps TCP
+#     from seeing drops on every burst. The bucket lets a message that follows
+#     idle time leave at memory speed (measure --gap-us times that), and two
+#     operations at once on one link were measured to cost more than one
+#     after the other (advisor/README.md, the paced validation).
+#   htb: a class at the rate with the kernel's smallest bucket (a packet or
+#     two) over a byte FIFO of 50 ms: sharing is near work-conserving, but
+#     the paced validation scored worse on it (advisor/README.md), so tbf
+#     stays the default.
 shape() {
-  local ns=$1 dev=$2 bits=$3 rate=$4 burst
-  burst=$((bits / 8 / 250))                 # 4 ms worth of bytes
-  ((burst < 32768)) && burst=32768
+  local ns=$1 dev=$2 bits=$3 rate=$4 burst queue
   ip -n "$ns" link set "$dev" up
-  tc -n "$ns" qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
+  case $QDISC in
+    tbf)
+      burst=$((bits / 8 / 250))                 # 4 ms worth of bytes
+      ((burst < 32768)) && burst=32768
+      tc -n "$ns" qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms ;;
+    htb)
+      queue=$((bits / 8 / 20))                  # 50 ms worth of bytes
+      ((queue < 65536)) && queue=65536
+      tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default 10 &&
+        tc -n "$ns" class replace dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" quantum 60000 &&
+        tc -n "$ns" qdisc replace dev "$dev" parent 1:10 handle 10: bfifo limit "$queue" ;;
+  esac
 }
 
 # Whether an interface has carrier, allowing the kernel a moment to say so.
@@ -233,6 +255,7 @@ cmd_up() {
     usage_error "FOURFOLD_CLUSTER_PREFIX '$prefix': 1-10 lower-case letters and digits, starting with a letter"
   [[ $SUBNET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
     usage_error "FOURFOLD_CLUSTER_SUBNET '$SUBNET': three octets, e.g. 10.77.0"
+  [[ $QDISC == tbf || $QDISC == htb ]] || usage_error "FOURFOLD_CLUSTER_QDISC '$QDISC': expected tbf or htb"
   ((bits <= 1000000000)) ||
     echo "$ME: note: above ~1gbit the CPU, not the emulated link, is likely the limit" >&2
 
@@ -241,7 +264,7 @@ cmd_up() {
   if load_state; then
     if [[ -n $(cluster_namespaces "${ST[prefix]}") ]]; then
       if [[ ${ST[nodes]} == "$nodes" && ${ST[ranks_per_node]} == "$rpn" && ${ST[rate_bits]} == "$bits" &&
-            ${ST[prefix]} == "$prefix" ]]; then
+            ${ST[prefix]} == "$prefix" && ${ST[qdisc]:-tbf} == "$QDISC" ]]; then
         echo "$ME: already up: ${ST[nodes]} nodes x ${ST[ranks_per_node]} ranks at ${ST[rate]}" >&2
         return 0
       fi
@@ -322,13 +345,14 @@ cmd_up() {
     echo "ranks_per_node=$rpn"
     echo "rate=$rate"
     echo "rate_bits=$bits"
+    echo "qdisc=$QDISC"
     echo "subnet=$SUBNET.0/24"
     echo "switch_ns=$sw"
     echo "node_ns=$(for ((i = 0; i < nodes; i++)); do printf '%s ' "$(node_ns "$prefix" "$i")"; done)"
   } >"$STATE_DIR/state.tmp"
   mv "$STATE_DIR/state.tmp" "$STATE_DIR/state"     # written last: its presence means "up"
   trap - EXIT INT TERM HUP
-  echo "$ME: up: $nodes nodes x $rpn ranks, each node's link capped at $rate ($bits bit/s) each way;" \
+  echo "$ME: up: $nodes nodes x $rpn ranks, each node's link capped at $rate ($bits bit/s) each way by tc $QDISC;" \
        "state in $STATE_DIR" >&2
 }
 
@@ -453,7 +477,7 @@ cmd_status() {
     return 1
   fi
   local prefix=${ST[prefix]} ns present
-  echo "cluster: ${ST[nodes]} nodes x ${ST[ranks_per_node]} ranks, link ${ST[rate]} (${ST[rate_bits]} bit/s) each way"
+  echo "cluster: ${ST[nodes]} nodes x ${ST[ranks_per_node]} ranks, link ${ST[rate]} (${ST[rate_bits]} bit/s) each way, tc ${ST[qdisc]:-tbf}"
   echo "state:   $STATE_DIR (hostfile, rsh-agent); subnet ${ST[subnet]}; switch namespace ${ST[switch_ns]}"
   present=$(cluster_namespaces "$prefix")
   for ns in ${ST[switch_ns]} ${ST[node_ns]}; do
@@ -462,7 +486,7 @@ cmd_status() {
         echo "  $ns: $(ip -n "$ns" -br addr show br0 | awk '{print $3}') ($(ip -n "$ns" -o link show master br0 | wc -l) ports)"
       else
         echo "  $ns: $(ip -n "$ns" -br addr show eth0 | awk '{print $3}')," \
-             "$(tc -n "$ns" qdisc show dev eth0 | grep -o 'rate [^ ]*')," \
+             "${ST[qdisc]:-tbf} $({ tc -n "$ns" qdisc show dev eth0; tc -n "$ns" class show dev eth0; } | grep -o -m1 'rate [^ ]*')," \
              "$(ip netns pids "$ns" | wc -l) processes"
       fi
     else

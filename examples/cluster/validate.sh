@@ -26,7 +26,8 @@
 # the validation's table also on stdout.
 #
 # Run again with the same OUT_DIR: an existing profile.json is reused (its
-# poll_us and gap_us must be POLL_US and GAP_US; REMEASURE=1 measures again) and an existing
+# poll_us and gap_us must be POLL_US and GAP_US, and the cluster the one
+# OUT_DIR/links.txt names; REMEASURE=1 measures again) and an existing
 # report.json is resumed (`advisor validate --resume`: only the missing runs).
 #
 # Relative paths: OUT_DIR from the current directory; BUILD from the
@@ -48,6 +49,8 @@
 #   PACE_GBPS       its element-wise bandwidth, GB/s                [0.5]
 #   MEASURE_FLAGS   measure's sweep [--max-bytes 2M --iters 5 --repeats 3]
 #   REMEASURE       1: measure even where OUT_DIR/profile.json exists [0]
+#   FOURFOLD_CLUSTER_QDISC
+#                   how the links are capped (emulate.sh): tbf or htb [tbf]
 #   FOURFOLD_CLUSTER_DIR, FOURFOLD_CLUSTER_PREFIX
 #                   the cluster's state directory and namespace prefix
 #                   [a fresh directory under /tmp, ffval<pid>]: by default
@@ -120,6 +123,9 @@ if [[ -z ${FOURFOLD_CLUSTER_DIR:-} ]]; then
   export FOURFOLD_CLUSTER_DIR=$STATE_PARENT/state
 fi
 export FOURFOLD_CLUSTER_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffval$$}
+export FOURFOLD_CLUSTER_QDISC=${FOURFOLD_CLUSTER_QDISC:-tbf}
+# What the profile's links were: a profile is reused only on the same cluster.
+links="$NODES nodes x $RANKS_PER_NODE ranks, $RATE per node link, tc $FOURFOLD_CLUSTER_QDISC"
 # As the README's commands: one BLAS thread per rank (8 ranks share the
 # cores), and ranks that wait yield their core.
 export OPENBLAS_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -142,7 +148,7 @@ cd "$ROOT"
 start=$SECONDS
 elapsed() { local s=$((SECONDS - start)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
-say "cluster: $NODES nodes x $RANKS_PER_NODE ranks, $RATE per node link"
+say "cluster: $links"
 rc=0
 "$EMU" up "$NODES" "$RANKS_PER_NODE" "$RATE" || rc=$?
 if ((rc == 77)); then
@@ -153,6 +159,8 @@ fi
 
 profile=$OUT/profile.json
 if [[ -s $profile && $REMEASURE != 1 ]]; then
+  [[ $(cat "$OUT/links.txt" 2>/dev/null) == "$links" ]] ||
+    die "$profile was measured on $(cat "$OUT/links.txt" 2>/dev/null || echo 'a cluster it does not name'), this validation runs on $links; REMEASURE=1 to measure again"
   # Links timed another way than this validation asks are not its links.
   python3 - "$profile" "$POLL_US" "$GAP_US" <<'PY' || die "REMEASURE=1 to measure again"
 import json, sys
@@ -177,6 +185,7 @@ else
       --skip-gemm --skip-host --base cpu-8x2core \
       --out "$profile" --raw "$OUT/measurement.json" >"$OUT/measure.txt" ||
     die "measure failed (exit $?); its table so far is in $OUT/measure.txt"
+  echo "$links" >"$OUT/links.txt.tmp" && mv "$OUT/links.txt.tmp" "$OUT/links.txt"
   say "measure: wrote $profile ($(elapsed))"
 fi
 
