@@ -210,8 +210,8 @@ EOF
 #     after the other (advisor/README.md, the paced validation).
 #   htb: a class at the rate with the kernel's smallest bucket (a packet or
 #     two) over a byte FIFO of 50 ms: sharing is near work-conserving, but
-#     the paced validation scored worse on it (advisor/README.md), so tbf
-#     stays the default.
+#     the paced validation scored no better on it and its repeats spread
+#     more (advisor/README.md), so tbf stays the default.
 shape() {
   local ns=$1 dev=$2 bits=$3 rate=$4 burst queue
   ip -n "$ns" link set "$dev" up
