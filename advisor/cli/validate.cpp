@@ -443,6 +443,10 @@ void run(const ValidateOptions& o) {
                  {"runs", json::array()}};
   if (o.resume && fs::exists(o.out)) {
     report["runs"] = kept_runs(load_resumed(o, report));
+    // Priced by this advisor, as the scores are: a report resumed after the
+    // model changed then shows the predictions it scores.
+    for (json& r : report["runs"])
+      r["predicted"] = predicted_of(predict(s.job, s.machine, config_from_json(r["config"], o.out)));
   } else if (fs::exists(o.out)) {
     input_error(o.out + " exists: --resume to continue that validation, or remove it");
   }

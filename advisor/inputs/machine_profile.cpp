@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "bundled_profiles.hpp"
+#include "comm_model.hpp"  // padded_times
 #include "json_fields.hpp"
 
 namespace ff {
@@ -52,6 +53,7 @@ std::shared_ptr<const MeasuredCurve> curve_from(const Fields& op, double alpha_s
     c->seconds.push_back(point[1].get<double>() * 1e-6);
   }
   if (c->bytes.size() < 2) op.fail("curve", "at least 2 [bytes, microseconds] pairs");
+  c->seconds = padded_times(std::move(c->seconds));
   c->alpha_s = alpha_s, c->busbw = busbw;
   return c;
 }

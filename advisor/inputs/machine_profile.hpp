@@ -19,7 +19,7 @@ namespace ff {
 // entry's by_op "curve"), and the α and busbw fitted to them: pricing
 // interpolates the times (MODEL.md §2), α·steps of each being latency.
 struct MeasuredCurve {
-  std::vector<double> bytes, seconds;  // ascending bytes
+  std::vector<double> bytes, seconds;  // ascending bytes; seconds as priced: padded_times of the file's
   double alpha_s = 0, busbw = 0;       // the fit's, as loaded (beyond the last size: that busbw)
 };
 

@@ -16,6 +16,11 @@ const char* coll_name(Coll c) {
   return "";
 }
 
+std::vector<double> padded_times(std::vector<double> t) {
+  for (size_t i = t.size(); i-- > 1;) t[i - 1] = std::min(t[i - 1], t[i]);
+  return t;
+}
+
 namespace {
 
 double ring_time(Coll c, int g, double bytes, double alpha, double busbw) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "machine_profile.hpp"
 
@@ -23,6 +24,12 @@ inline double scaled_curve_time(double t, double latency, double alpha_factor, d
   const double lat = t < latency ? t : latency;
   return lat * alpha_factor + (t - lat) / bw_factor;
 }
+
+// Times measured at ascending sizes as pricing takes them: each no more than
+// any larger size's, since a smaller message can always be sent padded to
+// the larger one. Without it, one slow sample at the smallest size would
+// price every message below it (MODEL.md §2).
+std::vector<double> padded_times(std::vector<double> t);
 
 // `bytes` is the buffer as nccl-tests counts it: all-reduce in = out,
 // all-gather the output, reduce-scatter the input.

@@ -125,9 +125,25 @@ assert new["placement"]["top_pick"] == new["runs"][0]["key"]
 assert new["placement"]["measured_s"]["top_pick"] == new["runs"][0]["measured"]["time_s"]
 ' "$tmp/first.json" "$tmp/r.json"
 grep -qE '^1 +[0-9,]+ [a-z]+ mb[0-9].* ok .*±[0-9.]+%' "$tmp/expect.out" && echo "ok: the table has a spread column" || { echo "FAIL: no spread in the table"; failures=$((failures + 1)); }
+# A report priced by another advisor (its predictions set to 1000 s here):
+# resumed, every run is priced again, as its scores are.
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+for run in r["runs"]: run["predicted"]["time_s"] = 1000.0
+json.dump(r, open(sys.argv[1], "w"))
+' "$tmp/r.json"
 # The plot of a resumed report says how many repeats its medians hold, not --repeats.
 expect 0 'resuming: 5 finished runs' -- "$advisor" validate "${job[@]}" --max-configs 5 --repeats 1 --out "$tmp/r.json" --resume \
   --plot "$tmp/resumed.svg"
+check "resumed: the runs priced again" '
+import json, sys
+first, new = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+by_key = {r["key"]: r["predicted"] for r in first["runs"]}
+for r in new["runs"]:
+    if r["key"] in by_key: assert r["predicted"] == by_key[r["key"]], (r["key"], r["predicted"]["time_s"])
+    assert r["predicted"]["time_s"] < 1000.0
+' "$tmp/first.json" "$tmp/r.json"
 grep -q 'median of 2 runs each' "$tmp/resumed.svg" && echo "ok: the resumed plot counts the report's repeats" \
   || { echo "FAIL: the resumed plot's subtitle"; grep -o '[0-9]* configurations[^<]*' "$tmp/resumed.svg"; failures=$((failures + 1)); }
 
