@@ -611,6 +611,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   }
   if (!o.out.empty()) {
     nlohmann::json profile = ff::calibrate_profile(base, m, o.name);
+    for (const std::string& n : ff::fit_notes(profile)) say("note: " + n);
     ff::write_file_atomic(o.out, profile.dump(1) + "\n");
     say("wrote " + o.out + " (profile '" + o.name + "'); use it with: advisor recommend --model MODEL --gpus N --machine " +
         o.out);

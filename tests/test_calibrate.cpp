@@ -177,9 +177,29 @@ TEST_CASE("fit_link refuses what cannot be fitted") {
   CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {1e-3}); }), "2 sizes but 1 times"));
   CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllReduce, 4, {1e6, 1e6}, {1e-3, 2e-3}); }),
                  "at least 2 message sizes"));
-  // Times that fall as messages grow: no positive bandwidth explains them.
-  CHECK(contains(input_error_of([] { ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {2e-3, 1e-3}); }),
-                 "do not grow"));
+}
+
+TEST_CASE("fit_link bounds times that do not grow with size") {
+  // All-gather of 4 (3 steps, factor 3/4): 1 MB in 2 ms, 2 MB in 1 ms. The
+  // best busbw measured: 0.75 · 2e6 / 1e-3 = 1.5 GB/s. With it, the relative
+  // rows leave 1 − 0.25 = 0.75 and 0 for α·steps/t (steps/t = 1500, 3000):
+  // α = 1500 · 0.75 / (1500² + 3000²) = 100 µs.
+  ff::LinkFit f = ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {2e-3, 1e-3});
+  CHECK(f.link.busbw == doctest::Approx(1.5e9).epsilon(1e-12));
+  CHECK(f.link.alpha_s == doctest::Approx(100e-6).epsilon(1e-12));
+  CHECK(contains(f.note, "do not grow"));
+  // Times that grow: no note.
+  CHECK(ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {1e-3, 2e-3}).note.empty());
+}
+
+TEST_CASE("fit_notes names every bounded fit of a profile by its path") {
+  nlohmann::json p = {
+      {"intra_node", {{"table", {{{"fit", {{"rel_rms", 0.1}}}},
+                                 {{"fit", {{"note", "times do not grow"}}}, {"by_op", {{"all-reduce", {{"fit", {{"note", "b"}}}}}}}}}}}},
+      {"raw", {{"fit", {{"note", "the record's own, not a fit of the profile"}}}}}};
+  // In the JSON's key order (by_op before fit).
+  CHECK(ff::fit_notes(p) == std::vector<std::string>{"intra_node.table[1].by_op.all-reduce: b",
+                                                      "intra_node.table[1]: times do not grow"});
 }
 
 TEST_CASE("one geometry's collectives are fitted jointly, each at its median") {

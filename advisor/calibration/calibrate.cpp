@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -54,9 +55,24 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
     alpha = 0;
     inv_bw = b2 / a22;
   }
-  if (!(inv_bw > 0))
-    input_error(what + ": times do not grow with message size, so no positive bus bandwidth fits them");
   LinkFit fit;
+  if (!(inv_bw > 0)) {
+    // Times that do not grow with size over the sweep: the link is faster
+    // than the sweep resolves (or its noise is larger than its transfers).
+    // The best bandwidth measured is a lower bound (nccl-tests' busbw at
+    // the size that showed it), α the latency the rest leaves: both >= 0.
+    double best = 0;
+    for (const auto& p : pts) best = std::max(best, p.factor * p.bytes / p.seconds);
+    if (!(best > 0)) input_error(what + ": times do not grow with message size, so no positive bus bandwidth fits them");
+    inv_bw = 1 / best;
+    double num = 0;
+    for (const auto& p : pts) {
+      double u = p.steps / p.seconds, v = p.factor * p.bytes / p.seconds;
+      num += u * (1 - v * inv_bw);
+    }
+    alpha = a11 > 0 ? num / a11 : 0;
+    fit.note = "times do not grow with message size: busbw is the best measured (a lower bound), alpha the rest";
+  }
   fit.link = {alpha, 1 / inv_bw};
   double sum = 0;
   for (const auto& p : pts) {
@@ -100,6 +116,14 @@ struct GeometryFit {
   std::map<std::string, LinkFit> nonblocking_by_op;  // each collective issued non-blocking
 };
 
+// How well a fit explains its points, and its note where it had to bound.
+nlohmann::json fit_json(const LinkFit& f, const nlohmann::json& ops = nullptr) {
+  nlohmann::json j = {{"rel_rms", f.rel_rms}, {"points", f.points}};
+  if (!ops.is_null()) j["ops"] = ops;
+  if (!f.note.empty()) j["note"] = f.note;
+  return j;
+}
+
 // α and busbw of a link, with its per-collective figures scaled by
 // `bw_factor` (a node's bandwidth from c groups sharing it).
 // `curve`: with the measured times (a table entry: the times are of its own
@@ -108,7 +132,7 @@ nlohmann::json by_op_json(const std::map<std::string, LinkFit>& by_op, double bw
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [op, lf] : by_op) {
     j[op] = {{"alpha_us", lf.link.alpha_s / us}, {"busbw_GBps", lf.link.busbw * bw_factor / GB},
-             {"fit", {{"rel_rms", lf.rel_rms}, {"points", lf.points}}}};
+             {"fit", fit_json(lf)}};
     if (curve && !lf.curve.empty()) {
       nlohmann::json c = nlohmann::json::array();
       for (auto [bytes, s] : lf.curve) c.push_back({bytes, s / us});
@@ -125,7 +149,7 @@ nlohmann::json link_json(const GeometryFit& g) {
   nlohmann::json e = {{"alpha_us", f.link.alpha_s / us},
                       {"busbw_GBps", f.link.busbw / GB},
                       {"kind", "measured"},
-                      {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}, {"ops", o}}}};
+                      {"fit", fit_json(f, o)}};
   if (!g.by_op.empty()) e["by_op"] = by_op_json(g.by_op, 1, true);
   if (!g.nonblocking_by_op.empty()) e["nonblocking_by_op"] = by_op_json(g.nonblocking_by_op);
   return e;
@@ -342,7 +366,7 @@ void fit_p2p_section(nlohmann::json& p, const nlohmann::json& base, const Measur
     LinkFit f = fit_p2p(samples);
     fits[key] = f;
     nlohmann::json e = {{"tier", key.first ? "inter" : "intra"}, {"alpha_us", f.link.alpha_s / us},
-                        {"bw_GBps", f.link.busbw / GB}, {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}}}};
+                        {"bw_GBps", f.link.busbw / GB}, {"fit", fit_json(f)}};
     e[key.first ? "pairs_per_node" : "stride"] = key.second;
     table.push_back(e);
     // Map order: the smallest stride, the fewest pairs per node first.
@@ -352,7 +376,7 @@ void fit_p2p_section(nlohmann::json& p, const nlohmann::json& base, const Measur
   auto entry = [&](const LinkFit& f, double bw_factor, const std::string& what) {
     return nlohmann::json{{"alpha_us", f.link.alpha_s / us}, {"bw_GBps", f.link.busbw * bw_factor / GB},
                           {"kind", "measured"}, {"source", what},
-                          {"fit", {{"rel_rms", f.rel_rms}, {"points", f.points}}}};
+                          {"fit", fit_json(f)}};
   };
   nlohmann::json s = {
       {"kind", "measured"},
@@ -738,6 +762,25 @@ std::vector<double> fit_gemm_grid(const std::vector<double>& M, const std::vecto
         eff.push_back(std::clamp(e, 1e-3, 1.0));
       }
   return eff;
+}
+
+std::vector<std::string> fit_notes(const nlohmann::json& profile) {
+  std::vector<std::string> out;
+  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& j,
+                                                                          const std::string& path) {
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) {
+        if (k == "fit" && v.is_object() && v.contains("note") && v["note"].is_string())
+          out.push_back(path + ": " + v["note"].get<std::string>());
+        else if (k != "raw")  // the measurement record kept in the profile
+          walk(v, path.empty() ? k : path + "." + k);
+      }
+    } else if (j.is_array()) {
+      for (size_t i = 0; i < j.size(); ++i) walk(j[i], path + "[" + std::to_string(i) + "]");
+    }
+  };
+  walk(profile, "");
+  return out;
 }
 
 nlohmann::json calibrate_profile(const nlohmann::json& base, const Measurement& m, const std::string& name) {

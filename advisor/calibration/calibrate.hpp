@@ -21,13 +21,15 @@ struct LinkFit {
   // One collective's median time at each size (bytes ascending): the curve a
   // table entry's by_op carries for the advisor to interpolate.
   std::vector<std::pair<double, double>> curve;
+  std::string note;  // set where the data forced a bound (times that do not grow with size)
 };
 
 // Least squares of the ring α-β model t = α·steps + factor·bytes/busbw
 // (steps 2(g−1) all-reduce, g−1 otherwise; factor = steps/g) weighted by
 // relative error, with α >= 0. `seconds[i]` is the time of `bytes[i]`.
-// Throws InputError on fewer than 2 points, non-positive data, a group of
-// size < 2, or data no positive bandwidth explains.
+// Throws InputError on fewer than 2 points, non-positive data or a group of
+// size < 2. Times that do not grow with size get the best bandwidth measured
+// (a lower bound) and the α the rest leaves, with a note saying so.
 LinkFit fit_link(Coll op, int group_size, const std::vector<double>& bytes, const std::vector<double>& seconds);
 // The same fit over samples of one geometry, any mix of collectives, each
 // point its median time: one (α, busbw) that prices all three, as the
@@ -60,6 +62,9 @@ std::vector<double> fit_gemm_grid(const std::vector<double>& m, const std::vecto
 // The measurement is kept in "raw". Throws InputError if the result would not
 // load (machine_from_json) or the measurement is unusable.
 nlohmann::json calibrate_profile(const nlohmann::json& base, const Measurement& m, const std::string& name);
+// Every fit of a profile that had to bound its figures, as "path: note"
+// (e.g. intra_node.table[0].by_op.all-reduce), for the tools to say so.
+std::vector<std::string> fit_notes(const nlohmann::json& profile);
 
 // A bundled profile name or a profile file, as JSON (for --base).
 nlohmann::json profile_json(const std::string& name_or_file);

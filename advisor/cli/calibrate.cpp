@@ -223,6 +223,7 @@ void run(const CalibrateOptions& o) {
   nlohmann::json base = o.base.empty() ? nlohmann::json(nullptr) : profile_json(o.base);
   std::string name = o.name.empty() ? std::filesystem::path(o.out).stem().string() : o.name;
   nlohmann::json profile = calibrate_profile(base, m, name);
+  for (const std::string& n : fit_notes(profile)) notes.push_back(n);
   write_file_atomic(o.out, profile.dump(2) + "\n");
   if (o.json) std::cout << report_json(profile, o, notes).dump(2) << "\n";
   else print_report(profile, o, notes);
