@@ -202,6 +202,29 @@ TEST_CASE("fit_notes names every bounded fit of a profile by its path") {
                                                       "intra_node.table[1]: times do not grow"});
 }
 
+TEST_CASE("a geometry whose times fall with size is calibrated with a note saying so") {
+  // The CPU run plus pairs across nodes whose all-reduce took 2 ms at 1 MB
+  // and 1 ms at 2 MB (noise larger than the transfers).
+  ff::Measurement m = cpu_run();
+  for (auto [bytes, t] : {std::pair{1e6, 2e-3}, std::pair{2e6, 1e-3}}) {
+    ff::CollectiveSample s = sample(ff::Coll::AllReduce, inter(1, 2), bytes, 20 * us, 5 * GB);
+    s.times_s = {t, t, t};
+    m.collectives.push_back(s);
+  }
+  nlohmann::json j = ff::calibrate_profile(nullptr, m, "noisy");
+  // Pairs, all-reduce (2 steps, factor 1): the best busbw measured is
+  // 2e6 / 1e-3 = 2 GB/s, in the joint fit and in the all-reduce's own.
+  const nlohmann::json& e = j["inter_node"]["table"][0];
+  CHECK(e["busbw_GBps"].get<double>() == doctest::Approx(2).epsilon(1e-9));
+  const std::string note = e["fit"]["note"].get<std::string>();
+  CHECK(contains(note, "do not grow"));
+  // Named wherever the bounded fit went: the entry, its all-reduce, and the
+  // node's link the section derives from it.
+  CHECK(ff::fit_notes(j) == std::vector<std::string>{"inter_node.by_op.all-reduce: " + note,
+                                                      "inter_node.table[0].by_op.all-reduce: " + note,
+                                                      "inter_node.table[0]: " + note});
+}
+
 TEST_CASE("one geometry's collectives are fitted jointly, each at its median") {
   // All-reduce and all-gather timed on one link (α 20 µs, 5 GB/s): one fit explains both exactly.
   ff::Measurement m = cpu_run();

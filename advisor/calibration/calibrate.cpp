@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -65,12 +64,7 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
     for (const auto& p : pts) best = std::max(best, p.factor * p.bytes / p.seconds);
     if (!(best > 0)) input_error(what + ": times do not grow with message size, so no positive bus bandwidth fits them");
     inv_bw = 1 / best;
-    double num = 0;
-    for (const auto& p : pts) {
-      double u = p.steps / p.seconds, v = p.factor * p.bytes / p.seconds;
-      num += u * (1 - v * inv_bw);
-    }
-    alpha = a11 > 0 ? num / a11 : 0;
+    alpha = (b1 - a12 * inv_bw) / a11;  // Σu(1 − v/best) / Σu²: each v ≤ best, so α ≥ 0
     fit.note = "times do not grow with message size: busbw is the best measured (a lower bound), alpha the rest";
   }
   fit.link = {alpha, 1 / inv_bw};
@@ -764,22 +758,27 @@ std::vector<double> fit_gemm_grid(const std::vector<double>& M, const std::vecto
   return eff;
 }
 
+namespace {
+
+void collect_fit_notes(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) {
+  if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) collect_fit_notes(j[i], path + "[" + std::to_string(i) + "]", out);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "fit" && v.is_object() && v.contains("note") && v["note"].is_string())
+      out.push_back(path + ": " + v["note"].get<std::string>());
+    else if (k != "raw")  // the measurement record kept in the profile
+      collect_fit_notes(v, path.empty() ? k : path + "." + k, out);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> fit_notes(const nlohmann::json& profile) {
   std::vector<std::string> out;
-  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& j,
-                                                                          const std::string& path) {
-    if (j.is_object()) {
-      for (const auto& [k, v] : j.items()) {
-        if (k == "fit" && v.is_object() && v.contains("note") && v["note"].is_string())
-          out.push_back(path + ": " + v["note"].get<std::string>());
-        else if (k != "raw")  // the measurement record kept in the profile
-          walk(v, path.empty() ? k : path + "." + k);
-      }
-    } else if (j.is_array()) {
-      for (size_t i = 0; i < j.size(); ++i) walk(j[i], path + "[" + std::to_string(i) + "]");
-    }
-  };
-  walk(profile, "");
+  collect_fit_notes(profile, "", out);
   return out;
 }
 
