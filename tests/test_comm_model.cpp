@@ -6,9 +6,6 @@
 #include <cmath>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
-#include "calibrate.hpp"  // profile_json
 #include "comm_model.hpp"
 #include "helpers.hpp"
 
@@ -129,17 +126,6 @@ TEST_CASE("comm: a measured curve is priced no higher at a size than at any larg
   CHECK(padded_times({3100, 1903, 1987, 2221, 2084, 2195, 4329}) ==
         std::vector<double>{1903, 1903, 1987, 2084, 2084, 2195, 4329});
   CHECK(padded_times({1, 5, 3, 4.5}) == std::vector<double>{1, 3, 3, 4.5});
-  // Through a profile: a message below the smallest size is priced at the
-  // next size's time, not at the slow sample.
-  nlohmann::json j = profile_json("perlmutter");
-  j["intra_node"]["table"][0]["by_op"] = {
-      {"all-reduce", {{"alpha_us", 5}, {"busbw_GBps", 100}, {"curve", {{1024, 300}, {2048, 100}, {4096, 200}}}}}};
-  MachineProfile p = machine_from_json(j, "pm+curve");
-  REQUIRE(p.intra[0].link.curve[0]);
-  CHECK(p.intra[0].link.curve[0]->seconds[0] == rel(100e-6));
-  CHECK(p.intra[0].link.curve[0]->seconds[1] == rel(100e-6));
-  CHECK(p.intra[0].link.curve[0]->seconds[2] == rel(200e-6));
-  CHECK(collective_time(Coll::AllReduce, 2, 256, p.intra[0].link) == rel(100e-6));
 }
 
 TEST_CASE("comm: axis links on a Perlmutter-like profile (4 GPUs a node)") {

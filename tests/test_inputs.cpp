@@ -161,6 +161,14 @@ TEST_CASE("inputs: machine profile files") {
     REQUIRE(p.intra[0].link.curve[0]);
     CHECK(p.intra[0].link.curve[0]->seconds[1] == doctest::Approx(30e-6).epsilon(1e-12).scale(0));
     CHECK(!p.intra[0].link.curve[1]);
+    // Priced padded (comm_model.hpp): a slow 1 KiB sample is held to 2 KiB's time.
+    j["intra_node"]["table"][0]["by_op"]["all-reduce"]["curve"] = {{1024, 300}, {2048, 100}, {4096, 200}};
+    MachineProfile padded = load_machine(dir.write("pm.json", j.dump(2)));
+    const std::vector<double>& t = padded.intra[0].link.curve[0]->seconds;
+    REQUIRE(t.size() == 3);
+    CHECK(t[0] == doctest::Approx(100e-6).epsilon(1e-12));
+    CHECK(t[1] == doctest::Approx(100e-6).epsilon(1e-12));
+    CHECK(t[2] == doctest::Approx(200e-6).epsilon(1e-12));
     j["intra_node"]["table"][0]["by_op"]["all-reduce"]["curve"] = {{4096, 20}, {1024, 30}};
     std::string f = dir.write("pm.json", j.dump(2));
     std::string msg = input_error_of([&] { load_machine(f); });
