@@ -43,20 +43,22 @@ struct SweepOptions {
 };
 using Say = std::function<void(const std::string&)>;
 
+// Back to back: the maximum over all ranks. After a gap: each group's time
+// (its slowest member), the mean over the geometry's groups.
 struct Timing {
-  double per_op_s = 0;            // loop time / iters, maximum over all ranks
-  std::vector<double> iter_s;     // each iteration's time, maximum over all ranks
+  double per_op_s = 0;            // loop time / iters; after a gap the mean of iter_s
+  std::vector<double> iter_s;     // each iteration's time
 };
 
 // The one timing loop, over MPI_COMM_WORLD: `issue` enqueues one operation
 // on `g` (null on ranks in no group). Back to back (o.gap_s 0) the per-op
 // time is the loop's over o.iters; with a gap it is the mean of the
-// iterations, each the maximum over ranks from the end of its gap to its
-// completion. The warm-up keeps one-time costs out
-// of the timing: Open MPI 4.1's all-reduce page-faults its scratch buffer on
-// its first two calls at a size (8 MiB of it per call at 16 MiB), which a
-// trainer pays once per job, not per step and which a loop timed from its
-// first call includes (measure/README.md, busbw).
+// iterations, each from the end of its gap to its completion, its group's
+// maximum over members, then the mean over groups. The warm-up keeps
+// one-time costs out of the timing: Open MPI 4.1's all-reduce page-faults
+// its scratch buffer on its first two calls at a size (8 MiB of it per call
+// at 16 MiB), which a trainer pays once per job, not per step and which a
+// loop timed from its first call includes (measure/README.md, busbw).
 Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, const SweepOptions& o);
 // A collective, a pair's exchange (g of 2 ranks), a host-link copy (g of
 // this rank alone), each through time_op.

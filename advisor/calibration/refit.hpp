@@ -21,7 +21,7 @@ struct MeasuredRun {
   Config config;
   double time_s = 0;                 // per step
   double compute_s = 0;              // per step
-  PerAxis<double> comm_s{};          // blocked per axis per step
+  PerAxis<double> comm_s{};          // blocked per axis per step (P: a stage's messages and idle time)
   // The paced device's compute per step (the record's device_s, mean over
   // ranks); unset on the cpu device and in records from before it.
   std::optional<double> device_s;
@@ -62,7 +62,8 @@ struct RefitResult {
 // held, e.g. inter-node bandwidth when no group crosses nodes) by minimising
 // the mean of squared residuals: log(predicted/measured) time per step, and
 // (predicted − measured)/measured time for compute and each axis' exposed
-// communication. Throws InputError with no runs.
+// communication (P's with the pipeline bubble, as the engine's stages count
+// it). Throws InputError with no runs.
 RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<MeasuredRun>& runs);
 
 // Out-of-sample scoring (MODEL.md §8): the runs split into halves by key

@@ -12,6 +12,7 @@
 #include "groups.hpp"
 #include "harness.hpp"
 #include "measurement.hpp"
+#include "mpi_poll.hpp"
 #include "world.hpp"
 
 namespace {
@@ -193,6 +194,32 @@ TEST_CASE("timings after an idle gap: each iteration alone, the gap not counted"
   CHECK(lo == hi);
   backend->release(send);
   backend->release(recv);
+}
+
+TEST_CASE("timings after an idle gap: each group its slowest member, the mean over groups") {
+  // Pairs {0,1}, {2,3}, ...; in pair k, member 0 works (k+1)·d and member 1
+  // nothing. Pair k's time is (k+1)·d, so over G pairs the figure is
+  // d·(G+1)/2 by hand; the slowest pair of each iteration would give G·d.
+  auto backend = ff::measure::make_mpi_backend();
+  int size = world_size(), me = world_rank();
+  int pairs = size / 2;
+  std::vector<std::vector<int>> groups;
+  for (int k = 0; k < pairs; ++k) groups.push_back({2 * k, 2 * k + 1});
+  ff::measure::Membership m = ff::measure::join_group(*backend, groups, me);
+  const double d = 0.02;
+  double work = me < 2 * pairs && me % 2 == 0 ? (me / 2 + 1) * d : 0.0;
+  const int iters = 3;
+  ff::measure::Timing t = ff::measure::time_op(*backend, m.group.get(), [&] { ff::sleep_for(work); },
+                                               ff::measure::SweepOptions{0, iters, 1, false, 0.001});
+  double expect = d * (pairs + 1) / 2;
+  REQUIRE(t.iter_s.size() == size_t(iters));
+  for (double s : t.iter_s) {
+    CHECK(s >= expect * 0.999);
+    CHECK(s < expect + d / 2);  // a sleep's overshoot on 2 cores is well under 10 ms
+  }
+  CHECK(t.per_op_s >= expect * 0.999);
+  CHECK(t.per_op_s < expect + d / 2);
+  if (pairs >= 2) CHECK(t.per_op_s < pairs * d - d / 4);  // not the slowest pair's
 }
 
 TEST_CASE("nccl-tests' byte conventions") {
