@@ -37,9 +37,8 @@ namespace {
 // completion on this rank. The barrier's own messages are over before the
 // gap ends, so the links are as quiet as between a paced engine's kernels.
 // An iteration's time is its group's (the slowest member's), then the mean
-// over the geometry's groups: with several groups at once the world's
-// slowest group of each iteration is the luckiest draw's opposite, not what
-// a group costs. A 16 KiB all-reduce over 4 intra-node pairs after 2 ms idle
+// over the geometry's groups: with several groups at once, the slowest of
+// them in each iteration is an extreme, not what a group costs. A 16 KiB all-reduce over 4 intra-node pairs after 2 ms idle
 // took 0.47-0.56 ms for each pair (median), and 0.78-0.84 ms as the slowest
 // pair of each iteration (advisor/README.md); a training step sums many
 // collectives, so each group's time is what adds up.

@@ -19,7 +19,7 @@ bool is_log(Knob k) { return k != Knob::Overlap; }
 // A stage's time blocked on P is its messages and its idle time together
 // (the engine cannot tell a late message from the previous stage's work),
 // so P is compared with the exposed stage messages plus the bubble. Against
-// the messages alone, a paced validation's pipelined runs blocked 10-50x
+// the messages alone, a paced validation's pipelined runs blocked 13-140x
 // what was predicted, a residual no knob should chase (advisor/README.md).
 std::vector<double> residuals(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
   constexpr double kComponentWeight = 0.7071067811865476;  // sqrt(1/2)
