@@ -37,11 +37,9 @@ namespace {
 // completion on this rank. The barrier's own messages are over before the
 // gap ends, so the links are as quiet as between a paced engine's kernels.
 // An iteration's time is its group's (the slowest member's), then the mean
-// over the geometry's groups: with several groups at once, the slowest of
-// them in each iteration is an extreme, not what a group costs. A 16 KiB all-reduce over 4 intra-node pairs after 2 ms idle
-// took 0.47-0.56 ms for each pair (median), and 0.78-0.84 ms as the slowest
-// pair of each iteration (advisor/README.md); a training step sums many
-// collectives, so each group's time is what adds up.
+// over the geometry's groups: a training step sums many collectives, so each
+// group's own time adds up, not the slowest of several groups in each
+// iteration (1.6x more for 4 intra-node pairs; measure/README.md).
 std::vector<double> time_each_after_gap(Backend& b, Group* g, const std::function<void()>& issue,
                                         const SweepOptions& o) {
   std::vector<double> local(size_t(o.iters), 0.0);

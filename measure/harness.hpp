@@ -1,8 +1,9 @@
 #pragma once
 // The timing harness, nccl-tests' conventions (MODEL.md §5): warm-up, then
 // `iters` back-to-back operations bracketed by one synchronization, time per
-// op, maximum over ranks. Every group of a geometry runs at once; ranks in no
-// group join the barrier and the maximum with nothing to do.
+// op, maximum over ranks (after an idle gap: per group, see time_op). Every
+// group of a geometry runs at once; ranks in no group join the barriers and
+// reductions with nothing to do.
 #include <cstddef>
 #include <functional>
 #include <memory>

@@ -16,11 +16,10 @@ bool is_log(Knob k) { return k != Knob::Overlap; }
 // Residuals of one profile against the runs (see refit()'s comment). A
 // component's residual is scaled by the measured step so a near-zero axis
 // neither explodes nor vanishes; weight 1/2 keeps the step time in the lead.
-// A stage's time blocked on P is its messages and its idle time together
-// (the engine cannot tell a late message from the previous stage's work),
-// so P is compared with the exposed stage messages plus the bubble. Against
-// the messages alone, a paced validation's pipelined runs blocked 13-140x
-// what was predicted, a residual no knob should chase (advisor/README.md).
+// Each axis is compared with what the engine counts as blocked
+// (engine_blocked_s: P with the bubble); against P's messages alone, a paced
+// validation's pipelined runs blocked 13-140x the prediction, a residual no
+// knob should chase (advisor/README.md).
 std::vector<double> residuals(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
   constexpr double kComponentWeight = 0.7071067811865476;  // sqrt(1/2)
   std::vector<double> r;
@@ -29,8 +28,7 @@ std::vector<double> residuals(const Job& job, const MachineProfile& p, const std
     Estimate e = predict(job, p, m.config).estimate;
     r.push_back(std::log(e.time_s / m.time_s));
     r.push_back(kComponentWeight * (e.compute_s - m.compute_s) / m.time_s);
-    PerAxis<double> blocked = e.exposed_comm_s;
-    blocked[int(Axis::P)] += e.bubble_s;
+    const PerAxis<double> blocked = engine_blocked_s(e);
     for (int a = 0; a < kAxisCount; ++a) r.push_back(kComponentWeight * (blocked[a] - m.comm_s[a]) / m.time_s);
   }
   return r;

@@ -144,7 +144,7 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
     Estimate e = predict(job, machine, r.config).estimate;
     std::string rank = "#";  // built by appends: GCC 12 misreads "#" + std::string (-Wrestrict)
     rank += std::to_string(k + 1) + " " + ok.keys[idx[k]];
-    top.push_back({rank, breakdown_parts(e.compute_s, e.exposed_comm_s), breakdown_parts(r.compute_s, r.comm_s)});
+    top.push_back({rank, breakdown_parts(e.compute_s, engine_blocked_s(e)), breakdown_parts(r.compute_s, r.comm_s)});
   }
   // Short enough for the picture's width: the report holds the rest.
   std::string sub = std::to_string(ok.runs.size()) + " configurations";

@@ -112,6 +112,15 @@ struct Estimate {
   double fwd_s = 0, bwd_s = 0, step_s = 0;
 };
 
+// Per axis, what the engine records as blocked: the exposed communication,
+// and on P a stage's wait for its neighbour, which is its messages and the
+// pipeline's idle time together (the engine cannot tell them apart).
+inline PerAxis<double> engine_blocked_s(const Estimate& e) {
+  PerAxis<double> b = e.exposed_comm_s;
+  b[int(Axis::P)] += e.bubble_s;
+  return b;
+}
+
 // One occurrence of each term on the links of a placement: times[i] issued
 // blocking, times[n + i] issued non-blocking (n = plan.comm.size(); the same
 // for terms no overlap flag touches). `times` holds 2n.
