@@ -452,6 +452,12 @@ cmd_mpirun() {
     # Ring all-reduce: the default algorithm choice reached ~60% of the cap.
     coll_tuned_use_dynamic_rules 1
     coll_tuned_allreduce_algorithm 4
+    # The ring for the non-blocking all-reduce too (libnbc: ranks that poll,
+    # --poll-us, issue MPI_Iallreduce). Left to choose, libnbc runs an
+    # in-place one as a binomial tree, and in the engine a group's last member
+    # now and then waited 60-70 ms for it (1,4,2,1 mb8, 128 KiB: 16-22 ms a
+    # call against 5 ms with the ring).
+    coll_libnbc_iallreduce_algorithm 1
     # Many ranks on few cores: spinning ranks starve the ones doing work.
     mpi_yield_when_idle 1
   )
