@@ -35,6 +35,20 @@ struct CommStats {
   double nonblocking_exposed_s = 0;   // of which spent waiting for them (tests and waits)
 };
 
+// One operation of one rank, when tracing (`engine --trace-comm`): seconds on
+// the steady clock, which ranks on one host share. Blocking: `ready_s` before
+// the device's kernels are waited for, `start_s` when the call is issued,
+// `end_s` when it returns. Non-blocking: posted at `start_s` (= `ready_s`),
+// seen complete at `end_s` (the first test or wait that found it done; −1 if
+// never seen).
+struct CommEvent {
+  enum Kind { Blocking, NonBlocking, Message };
+  int step;  // -1: before the first step
+  Axis axis;
+  Kind kind;
+  double bytes, ready_s, start_s, end_s;
+};
+
 class Comm : public ProgressHook {
  public:
   using Ticket = long;  // 0: nothing to wait for
@@ -115,6 +129,10 @@ class Comm : public ProgressHook {
   virtual void barrier() = 0;
 
   CommStats stats;
+  // Filled while `tracing` (the MPI communicator; NCCL's records nothing).
+  bool tracing = false;
+  int trace_step = -1;
+  std::vector<CommEvent> events;
 
  protected:
   virtual void all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) = 0;

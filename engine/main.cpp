@@ -130,6 +130,7 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
   if (rec["device"].contains("warning"))
     std::fprintf(stderr, "engine: warning: %s\n", rec["device"]["warning"].get<std::string>().c_str());
   if (!cli.record.empty()) write_file_atomic(cli.record, rec.dump(2) + "\n");
+  if (!cli.trace_comm.empty()) write_file_atomic(cli.trace_comm, comm_trace_json(res.comm_trace).dump() + "\n");
   if (!cli.quiet && !res.steps.empty())
     std::printf("final loss %.4f%s\n", res.steps.back().loss,
                 cli.record.empty() ? "" : ("; record: " + cli.record).c_str());
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
     opts.data = cli.data;
     opts.seed = cli.seed;
     opts.opt.lr = cli.lr;
+    opts.trace_comm = !cli.trace_comm.empty();
     micro_steps_of(opts);
     engine::check_divisible(opts.model, c.grid);
     TokenSource probe(opts.data, opts.model.vocab, opts.model.seq_len, opts.seed);

@@ -60,7 +60,8 @@ void MpiComm::account(Axis a, double bytes, double seconds) {
 // (other algorithms in Open MPI: the form `measure --poll-us` times). Returns
 // the seconds it blocked.
 template <class Start, class Call>
-double MpiComm::run_blocking(Start start, Call call) {
+double MpiComm::run_blocking(Start start, Call call, double* ready_s) {
+  if (ready_s) *ready_s = now_s();
   device_.synchronize();
   const double t0 = now_s();
   if (poll_s_ > 0) {
@@ -73,6 +74,28 @@ double MpiComm::run_blocking(Start start, Call call) {
   return now_s() - t0;
 }
 
+template <class Start, class Call>
+void MpiComm::run_blocking(Axis a, double bytes, Start start, Call call) {
+  double ready = 0;
+  const double dt = run_blocking(start, call, &ready);
+  account(a, bytes, dt);
+  if (tracing) {
+    const double end = now_s();
+    trace(a, CommEvent::Blocking, bytes, ready, end - dt, end);
+  }
+}
+
+long MpiComm::trace(Axis a, CommEvent::Kind kind, double bytes, double ready_s, double start_s, double end_s) {
+  events.push_back({trace_step, a, kind, bytes, ready_s, start_s, end_s});
+  return long(events.size()) - 1;
+}
+
+void MpiComm::mark_done(Inflight& op) {
+  if (op.done) return;
+  op.done = true;
+  if (op.event >= 0) events[size_t(op.event)].end_s = now_s();
+}
+
 // A non-blocking collective, after the device's kernels unless its data
 // came from the host; a ticket to wait on.
 template <class Start>
@@ -83,7 +106,7 @@ Comm::Ticket MpiComm::start_collective(Axis a, double bytes, bool after_device, 
   MPI_Request req;
   start(&req);
   account(a, bytes, now_s() - t0);
-  return post(a, req, std::move(on_done), std::move(counts));
+  return post(a, bytes, req, std::move(on_done), std::move(counts));
 }
 
 // A size-1 axis: the operation is a copy, done at once.
@@ -118,41 +141,46 @@ double MpiComm::complete(MPI_Request* req) {
 void MpiComm::all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op) {
   if (size(a) == 1 || n == 0) return;
   MPI_Comm c = axis_comm_[int(a)];
-  const double dt = run_blocking(
+  run_blocking(
+      a, double(n * scalar_bytes(s)),
       [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c, r)); },
       [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c)); });
-  account(a, double(n * scalar_bytes(s)), dt);
 }
 
 void MpiComm::all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) {
   if (size(a) == 1) return copy_bytes(shard, full, shard_n, s);
   MPI_Comm c = axis_comm_[int(a)];
   const int k = int(shard_n);
-  const double dt = run_blocking(
+  run_blocking(
+      a, double(shard_n * size(a) * scalar_bytes(s)),
       [&](MPI_Request* r) { MPI_CHECK(MPI_Iallgather(shard, k, mpi_type(s), full, k, mpi_type(s), c, r)); },
       [&] { MPI_CHECK(MPI_Allgather(shard, k, mpi_type(s), full, k, mpi_type(s), c)); });
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), dt);
 }
 
 void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t shard_n, Scalar s) {
   if (size(a) == 1) return copy_bytes(full, shard, shard_n, s);
   MPI_Comm c = axis_comm_[int(a)];
   const int k = int(shard_n);
-  const double dt = run_blocking(
+  run_blocking(
+      a, double(shard_n * size(a) * scalar_bytes(s)),
       [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c, r)); },
       [&] { MPI_CHECK(MPI_Reduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c)); });
-  account(a, double(shard_n * size(a) * scalar_bytes(s)), dt);
 }
 
-Comm::Ticket MpiComm::post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts) {
+Comm::Ticket MpiComm::post(Axis a, double bytes, MPI_Request req, std::function<void()> on_done,
+                          std::vector<int> counts) {
   Ticket id = next_ticket_++;
-  inflight_.push_back({id, a, req, now_s(), false, std::move(on_done), std::move(counts)});
+  const double t = now_s();
+  const long ev = tracing ? trace(a, CommEvent::NonBlocking, bytes, t, t, -1) : -1;
+  inflight_.push_back({id, a, req, t, false, ev, std::move(on_done), std::move(counts)});
   return id;
 }
 
-Comm::Ticket MpiComm::post_p2p(Axis a, MPI_Request req) {
+Comm::Ticket MpiComm::post_p2p(Axis a, double bytes, MPI_Request req) {
   Ticket id = next_ticket_++;
-  p2p_.push_back({id, a, req, now_s(), false, {}, {}});
+  const double t = now_s();
+  const long ev = tracing ? trace(a, CommEvent::Message, bytes, t, t, -1) : -1;
+  p2p_.push_back({id, a, req, t, false, ev, {}, {}});
   return id;
 }
 
@@ -185,10 +213,9 @@ void MpiComm::all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) {
   auto start = [&](MPI_Request* r) {
     MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s), c, r));
   };
-  const double dt = run_blocking(start, [&] {
+  run_blocking(a, double(n * scalar_bytes(s)), start, [&] {
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), mpi_type(s), c));
   });
-  account(a, double(n * scalar_bytes(s)), dt);
 }
 
 Comm::Ticket MpiComm::iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) {
@@ -252,7 +279,7 @@ void MpiComm::test_inflight() {
       stats.blocked_s[int(op.axis)] += dt;
       if (collective) stats.nonblocking_exposed_s += dt;
       if (flag) {
-        op.done = true;
+        mark_done(op);
         if (collective) stats.inflight_s += now_s() - op.posted;
       }
     }
@@ -272,7 +299,7 @@ void MpiComm::wait(Ticket t) {
     stats.blocked_s[int(axis)] += waited;
     stats.nonblocking_exposed_s += waited;
     if (!op.done) stats.inflight_s += now_s() - op.posted;
-    op.done = true;
+    mark_done(op);
   }
   in_wait_ = false;
   retire_done();
@@ -284,7 +311,7 @@ Comm::Ticket MpiComm::isend_raw(Axis a, int peer, const void* buf, size_t n, Sca
   MPI_Request req;
   MPI_CHECK(MPI_Isend(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
   account(a, double(n * scalar_bytes(s)), now_s() - t0);
-  return post_p2p(a, req);
+  return post_p2p(a, double(n * scalar_bytes(s)), req);
 }
 
 Comm::Ticket MpiComm::irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s, int tag) {
@@ -292,7 +319,7 @@ Comm::Ticket MpiComm::irecv_raw(Axis a, int peer, void* buf, size_t n, Scalar s,
   MPI_Request req;
   MPI_CHECK(MPI_Irecv(buf, int(n), mpi_type(s), peer, tag, axis_comm_[int(a)], &req));
   account(a, 0, now_s() - t0);  // a message's bytes are counted once, by its sender
-  return post_p2p(a, req);
+  return post_p2p(a, 0, req);
 }
 
 MpiComm::Inflight* MpiComm::find(Ticket t) {
@@ -311,7 +338,7 @@ void MpiComm::complete_op(Inflight& op) {
   in_wait_ = false;
   Inflight* o = find(id);  // complete() progressed the others, which retires nothing while in_wait_
   stats.blocked_s[int(axis)] += waited;
-  o->done = true;
+  mark_done(*o);
 }
 
 void MpiComm::wait_one(Ticket t) {

@@ -66,11 +66,14 @@ class MpiComm final : public Comm {
     MPI_Request req;
     double posted;
     bool done = false;
+    long event = -1;  // its CommEvent, when tracing
     std::function<void()> on_done;
     std::vector<int> counts;  // a v-collective's counts live until it completes
   };
-  Ticket post(Axis a, MPI_Request req, std::function<void()> on_done, std::vector<int> counts = {});
-  Ticket post_p2p(Axis a, MPI_Request req);
+  Ticket post(Axis a, double bytes, MPI_Request req, std::function<void()> on_done, std::vector<int> counts = {});
+  Ticket post_p2p(Axis a, double bytes, MPI_Request req);
+  long trace(Axis a, CommEvent::Kind kind, double bytes, double ready_s, double start_s, double end_s);
+  void mark_done(Inflight& op);
   // The even parts of n over axis a: counts, and displacements if asked.
   std::vector<int> part_counts(Axis a, size_t n, std::vector<int>* displs = nullptr) const;
   void retire_done();
@@ -78,7 +81,10 @@ class MpiComm final : public Comm {
   Inflight* find(Ticket t);
   void complete_op(Inflight& op);  // waits for op alone, accounting it
   void account(Axis a, double bytes, double seconds);
-  template <class Start, class Call> double run_blocking(Start start, Call call);
+  // A blocking collective over axis a after the device's kernels; accounts
+  // (and traces) it.
+  template <class Start, class Call> void run_blocking(Axis a, double bytes, Start start, Call call);
+  template <class Start, class Call> double run_blocking(Start start, Call call, double* ready_s = nullptr);
   template <class Start>
   Ticket start_collective(Axis a, double bytes, bool after_device, Start start, std::function<void()> on_done = {},
                           std::vector<int> counts = {});

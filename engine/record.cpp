@@ -141,4 +141,25 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"provenance", {{"host", p.host}, {"mpi", p.mpi}, {"blas", p.blas}, {"git", p.git}, {"command", p.command}}}};
 }
 
+nlohmann::json comm_trace_json(const std::vector<std::vector<CommEvent>>& ranks) {
+  static const char* const kKinds[] = {"blocking", "nonblocking", "message"};
+  nlohmann::json out = {
+      {"format", "fourfold-comm-trace/1"},
+      {"clock", "seconds on each rank's steady clock: comparable between ranks of one host only"},
+      {"fields", {"step", "axis", "kind", "bytes", "ready_s", "start_s", "end_s"}},
+      {"kinds",
+       {{"blocking", "a collective the schedule waits for at once: ready_s before the device's kernels are waited for, "
+                     "start_s when issued, end_s when it returned"},
+        {"nonblocking", "a collective an overlap flag issues: posted at start_s, seen complete at end_s"},
+        {"message", "a stage's send or receive: posted at start_s, seen complete at end_s (bytes 0 on the receiver)"}}},
+      {"ranks", nlohmann::json::array()}};
+  for (const std::vector<CommEvent>& events : ranks) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const CommEvent& e : events)
+      rows.push_back({e.step, axis_name(e.axis), kKinds[e.kind], e.bytes, e.ready_s, e.start_s, e.end_s});
+    out["ranks"].push_back(std::move(rows));
+  }
+  return out;
+}
+
 }  // namespace ff::engine

@@ -16,4 +16,7 @@ struct Provenance {
 nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r,
                           const Provenance& p);
 
+// `engine --trace-comm`: every rank's communication events, one row each.
+nlohmann::json comm_trace_json(const std::vector<std::vector<CommEvent>>& ranks);
+
 }  // namespace ff::engine

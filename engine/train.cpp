@@ -53,6 +53,32 @@ double peak_rss_bytes() {
   return double(u.ru_maxrss) * 1024.0;  // Linux reports KiB
 }
 
+// Every rank's communication events on world rank 0, after the run.
+std::vector<std::vector<CommEvent>> gather_events(MPI_Comm world, const std::vector<CommEvent>& mine) {
+  constexpr int k = 7;
+  int ranks = 0;
+  MPI_CHECK(MPI_Comm_size(world, &ranks));
+  const bool root = rank_in(world) == 0;
+  std::vector<double> flat;
+  flat.reserve(mine.size() * k);
+  for (const CommEvent& e : mine)
+    flat.insert(flat.end(), {double(e.step), double(int(e.axis)), double(int(e.kind)), e.bytes, e.ready_s, e.start_s,
+                             e.end_s});
+  int n = int(flat.size());
+  std::vector<int> counts(root ? size_t(ranks) : 0), displs(counts.size());
+  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world));
+  for (size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<double> all(root ? size_t(displs.back() + counts.back()) : 0);
+  MPI_CHECK(MPI_Gatherv(flat.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, world));
+  std::vector<std::vector<CommEvent>> out(counts.size());
+  for (size_t r = 0; r < counts.size(); ++r)
+    for (int i = displs[r]; i < displs[r] + counts[r]; i += k) {
+      const double* v = &all[size_t(i)];
+      out[r].push_back({int(v[0]), Axis(int(v[1])), CommEvent::Kind(int(v[2])), v[3], v[4], v[5], v[6]});
+    }
+  return out;
+}
+
 // Per-step values of every rank, reduced after the run so that no step
 // carries reporting traffic: time as the slowest rank, the rest as means.
 void reduce_steps(MPI_Comm world, std::vector<StepRecord>& steps) {
@@ -109,6 +135,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const int world_rank = rank_in(world);
   const std::unique_ptr<Comm> comm_owner = make_comm(world, c, *device, paced ? o.pace.poll_s : 0.0);
   Comm& comm = *comm_owner;
+  comm.tracing = o.trace_comm;
   Gpt<T> model(comm, o.model, c, o.seed, o.buckets);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) of the last
@@ -131,6 +158,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {
     comm.barrier();  // steps start together; the barrier is outside the timing
+    comm.trace_step = step;
     const CommStats before = comm.stats;
     const DeviceStats device_before = device->stats;
     const GemmStats gemm_before = model.gemm_stats;
@@ -241,6 +269,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   res.peak_memory_bytes.assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);
   MPI_CHECK(MPI_Gather(&rss, 1, MPI_DOUBLE, res.peak_memory_bytes.data(), 1, MPI_DOUBLE, 0, world));
   if (want_parameters) res.parameters = model.canonical_parameters();
+  if (o.trace_comm) res.comm_trace = gather_events(world, comm.events);
   return res;
 }
 

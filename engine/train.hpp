@@ -29,6 +29,7 @@ struct RunOptions {
   std::string device = "cpu";  // "cpu", "paced" or "cuda" (device.hpp)
   DevicePace pace;             // the paced device's
   BucketSizes buckets;         // ODP's gradient buckets, offload's buckets and chunks
+  bool trace_comm = false;     // every rank's communication events, to RunResult::comm_trace
 };
 
 struct StepRecord {
@@ -74,6 +75,7 @@ struct RunResult {
   double startup_s = 0;                    // train() entered → step 0: communicators, parameters, buffers (slowest rank)
   double startup_cpu_s = 0;                // the CPU time of that interval (slowest rank): what it costs on a busy machine
   std::vector<std::pair<std::string, std::vector<double>>> parameters;  // canonical, on rank 0, if asked
+  std::vector<std::vector<CommEvent>> comm_trace;  // per world rank, on world rank 0, if asked
 };
 
 // Every rank's check that (batch, micro_batch, grid) make whole micro-steps;

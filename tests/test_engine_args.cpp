@@ -34,6 +34,7 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.steps = 7;
   a.data = "/tmp/text";
   a.record = "/tmp/run.json";
+  a.trace_comm = "/tmp/trace.json";
   a.lr = 3e-4;
   a.seed = 99;
   a.bench = true;

@@ -279,6 +279,45 @@ TEST_CASE("pipeline: predict explains every stage and agrees with the simulation
   CHECK_THROWS_AS(predict(job, p, c), InputError);
 }
 
+TEST_CASE("predict_estimate is predict's estimate, stages, overlap, offload and dtype included") {
+  // The refit's fast path must price exactly as predict does: the same
+  // function computes both, so every field is equal, not just close.
+  Job job{load_model("gpt-80b"), 1024, 1024, Dtype::BF16};
+  MachineProfile p = load_machine("perlmutter");
+  std::vector<Config> configs(4);
+  configs[0].grid = Grid{1, 2, 32, 16};
+  configs[1].grid = Grid{1, 2, 32, 8};
+  configs[1].grid.p = 2;
+  configs[1].recompute = true;
+  configs[2].grid = Grid{2, 4, 16, 8};
+  configs[2].overlap = {true, true, true, false};
+  configs[3] = configs[1];
+  configs[3].offload = true;
+  configs[3].dtype = Dtype::FP32;  // the job says bf16: the configuration's dtype rules
+  for (const Config& c : configs) {
+    CAPTURE(c.grid.label());
+    const Estimate a = predict(job, p, c).estimate, b = predict_estimate(job, p, c);
+    CHECK(a.time_s == b.time_s);
+    CHECK(a.compute_s == b.compute_s);
+    CHECK(a.bubble_s == b.bubble_s);
+    CHECK(a.host_s == b.host_s);
+    CHECK(a.sync_s == b.sync_s);
+    CHECK(a.step_s == b.step_s);
+    for (int x = 0; x < kAxisCount; ++x) {
+      CHECK(a.comm_s[x] == b.comm_s[x]);
+      CHECK(a.exposed_comm_s[x] == b.exposed_comm_s[x]);
+    }
+  }
+  // fp32 is slower than bf16 on this machine: the dtype reached the estimate.
+  Config bf16 = configs[3];
+  bf16.dtype = Dtype::BF16;
+  CHECK(predict_estimate(job, p, configs[3]).compute_s > predict_estimate(job, p, bf16).compute_s);
+  Config bad = configs[1];
+  bad.grid.p = 4;
+  bad.grid.d = 4;
+  CHECK_THROWS_AS(predict_estimate(job, p, bad), InputError);
+}
+
 TEST_CASE("pipeline: a job no 4D grid can split is split by stages") {
   // 7 GPUs: hidden 64 (G_x | 64), 4 heads (G_y | 4), batch 4 (G_z·G_d | 4):
   // no product of those is 7. 7 layers in 7 stages of one block is.

@@ -25,7 +25,7 @@ std::vector<double> residuals(const Job& job, const MachineProfile& p, const std
   std::vector<double> r;
   r.reserve(runs.size() * (2 + kAxisCount));
   for (const MeasuredRun& m : runs) {
-    Estimate e = predict(job, p, m.config).estimate;
+    Estimate e = predict_estimate(job, p, m.config);
     r.push_back(std::log(e.time_s / m.time_s));
     r.push_back(kComponentWeight * (e.compute_s - m.compute_s) / m.time_s);
     const PerAxis<double> blocked = engine_blocked_s(e);
@@ -37,7 +37,7 @@ std::vector<double> residuals(const Job& job, const MachineProfile& p, const std
 double rms_log_time(const Job& job, const MachineProfile& p, const std::vector<MeasuredRun>& runs) {
   double s = 0;
   for (const MeasuredRun& m : runs) {
-    double l = std::log(predict(job, p, m.config).estimate.time_s / m.time_s);
+    double l = std::log(predict_estimate(job, p, m.config).time_s / m.time_s);
     s += l * l;
   }
   return std::sqrt(s / double(runs.size()));
@@ -258,7 +258,7 @@ OutOfSample out_of_sample(const Job& job, const MachineProfile& base, const std:
   OutOfSample o;
   std::vector<double> measured;
   for (const MeasuredRun& m : runs) {
-    o.raw.push_back(predict(job, base, m.config).estimate.time_s);
+    o.raw.push_back(predict_estimate(job, base, m.config).time_s);
     measured.push_back(m.time_s);
   }
   o.cross.resize(runs.size());
@@ -276,7 +276,7 @@ OutOfSample out_of_sample(const Job& job, const MachineProfile& base, const std:
     for (size_t i : hs.fit_on) fit_runs.push_back(runs[i]);
     hs.fit = refit(job, base, fit_runs);
     MachineProfile fitted = apply_factors(base, hs.fit.factors);
-    for (size_t i : hs.scored_on) o.cross[i] = predict(job, fitted, runs[i].config).estimate.time_s;
+    for (size_t i : hs.scored_on) o.cross[i] = predict_estimate(job, fitted, runs[i].config).time_s;
     std::vector<double> meas = pick(measured, hs.scored_on);
     hs.raw = score(pick(o.raw, hs.scored_on), meas);
     hs.fitted = score(pick(o.cross, hs.scored_on), meas);

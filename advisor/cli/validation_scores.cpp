@@ -56,7 +56,7 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
   ok.keys = rr.keys;
   ok.repeats_ok = rr.repeats_ok;
   for (const auto& r : ok.runs) {
-    Estimate e = predict(job, m, r.config).estimate;
+    Estimate e = predict_estimate(job, m, r.config);
     ok.predicted.push_back(e.time_s);
     ok.predicted_compute.push_back(e.compute_s);
     ok.measured.push_back(r.time_s);
@@ -91,7 +91,7 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     for (const HalfScore& h : o.halves) {
       MachineProfile fitted = apply_factors(m, h.fit.factors);
       for (size_t i : h.scored_on) {
-        Estimate e = predict(job, fitted, ok.runs[i].config).estimate;
+        Estimate e = predict_estimate(job, fitted, ok.runs[i].config);
         cross_time[i] = e.time_s, cross_compute[i] = e.compute_s;
       }
     }
@@ -141,7 +141,7 @@ void write_validation_plot(const std::string& path, const Job& job, const Machin
   std::vector<PairedBreakdown> top;
   for (size_t k = 0; k < idx.size() && k < 6; ++k) {
     const MeasuredRun& r = ok.runs[idx[k]];
-    Estimate e = predict(job, machine, r.config).estimate;
+    Estimate e = predict_estimate(job, machine, r.config);
     std::string rank = "#";  // built by appends: GCC 12 misreads "#" + std::string (-Wrestrict)
     rank += std::to_string(k + 1) + " " + ok.keys[idx[k]];
     top.push_back({rank, breakdown_parts(e.compute_s, engine_blocked_s(e)), breakdown_parts(r.compute_s, r.comm_s)});

@@ -4,9 +4,17 @@
 
 namespace ff {
 
-Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) {
+namespace {
+
+Job job_in_dtype(const Job& job_in, const Config& c) {
   Job job = job_in;
   job.dtype = c.dtype;
+  return job;
+}
+
+// The estimate and what it is made of: the part of predict() a refit needs.
+// `job` carries the configuration's dtype.
+Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c, Prediction& pr, StagedTimes& st) {
   if (c.grid.total() != job.gpus)
     input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
                 std::to_string(job.gpus));
@@ -14,16 +22,31 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
     input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
                 job.model.name + ": " + why);
-  Prediction pr;
   pr.config = c;
   const double tokens = double(job.batch) * job.model.seq_len;
   make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged);
   pr.links = placement_links(p, c.grid, c.order);
   pr.pairs = pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p);
-  StagedTimes st;
   staged_term_times(pr.staged, pr.links, pr.pairs, st);
   pr.message_s = st.message_s;
   pr.estimate = combine_staged(pr.staged, st, c.overlap, {c.offload, c.shard_optimizer}, tokens, &pr.per_kind, &pr.schedule);
+  return pr.estimate;
+}
+
+}  // namespace
+
+Estimate predict_estimate(const Job& job, const MachineProfile& p, const Config& c) {
+  Prediction pr;
+  StagedTimes st;
+  return estimate_into(job_in_dtype(job, c), p, c, pr, st);
+}
+
+Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) {
+  const Job job = job_in_dtype(job_in, c);
+  Prediction pr;
+  StagedTimes st;
+  estimate_into(job, p, c, pr, st);
+  const double tokens = double(job.batch) * job.model.seq_len;
   pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1;
   if (c.grid.p > 1)
     pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,

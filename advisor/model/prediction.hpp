@@ -30,5 +30,8 @@ struct Prediction {
 };
 // Throws InputError when the grid cannot split the job.
 Prediction predict(const Job& job, const MachineProfile& p, const Config& c);
+// predict(...).estimate alone, without the memory, the simulated schedule and
+// the per-term table: what a refit evaluates thousands of times.
+Estimate predict_estimate(const Job& job, const MachineProfile& p, const Config& c);
 
 }  // namespace ff

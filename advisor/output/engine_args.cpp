@@ -83,6 +83,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.steps != d.steps) v.insert(v.end(), {"--steps", num(a.steps)});
   if (a.data != d.data) v.insert(v.end(), {"--data", a.data});
   if (a.record != d.record) v.insert(v.end(), {"--record", a.record});
+  if (a.trace_comm != d.trace_comm) v.insert(v.end(), {"--trace-comm", a.trace_comm});
   if (a.lr != d.lr) v.insert(v.end(), {"--lr", real(a.lr)});
   if (a.seed != d.seed) v.insert(v.end(), {"--seed", num(a.seed)});
   if (a.bench) v.push_back("--bench");
@@ -135,6 +136,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--data", a.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();
   app.add_option("--record", a.record, "Write the run record (JSON) here, atomically, at the end");
+  app.add_option("--trace-comm", a.trace_comm,
+                 "Write every rank's collectives and messages (axis, bytes, start, end; JSON) here, atomically, "
+                 "at the end");
   app.add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
   app.add_option("--clip", a.clip, "Clip gradients to this global norm; 0: no clipping")->capture_default_str();
   app.add_option("--seed", a.seed, "Seed of parameters and data order")->capture_default_str();

@@ -40,6 +40,7 @@ struct EngineArgs {
   int steps = 10;
   std::string data = "synthetic";
   std::string record;
+  std::string trace_comm;  // every rank's communication events (JSON), written by rank 0
   double lr = 1e-3;
   uint64_t seed = 1234;
   bool bench = false;

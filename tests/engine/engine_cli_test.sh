@@ -81,7 +81,8 @@ model4=$tmp/gpt-4l.json
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="gpt-4l", layers=4); json.dump(m, open(sys.argv[2], "w"))' \
   "$tiny" "$model4"
 cfg4=(--grid 2,1,1,2 --pipeline 2 --micro-batch 1 --batch 8 --overlap all)
-expect 0 'final loss' -- $run 8 "$engine" --model "$model4" "${cfg4[@]}" --steps 2 --record "$tmp/run4.json"
+expect 0 'final loss' -- $run 8 "$engine" --model "$model4" "${cfg4[@]}" --steps 2 --record "$tmp/run4.json" \
+  --trace-comm "$tmp/trace4.json"
 "$advisor" predict --model "$model4" --gpus 8 "${cfg4[@]}" --dtype fp32 --json >"$tmp/predict4.json"
 check "pipeline: per stage, bytes equal advisor predict; busy and idle recorded" '
 import json, sys
@@ -91,6 +92,49 @@ for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
     assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
     assert got["bytes_per_step"]["pipe"] > 0 and got["busy_s"] > 0 and got["idle_s"] >= 0, got
 ' "$tmp/run4.json" "$tmp/predict4.json"
+# --trace-comm on the same run: every operation of every rank, stage messages
+# and the overlap flags' non-blocking collectives included, complete, and
+# adding up to the bytes each stage records. Order xyzpd on 2,1,1,2 with 2
+# stages: rank = x + 2·(p + 2·d), so rank r is in stage (r // 2) % 2.
+check "trace: each rank's events per step add up to its stage's bytes; every one completed" '
+import json, sys
+t, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert t["format"] == "fourfold-comm-trace/1" and t["fields"][:4] == ["step", "axis", "kind", "bytes"]
+assert len(t["ranks"]) == 8
+for rank, events in enumerate(t["ranks"]):
+    kinds = {e[2] for e in events}
+    assert kinds == {"blocking", "nonblocking", "message"}, (rank, kinds)
+    for step, axis, kind, nbytes, ready, start, end in events:
+        assert ready <= start <= end, (rank, step, axis, kind, ready, start, end)
+    for step in (0, 1):
+        got = {}
+        for e in events:
+            if e[0] == step:
+                got[e[1]] = got.get(e[1], 0) + e[3]
+        want = {a: b for a, b in r["stages"][(rank // 2) % 2]["bytes_per_step"].items() if b}
+        assert got == want, (rank, step, got, want)
+' "$tmp/trace4.json" "$tmp/run4.json"
+# With nothing overlapped every wait is a traced blocking call: per step, the
+# ranks' mean time inside them is the record's blocked time, axis by axis.
+# Default order xyzpd on 1,2,1,2: rank = y + 2·d, so Y pairs {0,1}, {2,3} and
+# D pairs {0,2}, {1,3}; a group's members issue the same operations.
+expect 0 'final loss' -- $run 4 "$engine" --model "$tiny" --grid 1,2,1,2 --batch 4 --steps 3 --record "$tmp/run6.json" \
+  --trace-comm "$tmp/trace6.json"
+check "trace: blocking calls add up to the blocked time; group members issue the same operations" '
+import json, sys
+t, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ranks = t["ranks"]
+assert len(ranks) == 4 and all(e[2] == "blocking" for events in ranks for e in events)
+for s in r["steps"]:
+    for axis, blocked in s["comm_s"].items():
+        traced = sum(e[6] - e[5] for events in ranks for e in events if e[0] == s["step"] and e[1] == axis) / 4
+        assert abs(traced - blocked) <= 1e-9 + 1e-9 * blocked, (s["step"], axis, traced, blocked)
+    assert s["comm_s"]["y"] > 0 and s["comm_s"]["data"] > 0, s["comm_s"]
+ops = lambda rank, axis: [(e[0], e[3]) for e in ranks[rank] if e[1] == axis]
+for axis, groups in (("y", [(0, 1), (2, 3)]), ("data", [(0, 2), (1, 3)])):
+    for a, b in groups:
+        assert ops(a, axis) and ops(a, axis) == ops(b, axis), (axis, a, b)
+' "$tmp/trace6.json" "$tmp/run6.json"
 # Offload: Adam's state streamed through bucket buffers, the data-parallel
 # all-reduce in chunks; the host link's bytes each way equal advisor
 # predict's for the same flags (8 B a parameter in fp32: m and v).
