@@ -60,10 +60,11 @@ void MpiComm::account(Axis a, double bytes, double seconds) {
 // (other algorithms in Open MPI: the form `measure --poll-us` times). Returns
 // the seconds it blocked.
 template <class Start, class Call>
-double MpiComm::run_blocking(Start start, Call call, double* ready_s) {
+double MpiComm::run_blocking(Start start, Call call, double* ready_s, double* start_s) {
   if (ready_s) *ready_s = now_s();
   device_.synchronize();
   const double t0 = now_s();
+  if (start_s) *start_s = t0;
   if (poll_s_ > 0) {
     MPI_Request req;
     start(&req);
@@ -76,13 +77,10 @@ double MpiComm::run_blocking(Start start, Call call, double* ready_s) {
 
 template <class Start, class Call>
 void MpiComm::run_blocking(Axis a, double bytes, Start start, Call call) {
-  double ready = 0;
-  const double dt = run_blocking(start, call, &ready);
+  double ready = 0, issued = 0;
+  const double dt = run_blocking(start, call, &ready, &issued);
   account(a, bytes, dt);
-  if (tracing) {
-    const double end = now_s();
-    trace(a, CommEvent::Blocking, bytes, ready, end - dt, end);
-  }
+  if (tracing) trace(a, CommEvent::Blocking, bytes, ready, issued, issued + dt);
 }
 
 long MpiComm::trace(Axis a, CommEvent::Kind kind, double bytes, double ready_s, double start_s, double end_s) {
