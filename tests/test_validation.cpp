@@ -306,6 +306,10 @@ TEST_CASE("refit recovers known factors and predicts runs it did not see") {
     CHECK(r.factors[k] == doctest::Approx(truth[k]).epsilon(0.02));
   }
   MESSAGE("evaluations " << r.evaluations << " rms " << r.rms_before << " -> " << r.rms_after);
+  // Levenberg–Marquardt reaches a smooth minimum in tens of steps of 7
+  // evaluations, and the Nelder–Mead round that confirms it takes a few
+  // hundred; Nelder–Mead alone took 2,867 here.
+  CHECK(r.evaluations < 1000);
   CHECK(r.rms_before > 0.3);
   CHECK(r.rms_after < 0.01);
 

@@ -128,6 +128,101 @@ std::vector<double> nelder_mead(F&& f, std::vector<double> x0, const std::vector
   return pts[b];
 }
 
+// Solves A·x = b for a small dense symmetric positive definite A (Cholesky);
+// false where A is not.
+bool solve_spd(std::vector<double> a, std::vector<double>& b) {
+  const size_t d = b.size();
+  for (size_t j = 0; j < d; ++j) {
+    double s = a[j * d + j];
+    for (size_t k = 0; k < j; ++k) s -= a[j * d + k] * a[j * d + k];
+    if (!(s > 0)) return false;
+    a[j * d + j] = std::sqrt(s);
+    for (size_t i = j + 1; i < d; ++i) {
+      double t = a[i * d + j];
+      for (size_t k = 0; k < j; ++k) t -= a[i * d + k] * a[j * d + k];
+      a[i * d + j] = t / a[j * d + j];
+    }
+  }
+  for (size_t i = 0; i < d; ++i) {
+    for (size_t k = 0; k < i; ++k) b[i] -= a[i * d + k] * b[k];
+    b[i] /= a[i * d + i];
+  }
+  for (size_t i = d; i-- > 0;) {
+    for (size_t k = i + 1; k < d; ++k) b[i] -= a[k * d + i] * b[k];
+    b[i] /= a[i * d + i];
+  }
+  return true;
+}
+
+double sum_sq(const std::vector<double>& r) {
+  double s = 0;
+  for (double v : r) s += v * v;
+  return s;
+}
+
+// Levenberg–Marquardt on a box: `res` gives the residuals whose sum of
+// squares is minimised, the Jacobian comes from forward differences, a step
+// is clamped into the box. Near a smooth minimum it converges in a few
+// dozen evaluations where Nelder–Mead takes thousands; at a kink (a
+// collective becoming fully hidden) it stops, and the caller's Nelder–Mead
+// takes over.
+template <class R>
+std::vector<double> levenberg_marquardt(R&& res, std::vector<double> x, const Box& box, int max_iters, int& evals) {
+  const size_t d = x.size();
+  box.clamp(x);
+  std::vector<double> r = res(x);
+  ++evals;
+  double f = sum_sq(r), lambda = 1e-3;
+  for (int it = 0; it < max_iters; ++it) {
+    std::vector<std::vector<double>> jac(d);
+    for (size_t i = 0; i < d; ++i) {
+      std::vector<double> xh = x;
+      double h = x[i] + 1e-6 <= box.hi[i] ? 1e-6 : -1e-6;
+      xh[i] += h;
+      std::vector<double> rh = res(xh);
+      ++evals;
+      for (size_t k = 0; k < r.size(); ++k) rh[k] = (rh[k] - r[k]) / h;
+      jac[i] = std::move(rh);
+    }
+    std::vector<double> a(d * d), g(d);
+    for (size_t i = 0; i < d; ++i) {
+      for (size_t k = 0; k < r.size(); ++k) g[i] -= jac[i][k] * r[k];
+      for (size_t j = 0; j <= i; ++j) {
+        double s = 0;
+        for (size_t k = 0; k < r.size(); ++k) s += jac[i][k] * jac[j][k];
+        a[i * d + j] = a[j * d + i] = s;
+      }
+    }
+    bool accepted = false;
+    for (int tries = 0; tries < 12 && !accepted; ++tries) {
+      std::vector<double> damped = a, step = g;
+      for (size_t i = 0; i < d; ++i) damped[i * d + i] += lambda * (a[i * d + i] + 1e-12);
+      if (!solve_spd(damped, step)) {
+        lambda *= 10;
+        continue;
+      }
+      std::vector<double> xn(d);
+      for (size_t i = 0; i < d; ++i) xn[i] = x[i] + step[i];
+      box.clamp(xn);
+      std::vector<double> rn = res(xn);
+      ++evals;
+      double fn = sum_sq(rn);
+      if (fn < f) {
+        accepted = true;
+        double gain = f - fn, moved = 0;
+        for (size_t i = 0; i < d; ++i) moved = std::max(moved, std::abs(xn[i] - x[i]));
+        x = std::move(xn), r = std::move(rn), f = fn;
+        lambda = std::max(lambda / 3, 1e-12);
+        if (gain <= 1e-12 * f || moved < 1e-9) return x;
+      } else {
+        lambda *= 4;
+      }
+    }
+    if (!accepted) break;
+  }
+  return x;
+}
+
 }  // namespace
 
 const char* knob_name(Knob k) {
@@ -217,27 +312,32 @@ RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<
     for (size_t i = 0; i < free.size(); ++i) f[free[i]] = is_log(free[i]) ? std::exp(x[i]) : x[i];
     return f;
   };
-  auto objective = [&](const std::vector<double>& x) {
+  // The objective as residuals (its sum of squares), for Levenberg–Marquardt.
+  const double per_run = 1 / std::sqrt(double(runs.size()));
+  auto all_residuals = [&](const std::vector<double>& x) {
     std::vector<double> res = residuals(job, apply_factors(base, factors_at(x)), runs);
-    double s = 0;
-    for (double v : res) s += v * v;
-    s /= double(runs.size());
+    for (double& v : res) v *= per_run;
     for (size_t i = 0; i < free.size(); ++i)
-      if (is_log(free[i])) s += 1e-8 * x[i] * x[i];
-    return s;
+      if (is_log(free[i])) res.push_back(1e-4 * x[i]);
+    return res;
   };
+  auto objective = [&](const std::vector<double>& x) { return sum_sq(all_residuals(x)); };
   if (!free.empty()) {
-    std::vector<double> x = x0;
-    // Restart from the best point until a restart gains nothing: Nelder–Mead
-    // stalls on a collapsed simplex, and the model has kinks (min, max) where
-    // a hidden collective becomes exposed or another group becomes the slowest.
+    // Levenberg–Marquardt to the nearest minimum, then Nelder–Mead from
+    // there until a round of it gains nothing: the model has kinks (min,
+    // max) where a hidden collective becomes exposed or another group
+    // becomes the slowest, which a simplex steps across and a gradient
+    // does not; where Nelder–Mead found better, descend again from there.
+    std::vector<double> x = levenberg_marquardt(all_residuals, x0, box, 100, r.evaluations);
     double best = objective(x);
     for (int round = 0; round < 12; ++round) {
       x = nelder_mead(objective, x, step, box, 400 * int(free.size()), r.evaluations);
       double now = objective(x);
       bool stalled = best - now <= 1e-10 * best;
       best = std::min(best, now);
-      if (stalled && round >= 2) break;
+      if (stalled) break;
+      x = levenberg_marquardt(all_residuals, x, box, 100, r.evaluations);
+      best = std::min(best, objective(x));
     }
     r.factors = factors_at(x);
     for (size_t i = 0; i < free.size(); ++i)

@@ -2,8 +2,9 @@
 // Refitting a profile's few free parameters to measured training runs
 // (MODEL.md §8): bandwidth per tier, latency, compute speed under the ranks' real
 // sharing of the machine, and the overlap hiding factor. Least squares over
-// the runs, derivative-free (Nelder–Mead in log space, bounded). Pure: the
-// runs come in as structs, the fitted profile goes out as JSON.
+// the runs in log space, bounded: Levenberg–Marquardt to the nearest minimum,
+// then Nelder–Mead across the model's kinks. Pure: the runs come in as
+// structs, the fitted profile goes out as JSON.
 #include <array>
 #include <optional>
 #include <string>
