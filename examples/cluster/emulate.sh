@@ -14,7 +14,7 @@
 #   * each "node" is a network namespace (<prefix>-n0, <prefix>-n1, ...) with
 #     one interface, eth0, a veth whose other end is a port of a bridge in a
 #     "switch" namespace (<prefix>-sw);
-#   * tc (tbf by default, FOURFOLD_CLUSTER_QDISC) caps the node's eth0
+#   * tc (htb by default, FOURFOLD_CLUSTER_QDISC) caps the node's eth0
 #     (node -> switch) and its switch port (switch -> node) at RATE, so each
 #     node has one full-duplex link of RATE that all its ranks share, like a
 #     NIC;
@@ -36,9 +36,9 @@
 #   FOURFOLD_CLUSTER_PREFIX  namespace name prefix, used by `up`   [ffclu]
 #   FOURFOLD_CLUSTER_SUBNET  first three octets of the cluster /24 [10.77.0]
 #   FOURFOLD_CLUSTER_MPIRUN  the mpirun to use           [mpirun]
-#   FOURFOLD_CLUSTER_QDISC   how `up` caps a link: tbf (a token bucket of
-#                            4 ms of traffic) or htb (a class at the rate,
-#                            the kernel's smallest bucket)          [tbf]
+#   FOURFOLD_CLUSTER_QDISC   how `up` caps a link: htb (a class at the rate,
+#                            the kernel's smallest bucket) or tbf (a token
+#                            bucket of 4 ms of traffic)             [htb]
 #
 # Behaviour:
 #   up N R RATE   N nodes (1..250) of R ranks each; RATE in tc's units
@@ -73,7 +73,7 @@ readonly STATE_DIR=${FOURFOLD_CLUSTER_DIR:-/run/fourfold-cluster}
 readonly DEFAULT_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffclu}
 readonly SUBNET=${FOURFOLD_CLUSTER_SUBNET:-10.77.0}
 readonly MPIRUN=${FOURFOLD_CLUSTER_MPIRUN:-mpirun}
-readonly QDISC=${FOURFOLD_CLUSTER_QDISC:-tbf}
+readonly QDISC=${FOURFOLD_CLUSTER_QDISC:-htb}
 readonly SWITCH_ADDR_HOST=254   # the switch namespace's address (mpirun's side)
 readonly ME=${0##*/}
 UP_PREFIX=""                    # set while `up` builds a cluster, for its cleanup trap
@@ -206,12 +206,12 @@ EOF
 #     packets), or it throttles TCP below the rate; 50 ms of queue keeps TCP
 #     from seeing drops on every burst. The bucket lets a message that follows
 #     idle time leave at memory speed (measure --gap-us times that), and two
-#     operations at once on one link were measured to cost more than one
-#     after the other (advisor/README.md, the paced validation).
+#     operations at once on one link were measured to cost 2-3x their sum:
+#     not work-conserving, unlike a NIC (advisor/README.md).
 #   htb: a class at the rate with the kernel's smallest bucket (a packet or
-#     two) over a byte FIFO of 50 ms: sharing is near work-conserving, but
-#     the paced validation scored no better on it and its repeats spread
-#     more (advisor/README.md), so tbf stays the default.
+#     two) over a byte FIFO of 50 ms: sharing is near work-conserving, as a
+#     NIC's. The default: with measure timing each group on its own, the
+#     paced validation scores better on it than on tbf (advisor/README.md).
 shape() {
   local ns=$1 dev=$2 bits=$3 rate=$4 burst queue
   ip -n "$ns" link set "$dev" up

@@ -50,7 +50,7 @@
 #   MEASURE_FLAGS   measure's sweep [--max-bytes 2M --iters 5 --repeats 3]
 #   REMEASURE       1: measure even where OUT_DIR/profile.json exists [0]
 #   FOURFOLD_CLUSTER_QDISC
-#                   how the links are capped (emulate.sh): tbf or htb [tbf]
+#                   how the links are capped (emulate.sh): htb or tbf [htb]
 #   FOURFOLD_CLUSTER_DIR, FOURFOLD_CLUSTER_PREFIX
 #                   the cluster's state directory and namespace prefix
 #                   [a fresh directory under /tmp, ffval<pid>]: by default
@@ -123,7 +123,7 @@ if [[ -z ${FOURFOLD_CLUSTER_DIR:-} ]]; then
   export FOURFOLD_CLUSTER_DIR=$STATE_PARENT/state
 fi
 export FOURFOLD_CLUSTER_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffval$$}
-export FOURFOLD_CLUSTER_QDISC=${FOURFOLD_CLUSTER_QDISC:-tbf}
+export FOURFOLD_CLUSTER_QDISC=${FOURFOLD_CLUSTER_QDISC:-htb}
 # What the profile's links were: a profile is reused only on the same cluster.
 links="$NODES nodes x $RANKS_PER_NODE ranks, $RATE per node link, tc $FOURFOLD_CLUSTER_QDISC"
 # As the README's commands: one BLAS thread per rank (8 ranks share the

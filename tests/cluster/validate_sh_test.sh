@@ -83,11 +83,11 @@ no_cluster "after an interrupt"
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert len(r["runs"]) >= 3, len(r["runs"])' "$WORK/out/report.json" ||
   fail "the interrupted report lost runs"
 
-step "again on links capped by htb: the tbf profile is refused, exit 1, cluster down"
+step "again on links capped by tbf: the htb profile is refused, exit 1, cluster down"
 rc=0
-FOURFOLD_CLUSTER_QDISC=htb "$VAL" out >/dev/null 2>"$WORK/err3.txt" || rc=$?
+FOURFOLD_CLUSTER_QDISC=tbf "$VAL" out >/dev/null 2>"$WORK/err3.txt" || rc=$?
 ((rc == 1)) || { cat "$WORK/err3.txt" >&2; fail "validate.sh on other links exited $rc, expected 1"; }
-grep -q 'profile.json was measured on 4 nodes x 2 ranks, 200mbit per node link, tc tbf, this validation runs on .* tc htb; REMEASURE=1' \
+grep -q 'profile.json was measured on 4 nodes x 2 ranks, 200mbit per node link, tc htb, this validation runs on .* tc tbf; REMEASURE=1' \
   "$WORK/err3.txt" || { cat "$WORK/err3.txt" >&2; fail "no word of the profile's other links"; }
 no_cluster "after a refused profile"
 echo "PASS"
