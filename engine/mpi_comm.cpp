@@ -57,14 +57,13 @@ void MpiComm::account(Axis a, double bytes, double seconds) {
 
 // A blocking operation after the device's kernels: the library's blocking
 // call, or when waiting polls, the non-blocking `start` completed by polling
-// (other algorithms in Open MPI: the form `measure --poll-us` times). Returns
-// the seconds it blocked.
+// (other algorithms in Open MPI: the form `measure --poll-us` times).
 template <class Start, class Call>
-double MpiComm::run_blocking(Start start, Call call, double* ready_s, double* start_s) {
-  if (ready_s) *ready_s = now_s();
+MpiComm::BlockedSpan MpiComm::run_blocking(Start start, Call call) {
+  BlockedSpan span;
+  span.ready_s = now_s();
   device_.synchronize();
-  const double t0 = now_s();
-  if (start_s) *start_s = t0;
+  span.start_s = now_s();
   if (poll_s_ > 0) {
     MPI_Request req;
     start(&req);
@@ -72,15 +71,15 @@ double MpiComm::run_blocking(Start start, Call call, double* ready_s, double* st
   } else {
     call();
   }
-  return now_s() - t0;
+  span.end_s = now_s();
+  return span;
 }
 
 template <class Start, class Call>
 void MpiComm::run_blocking(Axis a, double bytes, Start start, Call call) {
-  double ready = 0, issued = 0;
-  const double dt = run_blocking(start, call, &ready, &issued);
-  account(a, bytes, dt);
-  if (tracing) trace(a, CommEvent::Blocking, bytes, ready, issued, issued + dt);
+  const BlockedSpan span = run_blocking(start, call);
+  account(a, bytes, span.seconds());
+  if (tracing) trace(a, CommEvent::Blocking, bytes, span.ready_s, span.start_s, span.end_s);
 }
 
 long MpiComm::trace(Axis a, CommEvent::Kind kind, double bytes, double ready_s, double start_s, double end_s) {
@@ -377,9 +376,10 @@ void MpiComm::wait_all() {
 }
 
 double MpiComm::sum_all(double v) {
-  stats.sync_s += run_blocking(
+  const BlockedSpan span = run_blocking(
       [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_, r)); },
       [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, world_)); });
+  stats.sync_s += span.seconds();
   return v;
 }
 

@@ -84,8 +84,13 @@ class MpiComm final : public Comm {
   // A blocking collective over axis a after the device's kernels; accounts
   // (and traces) it.
   template <class Start, class Call> void run_blocking(Axis a, double bytes, Start start, Call call);
-  template <class Start, class Call>
-  double run_blocking(Start start, Call call, double* ready_s = nullptr, double* start_s = nullptr);
+  // When a blocking operation was ready (before the device sync), issued and
+  // done, on the steady clock.
+  struct BlockedSpan {
+    double ready_s, start_s, end_s;
+    double seconds() const { return end_s - start_s; }
+  };
+  template <class Start, class Call> BlockedSpan run_blocking(Start start, Call call);
   template <class Start>
   Ticket start_collective(Axis a, double bytes, bool after_device, Start start, std::function<void()> on_done = {},
                           std::vector<int> counts = {});

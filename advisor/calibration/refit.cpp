@@ -56,6 +56,12 @@ std::string held_reason(Knob k, const MachineProfile& base) {
   }
 }
 
+// A point of the box and the objective there, as a minimiser leaves it.
+struct Minimum {
+  std::vector<double> x;
+  double f;
+};
+
 // Nelder–Mead on a box: every point is clamped into [lo, hi] before it is
 // evaluated, so the simplex slides along a bound instead of leaving it.
 struct Box {
@@ -66,7 +72,7 @@ struct Box {
 };
 
 template <class F>
-std::vector<double> nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& step, const Box& box,
+Minimum nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& step, const Box& box,
                                 int max_evals, int& evals) {
   const size_t d = x0.size();
   std::vector<std::vector<double>> pts(d + 1, x0);
@@ -125,7 +131,7 @@ std::vector<double> nelder_mead(F&& f, std::vector<double> x0, const std::vector
     }
   }
   size_t b = size_t(std::min_element(val.begin(), val.end()) - val.begin());
-  return pts[b];
+  return {pts[b], val[b]};
 }
 
 // Solves A·x = b for a small dense symmetric positive definite A (Cholesky);
@@ -167,7 +173,7 @@ double sum_sq(const std::vector<double>& r) {
 // collective becoming fully hidden) it stops, and the caller's Nelder–Mead
 // takes over.
 template <class R>
-std::vector<double> levenberg_marquardt(R&& res, std::vector<double> x, const Box& box, int max_iters, int& evals) {
+Minimum levenberg_marquardt(R&& res, std::vector<double> x, const Box& box, int max_iters, int& evals) {
   const size_t d = x.size();
   box.clamp(x);
   std::vector<double> r = res(x);
@@ -213,14 +219,14 @@ std::vector<double> levenberg_marquardt(R&& res, std::vector<double> x, const Bo
         for (size_t i = 0; i < d; ++i) moved = std::max(moved, std::abs(xn[i] - x[i]));
         x = std::move(xn), r = std::move(rn), f = fn;
         lambda = std::max(lambda / 3, 1e-12);
-        if (gain <= 1e-12 * f || moved < 1e-9) return x;
+        if (gain <= 1e-12 * f || moved < 1e-9) return {x, f};
       } else {
         lambda *= 4;
       }
     }
     if (!accepted) break;
   }
-  return x;
+  return {x, f};
 }
 
 }  // namespace
@@ -328,17 +334,17 @@ RefitResult refit(const Job& job, const MachineProfile& base, const std::vector<
     // max) where a hidden collective becomes exposed or another group
     // becomes the slowest, which a simplex steps across and a gradient
     // does not; where Nelder–Mead found better, descend again from there.
-    std::vector<double> x = levenberg_marquardt(all_residuals, x0, box, 100, r.evaluations);
-    double best = objective(x);
+    // Each minimiser starts from the best point so far and only ever
+    // returns one at least as good.
+    Minimum best = levenberg_marquardt(all_residuals, x0, box, 100, r.evaluations);
     for (int round = 0; round < 12; ++round) {
-      x = nelder_mead(objective, x, step, box, 400 * int(free.size()), r.evaluations);
-      double now = objective(x);
-      bool stalled = best - now <= 1e-10 * best;
-      best = std::min(best, now);
+      Minimum nm = nelder_mead(objective, best.x, step, box, 400 * int(free.size()), r.evaluations);
+      const bool stalled = best.f - nm.f <= 1e-10 * best.f;
+      best = std::move(nm);
       if (stalled) break;
-      x = levenberg_marquardt(all_residuals, x, box, 100, r.evaluations);
-      best = std::min(best, objective(x));
+      best = levenberg_marquardt(all_residuals, best.x, box, 100, r.evaluations);
     }
+    const std::vector<double>& x = best.x;
     r.factors = factors_at(x);
     for (size_t i = 0; i < free.size(); ++i)
       r.at_bound[size_t(free[i])] =
