@@ -12,13 +12,7 @@
 
 #include <string>
 
-namespace ff {
-
-[[noreturn]] void fatal(const char* file, int line, const std::string& what);
-
-}  // namespace ff
-
-#define FF_FATAL(what) ::ff::fatal(__FILE__, __LINE__, (what))
+#include "fatal.hpp"
 
 #define MPI_CHECK(call)                                              \
   do {                                                               \

@@ -98,12 +98,16 @@ bool select_cuda_gpu(MPI_Comm world, std::string* why) {
   return ok;
 }
 std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+double cuda_gemm_peak(int n, bool fp64) {
+  return fp64 ? cuda_gemm_peak_flops<double>(n) : cuda_gemm_peak_flops<float>(n);
+}
 #else
 bool select_cuda_gpu(MPI_Comm, std::string* why) {
   *why = "this engine was built without the CUDA toolkit (meson -Dcuda=enabled, nvcc under -Dcuda-home)";
   return false;
 }
 std::unique_ptr<Device> make_cuda_device() { throw std::logic_error("engine: built without the cuda device"); }
+double cuda_gemm_peak(int, bool) { throw std::logic_error("engine: built without the cuda device"); }
 #endif
 
 template <typename T>

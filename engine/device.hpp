@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,13 +81,10 @@ class Device {
   // it then). The schedule synchronizes where the host reuses or reads what
   // a queued kernel may still touch.
   virtual bool deferred() const { return false; }
-  // Offload's host arena: where a GPU keeps `bytes` at `p` in host memory,
-  // so that copies to and from it cross the host link. The host's memory
-  // already on the cpu and paced devices.
-  virtual void keep_on_host(void* p, size_t bytes) {
-    (void)p;
-    (void)bytes;
-  }
+  // Offload's host arena: runs `allocate`, whose new arrays a GPU puts in
+  // pinned host memory, so that copies to and from them cross the host link
+  // at its DMA rate. The host's memory already on the cpu and paced devices.
+  virtual void allocate_on_host(const std::function<void()>& allocate) { allocate(); }
   bool comm_pending() const { return progress_ && progress_->pending(); }
   void progress() {
     if (progress_) progress_->progress();
@@ -107,6 +105,8 @@ std::unique_ptr<Device> make_cpu_device();
 bool select_cuda_gpu(MPI_Comm world, std::string* why);
 // The cuda device on the selected GPU, before any of the engine's arrays.
 std::unique_ptr<Device> make_cuda_device();
+// The selected GPU's best n×n×n GEMM rate in FLOP/s (fp64 or fp32 without TF32).
+double cuda_gemm_peak(int n, bool fp64);
 // `fp64`: GEMMs at the pace's fp64 rate.
 std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64);
 

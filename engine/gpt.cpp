@@ -607,8 +607,10 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (c_.offload && bucket_m_.empty()) {
     bucket_m_.assign(std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total)), T(0));
     bucket_v_.assign(bucket_m_.size(), T(0));
-    for (Buffer<T>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_})
-      dev_.keep_on_host(arena->data(), arena->size() * sizeof(T));
+    dev_.allocate_on_host([&] {  // the host arena moves to host memory (pinned, on a GPU)
+      for (Buffer<T>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_})
+        Buffer<T>(arena->begin(), arena->end()).swap(*arena);
+    });
   }
   ++adam_steps_;
   AdamWStep<T> s;

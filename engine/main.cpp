@@ -30,7 +30,8 @@ using Cli = EngineArgs;
 namespace {
 
 // The best rate of a large GEMM with every rank running it at once: the
-// ceiling the run's own GEMMs are held against.
+// ceiling the run's own GEMMs are held against (each GPU's own on the cuda
+// device: 8192³, large enough to fill an H100).
 template <typename T>
 double blas_peak(int n) {
   std::vector<T> a(size_t(n) * n, T(0.5)), b(size_t(n) * n, T(0.25)), c(size_t(n) * n);
@@ -53,7 +54,7 @@ std::string fixed(double v, int digits) {
 
 template <typename T>
 int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::string& command) {
-  double peak = cli.bench ? blas_peak<T>(1024) : 0;
+  double peak = !cli.bench ? 0 : cli.device == "cuda" ? cuda_gemm_peak(8192, sizeof(T) == 8) : blas_peak<T>(1024);
   if (rank == 0 && !cli.quiet)
     std::printf("engine: %s on grid %s order %s, %d ranks, %ld micro-steps of %d sequences, %s\n",
                 opts.model.name.c_str(), opts.config.grid.str().c_str(), opts.config.order.str().c_str(), ranks,
@@ -92,12 +93,16 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                     {"gemm_fraction_of_peak", peak > 0 ? rate / peak : 0}, {"gemm_share_of_step", gemm / time},
                     {"non_gemm_compute_share_of_step", (compute - gemm) / time},
                     {"communication_share_of_step", 1 - compute / time}, {"tokens_per_s", tokens / time},
+                    {"gemm_flops_per_s_of_step_per_rank", flops / time},
                     {"steps_timed", n}, {"startup_s", res.startup_s}, {"startup_cpu_s", res.startup_cpu_s}};
     std::printf("\n%-34s %12s\n", "bench (steps after the first)", "value");
     std::printf("%-34s %12s\n", "tokens/s", fixed(tokens / time, 0).c_str());
     std::printf("%-34s %12s\n", "BLAS peak per rank (GFLOP/s)", fixed(peak / 1e9, 2).c_str());
     std::printf("%-34s %12s\n", "GEMM rate per rank (GFLOP/s)", fixed(rate / 1e9, 2).c_str());
     std::printf("%-34s %11s%%\n", "GEMM rate / BLAS peak", fixed(100 * rate / peak, 1).c_str());
+    // The GEMMs' FLOPs over the whole step: a model-FLOPs utilisation that
+    // counts the model's matrix products alone (attention's are in its kernels).
+    std::printf("%-34s %11s%%\n", "GEMM FLOPs / step time / peak", fixed(100 * flops / time / peak, 1).c_str());
     std::printf("%-34s %11s%%\n", "step in GEMM", fixed(100 * gemm / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());

@@ -1,9 +1,12 @@
-// Causal attention on the GPU (kernels.hpp); the twin of layers.hpp's, whose
-// GEMMs per (sequence, head) become one block per row here. Blocks are
-// indexed (row, head, sequence); Q, K, V of head h of sequence s start at
-// qkv + s·S·ld + h·dh (+ hy for K, + 2·hy for V), ld = 3·hy, hy = heads·dh.
+// Causal attention on the GPU (kernels.hpp); the twin of layers.hpp's: the
+// same GEMMs per (sequence, head), here one cuBLAS strided-batched call per
+// sequence over its heads, and the causal softmax and its backward as row
+// kernels, one block per (row, head, sequence). Q, K, V of head h of sequence
+// s start at qkv + s·S·ld + h·dh (+ hy for K, + 2·hy for V), ld = 3·hy,
+// hy = heads·dh; its scores at probs + (s·heads + h)·S·S.
 #include <cfloat>
 
+#include "cublas_gemm.hpp"
 #include "kernels.hpp"
 #include "reduce.cuh"
 
@@ -11,139 +14,90 @@ namespace ff::cuda {
 
 namespace {
 
-struct Head {
-  long S, heads, dh, hy, ld;
-  __device__ long base(long s, long h) const { return s * S * ld + h * dh; }  // Q of (s, h), row 0
-  __device__ long scores(long s, long h) const { return (s * heads + h) * S * S; }
-};
-
+// Row i of a score matrix: softmax over keys 0..i in place, zeros after.
 template <typename T>
-__device__ T dot(const T* a, const T* b, long n) {
-  T acc = 0;
-  for (long d = 0; d < n; ++d) acc += a[d] * b[d];
-  return acc;
-}
-
-// Row i of softmax(scale·QKᵀ) over keys 0..i, zeros after.
-template <typename T>
-__global__ void scores_softmax_kernel(const T* qkv, T* probs, Head hd, T scale) {
-  const long i = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* q = qkv + hd.base(s, h) + i * hd.ld;
-  const T* k = qkv + hd.base(s, h) + hd.hy;
-  T* row = probs + hd.scores(s, h) + i * hd.S;
+__global__ void causal_softmax_kernel(T* probs, long S) {
+  const long i = blockIdx.x;
+  T* row = probs + (long(blockIdx.z) * gridDim.y + blockIdx.y) * S * S + i * S;
   T mx = sizeof(T) == 4 ? T(-FLT_MAX) : T(-DBL_MAX);
-  for (long j = threadIdx.x; j <= i; j += blockDim.x) {
-    row[j] = scale * dot(q, k + j * hd.ld, hd.dh);
-    mx = row[j] > mx ? row[j] : mx;
-  }
+  for (long j = threadIdx.x; j <= i; j += blockDim.x) mx = row[j] > mx ? row[j] : mx;
   mx = block_reduce(mx, Max{});
   T sum = 0;
   for (long j = threadIdx.x; j <= i; j += blockDim.x) sum += (row[j] = exp(row[j] - mx));
   sum = block_reduce(sum, Add{});
-  for (long j = threadIdx.x; j < hd.S; j += blockDim.x) row[j] = j <= i ? row[j] / sum : T(0);
+  for (long j = threadIdx.x; j < S; j += blockDim.x) row[j] = j <= i ? row[j] / sum : T(0);
 }
 
-// out[i, :] = P[i, 0..i] · V: thread d sums over the keys in order.
+// Row i of dScores = P ∘ (dP − Σ_j dP ∘ P) · scale, in place over dP.
 template <typename T>
-__global__ void probs_times_v_kernel(const T* qkv, const T* probs, T* out, Head hd) {
-  const long i = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* v = qkv + hd.base(s, h) + 2 * hd.hy;
-  const T* p = probs + hd.scores(s, h) + i * hd.S;
-  for (long d = threadIdx.x; d < hd.dh; d += blockDim.x) {
-    T acc = 0;
-    for (long j = 0; j <= i; ++j) acc += p[j] * v[j * hd.ld + d];
-    out[(s * hd.S + i) * hd.hy + h * hd.dh + d] = acc;
-  }
-}
-
-// dV[j, :] = Σ_{i ≥ j} P[i, j] · dO[i, :].
-template <typename T>
-__global__ void dv_kernel(const T* probs, const T* dout, T* dqkv, Head hd) {
-  const long j = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* P = probs + hd.scores(s, h);
-  const T* dO = dout + s * hd.S * hd.hy + h * hd.dh;
-  T* dv = dqkv + hd.base(s, h) + 2 * hd.hy + j * hd.ld;
-  for (long d = threadIdx.x; d < hd.dh; d += blockDim.x) {
-    T acc = 0;
-    for (long i = j; i < hd.S; ++i) acc += P[i * hd.S + j] * dO[i * hd.hy + d];
-    dv[d] = acc;
-  }
-}
-
-// Row i of dScores = P ∘ (dP − Σ_j dP ∘ P) · scale, dP = dO · Vᵀ.
-template <typename T>
-__global__ void dscores_kernel(const T* qkv, const T* probs, const T* dout, T* dscores, Head hd, T scale) {
-  const long i = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* v = qkv + hd.base(s, h) + 2 * hd.hy;
-  const T* p = probs + hd.scores(s, h) + i * hd.S;
-  const T* dO = dout + (s * hd.S + i) * hd.hy + h * hd.dh;
-  T* ds = dscores + hd.scores(s, h) + i * hd.S;
+__global__ void causal_softmax_backward_kernel(const T* probs, T* dscores, long S, T scale) {
+  const long i = blockIdx.x;
+  const long at = (long(blockIdx.z) * gridDim.y + blockIdx.y) * S * S + i * S;
+  const T* p = probs + at;
+  T* ds = dscores + at;
   T acc = 0;
-  for (long j = threadIdx.x; j <= i; j += blockDim.x) {
-    ds[j] = dot(dO, v + j * hd.ld, hd.dh);
-    acc += ds[j] * p[j];
-  }
+  for (long j = threadIdx.x; j <= i; j += blockDim.x) acc += ds[j] * p[j];
   acc = block_reduce(acc, Add{});
-  for (long j = threadIdx.x; j < hd.S; j += blockDim.x) ds[j] = j <= i ? p[j] * (ds[j] - acc) * scale : T(0);
+  for (long j = threadIdx.x; j < S; j += blockDim.x) ds[j] = j <= i ? p[j] * (ds[j] - acc) * scale : T(0);
 }
-
-// dQ[i, :] = Σ_{j ≤ i} dS[i, j] · K[j, :]; dK[j, :] = Σ_{i ≥ j} dS[i, j] · Q[i, :].
-template <typename T>
-__global__ void dq_kernel(const T* qkv, const T* dscores, T* dqkv, Head hd) {
-  const long i = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* k = qkv + hd.base(s, h) + hd.hy;
-  const T* ds = dscores + hd.scores(s, h) + i * hd.S;
-  T* dq = dqkv + hd.base(s, h) + i * hd.ld;
-  for (long d = threadIdx.x; d < hd.dh; d += blockDim.x) {
-    T acc = 0;
-    for (long j = 0; j <= i; ++j) acc += ds[j] * k[j * hd.ld + d];
-    dq[d] = acc;
-  }
-}
-
-template <typename T>
-__global__ void dk_kernel(const T* qkv, const T* dscores, T* dqkv, Head hd) {
-  const long j = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-  const T* q = qkv + hd.base(s, h);
-  const T* dS = dscores + hd.scores(s, h);
-  T* dk = dqkv + hd.base(s, h) + hd.hy + j * hd.ld;
-  for (long d = threadIdx.x; d < hd.dh; d += blockDim.x) {
-    T acc = 0;
-    for (long i = j; i < hd.S; ++i) acc += dS[i * hd.S + j] * q[i * hd.ld + d];
-    dk[d] = acc;
-  }
-}
-
-Head head_of(long S, long heads, long dh) { return Head{S, heads, dh, heads * dh, 3 * heads * dh}; }
 
 }  // namespace
 
 template <typename T>
-void attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh, Stream s) {
+void attention_forward(cublasHandle_t blas, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh,
+                       Stream s) {
   if (seqs * S * heads == 0) return;
-  const Head hd = head_of(S, heads, dh);
-  const dim3 rows{unsigned(S), unsigned(heads), unsigned(seqs)};
-  scores_softmax_kernel<<<rows, kThreads, 0, s>>>(qkv, probs, hd, T(1) / sqrt(T(dh)));
-  probs_times_v_kernel<<<rows, kThreads, 0, s>>>(qkv, probs, out, hd);
+  const long hy = heads * dh, ld = 3 * hy, SS = S * S;
+  const int iS = int(S), idh = int(dh), ih = int(heads);
+  for (long q = 0; q < seqs; ++q) {  // scores = scale·Q·Kᵀ
+    const T* Q = qkv + q * S * ld;
+    gemm_strided_batched<T>(blas, false, true, iS, iS, idh, T(1) / sqrt(T(dh)), Q, int(ld), dh, Q + hy, int(ld), dh,
+                            T(0), probs + q * heads * SS, iS, SS, ih);
+  }
+  causal_softmax_kernel<<<dim3(unsigned(S), unsigned(heads), unsigned(seqs)), kThreads, 0, s>>>(probs, S);
+  for (long q = 0; q < seqs; ++q)  // out = P·V
+    gemm_strided_batched<T>(blas, false, false, iS, idh, iS, T(1), probs + q * heads * SS, iS, SS,
+                            qkv + q * S * ld + 2 * hy, int(ld), dh, T(0), out + q * S * hy, int(hy), dh, ih);
 }
 
 template <typename T>
-void attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores, long seqs, long S,
-                        long heads, long dh, Stream s) {
+void attention_backward(cublasHandle_t blas, const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores,
+                        long seqs, long S, long heads, long dh, Stream s) {
   if (seqs * S * heads == 0) return;
-  const Head hd = head_of(S, heads, dh);
-  const dim3 rows{unsigned(S), unsigned(heads), unsigned(seqs)};
-  dv_kernel<<<rows, kThreads, 0, s>>>(probs, dout, dqkv, hd);
-  dscores_kernel<<<rows, kThreads, 0, s>>>(qkv, probs, dout, dscores, hd, T(1) / sqrt(T(dh)));
-  dq_kernel<<<rows, kThreads, 0, s>>>(qkv, dscores, dqkv, hd);
-  dk_kernel<<<rows, kThreads, 0, s>>>(qkv, dscores, dqkv, hd);
+  const long hy = heads * dh, ld = 3 * hy, SS = S * S;
+  const int iS = int(S), idh = int(dh), ih = int(heads);
+  for (long q = 0; q < seqs; ++q) {
+    const T* Q = qkv + q * S * ld;
+    const T* P = probs + q * heads * SS;
+    const T* dO = dout + q * S * hy;
+    T* dQ = dqkv + q * S * ld;
+    T* dP = dscores + q * heads * SS;
+    // dP = dO·Vᵀ; dV = Pᵀ·dO
+    gemm_strided_batched<T>(blas, false, true, iS, iS, idh, T(1), dO, int(hy), dh, Q + 2 * hy, int(ld), dh, T(0), dP,
+                            iS, SS, ih);
+    gemm_strided_batched<T>(blas, true, false, iS, idh, iS, T(1), P, iS, SS, dO, int(hy), dh, T(0), dQ + 2 * hy,
+                            int(ld), dh, ih);
+  }
+  causal_softmax_backward_kernel<<<dim3(unsigned(S), unsigned(heads), unsigned(seqs)), kThreads, 0, s>>>(
+      probs, dscores, S, T(1) / sqrt(T(dh)));
+  for (long q = 0; q < seqs; ++q) {
+    const T* Q = qkv + q * S * ld;
+    const T* dS = dscores + q * heads * SS;
+    T* dQ = dqkv + q * S * ld;
+    // dQ = dS·K; dK = dSᵀ·Q
+    gemm_strided_batched<T>(blas, false, false, iS, idh, iS, T(1), dS, iS, SS, Q + hy, int(ld), dh, T(0), dQ, int(ld),
+                            dh, ih);
+    gemm_strided_batched<T>(blas, true, false, iS, idh, iS, T(1), dS, iS, SS, Q, int(ld), dh, T(0), dQ + hy, int(ld),
+                            dh, ih);
+  }
 }
 
-template void attention_forward<float>(const float*, float*, float*, long, long, long, long, Stream);
-template void attention_forward<double>(const double*, double*, double*, long, long, long, long, Stream);
-template void attention_backward<float>(const float*, const float*, const float*, float*, float*, long, long, long,
-                                        long, Stream);
-template void attention_backward<double>(const double*, const double*, const double*, double*, double*, long, long,
-                                         long, long, Stream);
+template void attention_forward<float>(cublasHandle_t, const float*, float*, float*, long, long, long, long, Stream);
+template void attention_forward<double>(cublasHandle_t, const double*, double*, double*, long, long, long, long,
+                                        Stream);
+template void attention_backward<float>(cublasHandle_t, const float*, const float*, const float*, float*, float*, long,
+                                        long, long, long, Stream);
+template void attention_backward<double>(cublasHandle_t, const double*, const double*, const double*, double*,
+                                         double*, long, long, long, long, Stream);
 
 }  // namespace ff::cuda

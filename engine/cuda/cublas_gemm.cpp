@@ -27,6 +27,22 @@ void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, double alpha,
   gemm_ex(h, ta, tb, m, n, k, &alpha, A, CUDA_R_64F, lda, B, ldb, &beta, C, CUDA_R_64F, ldc, CUBLAS_COMPUTE_64F);
 }
 
+template <typename T>
+void gemm_strided_batched(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda,
+                          long long stride_a, const T* B, int ldb, long long stride_b, T beta, T* C, int ldc,
+                          long long stride_c, int batch) {
+  constexpr bool fp64 = sizeof(T) == 8;
+  const cudaDataType_t t = fp64 ? CUDA_R_64F : CUDA_R_32F;
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                          &alpha, B, t, ldb, stride_b, A, t, lda, stride_a, &beta, C, t, ldc, stride_c,
+                                          batch, fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+template void gemm_strided_batched<float>(cublasHandle_t, bool, bool, int, int, int, float, const float*, int,
+                                          long long, const float*, int, long long, float, float*, int, long long, int);
+template void gemm_strided_batched<double>(cublasHandle_t, bool, bool, int, int, int, double, const double*, int,
+                                           long long, const double*, int, long long, double, double*, int, long long,
+                                           int);
+
 void gemm_bf16(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda,
                const void* B, int ldb, float beta, void* C, int ldc) {
   gemm_ex(h, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, ldb, &beta, C, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F);

@@ -13,6 +13,12 @@ void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, float alpha, 
           int ldb, float beta, float* C, int ldc);
 void gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, double alpha, const double* A, int lda,
           const double* B, int ldb, double beta, double* C, int ldc);
+// `batch` products C_b = alpha·op(A_b)·op(B_b) + beta·C_b, X_b = X + b·stride_x:
+// the same product over every head of a sequence (attention).
+template <typename T>
+void gemm_strided_batched(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda,
+                          long long stride_a, const T* B, int ldb, long long stride_b, T beta, T* C, int ldc,
+                          long long stride_c, int batch);
 // A, B, C: __nv_bfloat16 arrays.
 void gemm_bf16(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, float alpha, const void* A, int lda,
                const void* B, int ldb, float beta, void* C, int ldc);

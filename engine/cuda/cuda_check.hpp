@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "check.hpp"  // FF_FATAL
+#include "fatal.hpp"  // FF_FATAL, without MPI: nvcc compiles it too
 
 #define CUDA_CHECK(call)                                                              \
   do {                                                                                \

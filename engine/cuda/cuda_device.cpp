@@ -15,9 +15,11 @@ namespace ff::engine {
 
 namespace {
 
-// Managed memory for the engine's arrays, counted for the run record's peak.
+// Managed memory for the engine's arrays, counted for the run record's
+// peak; pinned host memory while allocate_on_host runs (offload's arena).
 struct ManagedBytes {
   double now = 0, peak = 0;
+  bool host = false;  // inside allocate_on_host
 };
 ManagedBytes& managed_bytes() {
   static ManagedBytes b;
@@ -25,13 +27,20 @@ ManagedBytes& managed_bytes() {
 }
 void* managed_allocate(size_t bytes) {
   void* p = nullptr;
-  if (cudaMallocManaged(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return nullptr;
   ManagedBytes& b = managed_bytes();
+  if (b.host) return cudaMallocHost(&p, bytes == 0 ? 1 : bytes) == cudaSuccess ? p : nullptr;
+  if (cudaMallocManaged(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return nullptr;
   b.now += double(bytes);
   b.peak = std::max(b.peak, b.now);
   return p;
 }
 void managed_deallocate(void* p, size_t bytes) {
+  cudaPointerAttributes a{};
+  CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+  if (a.type == cudaMemoryTypeHost) {
+    CUDA_CHECK(cudaFreeHost(p));
+    return;
+  }
   CUDA_CHECK(cudaFree(p));
   managed_bytes().now -= double(bytes);
 }
@@ -106,12 +115,12 @@ cublasContext* CudaDevice::blas() const { return impl_->blas; }
 double CudaDevice::array_bytes() { return managed_bytes().now; }
 double CudaDevice::peak_array_bytes() { return managed_bytes().peak; }
 
-void CudaDevice::keep_on_host(void* p, size_t bytes) {
-  if (bytes == 0) return;
-  cudaMemLocation host{};
-  host.type = cudaMemLocationTypeHost;
-  CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
-  CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, impl_->stream));
+void CudaDevice::allocate_on_host(const std::function<void()>& allocate) {
+  struct Scope {
+    Scope() { managed_bytes().host = true; }
+    ~Scope() { managed_bytes().host = false; }
+  } scope;
+  allocate();
 }
 
 Device::Event CudaDevice::record() {
@@ -249,13 +258,13 @@ class CudaKernels final : public DeviceKernels<T> {
     cuda::embedding_scatter_add(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0, s_);
   }
   double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) override {
-    cuda::attention_forward(qkv, out, probs, seqs, S, heads, dh, s_);
+    cuda::attention_forward(blas_, qkv, out, probs, seqs, S, heads, dh, s_);
     return 0;
   }
   double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
                             long dh) override {
     grow(dscores_, dscores_n_, size_t(seqs * heads * S * S));
-    cuda::attention_backward(qkv, probs, dout, dqkv, dscores_, seqs, S, heads, dh, s_);
+    cuda::attention_backward(blas_, qkv, probs, dout, dqkv, dscores_, seqs, S, heads, dh, s_);
     return 0;
   }
   void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid) override {
@@ -307,6 +316,41 @@ class CudaKernels final : public DeviceKernels<T> {
 };
 
 }  // namespace
+
+template <typename T>
+double cuda_gemm_peak_flops(int n) {
+  T *a = nullptr, *b = nullptr, *c = nullptr;
+  const size_t bytes = size_t(n) * size_t(n) * sizeof(T);
+  CUDA_CHECK(cudaMalloc(&a, bytes));
+  CUDA_CHECK(cudaMalloc(&b, bytes));
+  CUDA_CHECK(cudaMalloc(&c, bytes));
+  // Every byte 0x3c: small non-zero values (zeros run faster than real data).
+  CUDA_CHECK(cudaMemset(a, 0x3c, bytes));
+  CUDA_CHECK(cudaMemset(b, 0x3c, bytes));
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // as the engine's handle: no TF32
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  double best = 0;
+  for (int rep = 0; rep < 8; ++rep) {  // the first two warm up (handle workspace, clocks)
+    CUDA_CHECK(cudaEventRecord(start, 0));
+    cuda::gemm(h, false, false, n, n, n, T(1), a, n, b, n, T(0), c, n);
+    CUDA_CHECK(cudaEventRecord(stop, 0));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (rep >= 2) best = std::max(best, 2.0 * n * double(n) * n / (ms * 1e-3));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(h);
+  cudaFree(a), cudaFree(b), cudaFree(c);
+  return best;
+}
+template double cuda_gemm_peak_flops<float>(int);
+template double cuda_gemm_peak_flops<double>(int);
 
 template <typename T>
 std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev) {

@@ -28,8 +28,8 @@ class CudaDevice final : public Device {
   void wait(Event e) override;
   bool host_is_device() const override { return false; }
   bool deferred() const override { return true; }
-  // Managed memory preferred on the host and moved there now.
-  void keep_on_host(void* p, size_t bytes) override;
+  // Pinned host memory (cudaMallocHost) for the arrays `allocate` makes.
+  void allocate_on_host(const std::function<void()>& allocate) override;
 
   CUstream_st* stream() const;
   cublasContext* blas() const;
@@ -48,5 +48,11 @@ class CudaDevice final : public Device {
 
 template <typename T>
 std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev);
+
+// The best rate of an n×n×n GEMM on the current GPU, in the engine's math
+// mode (fp32 without TF32): the ceiling `engine --bench` holds a run's GEMMs
+// against. Device memory of its own, freed on return.
+template <typename T>
+double cuda_gemm_peak_flops(int n);
 
 }  // namespace ff::engine

@@ -24,18 +24,27 @@ __global__ void positions_kernel(T* h0, const T* pos, long t, long S, long hx) {
   h0[k] += pos[(k / hx % S) * hx + k % hx];
 }
 
-// Thread j owns column j of dE and dpos: the tokens' rows are added in
-// token order, as the cpu adds them.
+// Thread j owns column j of dE: the tokens' rows are added in token order,
+// as the cpu adds them (two tokens may share a row: no atomics, deterministic).
 template <typename T>
-__global__ void scatter_add_kernel(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx,
-                                   long vy, long v0) {
+__global__ void scatter_add_kernel(const int* tokens, const T* dh0, T* dE, long ldE, long t, long S, long hx, long vy,
+                                   long v0) {
   const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= hx) return;
   for (long i = 0; i < t; ++i) {
     const long r = token_row(tokens, i, S, v0);
     if (r >= 0 && r < vy) dE[r * ldE + j] += dh0[i * hx + j];
   }
-  for (long i = 0; i < t; ++i) dpos[(i % S) * hx + j] += dh0[i * hx + j];
+}
+
+// dpos[p, j] += Σ over the sequences of dh0 at position p, in sequence order.
+template <typename T>
+__global__ void positions_grad_kernel(const T* dh0, T* dpos, long t, long S, long hx) {
+  const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= S * hx) return;
+  T acc = dpos[k];
+  for (long i = k; i < t * hx; i += S * hx) acc += dh0[i];
+  dpos[k] = acc;
 }
 
 }  // namespace
@@ -52,7 +61,9 @@ void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s) {
 template <typename T>
 void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
                            long v0, Stream s) {
-  if (hx > 0) scatter_add_kernel<<<blocks_for(hx), kThreads, 0, s>>>(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0);
+  if (t * hx <= 0) return;
+  scatter_add_kernel<<<blocks_for(hx), kThreads, 0, s>>>(tokens, dh0, dE, ldE, t, S, hx, vy, v0);
+  positions_grad_kernel<<<blocks_for(S * hx), kThreads, 0, s>>>(dh0, dpos, t, S, hx);
 }
 
 #define FF_EMBEDDING(T)                                                                                          \

@@ -3,6 +3,7 @@
 // targets, and the sum of squares for the gradient norm.
 #include <algorithm>
 
+#include "cuda_check.hpp"
 #include "kernels.hpp"
 #include "reduce.cuh"
 
@@ -20,16 +21,6 @@ template <typename T>
 __global__ void add_bias_kernel(T* out, const T* bias, long rows, long n) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < size_t(rows) * size_t(n)) out[i] += bias[i % size_t(n)];
-}
-
-// One thread per column, rows in order, as the cpu adds them.
-template <typename T>
-__global__ void bias_grad_kernel(const T* dout, T* dbias, long rows, long n) {
-  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  T acc = dbias[j];
-  for (long i = 0; i < rows; ++i) acc += dout[i * n + j];
-  dbias[j] = acc;
 }
 
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
@@ -56,6 +47,19 @@ __global__ void sum_parts_kernel(double* part, int parts) {
 
 }  // namespace
 
+void* column_sum_workspace(size_t bytes) {
+  static void* p = nullptr;
+  static size_t have = 0;
+  if (bytes > have) {
+    // Kernels queued before may still read the old one.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    have = bytes;
+  }
+  return p;
+}
+
 template <typename T>
 void add(const T* a, const T* b, T* out, size_t n, Stream s) {
   if (n > 0) add_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(a, b, out, n);
@@ -66,7 +70,7 @@ void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
 }
 template <typename T>
 void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s) {
-  if (n > 0) bias_grad_kernel<<<blocks_for(n), kThreads, 0, s>>>(dout, dbias, rows, n);
+  add_column_sums(Element<T>{dout, n}, rows, n, dbias, s);
 }
 void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);

@@ -1,5 +1,6 @@
 #include "gpu.hpp"
 
+#include "check.hpp"
 #include "cuda_check.hpp"
 
 namespace ff::cuda {

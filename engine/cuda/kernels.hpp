@@ -4,16 +4,19 @@
 // checked against it (tests/engine/test_cuda_kernels.cpp). Pointers are
 // device memory; each launcher enqueues on `stream` and returns at once.
 // Float and double (the exactness dtype); bf16 is to come with the backend.
-// Declared for plain C++ callers: no CUDA types but the stream.
+// Declared for plain C++ callers: no CUDA types but the stream and the
+// cuBLAS handle.
 #include <cstddef>
 
 #include "adamw.hpp"  // AdamWStep
 
 struct CUstream_st;
+struct cublasContext;
 
 namespace ff::cuda {
 
 using Stream = CUstream_st*;  // cudaStream_t
+using Blas = cublasContext*;  // cublasHandle_t
 
 // LayerNorm over H columns of which this rank holds hx, around its two
 // all-reduces over X (layers.hpp): row sums; mean and centred squares; x̂, y,
@@ -59,16 +62,18 @@ void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* 
 
 // Causal attention on whole local heads, the layouts of layers.hpp (qkv
 // [seqs·S, 3·heads·dh], out [seqs·S, heads·dh], probs [seqs, heads, S, S]):
-// one block per (query row, head, sequence) for the scores and softmax and
-// for P·V; backward one block per row for dV, dScores, dQ, dK, each summing
-// in order (no atomics). `dscores` is a workspace of probs' size. Plain
-// kernels with the S×S scores in memory, as the cpu's; a flash-style kernel
-// would keep them in shared memory, never writing probs.
+// the cpu's GEMMs per (sequence, head) as one cuBLAS strided-batched call per
+// sequence (`blas`, bound to stream s), full S×S products with the causal
+// mask applied by the softmax kernels (one block per query row). `dscores`
+// is a workspace of probs' size. The S×S scores are in memory, as the
+// cpu's; a flash-style kernel would keep them on chip, never writing probs
+// (S² values per head less traffic and memory) and skip the masked half.
 template <typename T>
-void attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh, Stream s);
+void attention_forward(Blas blas, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh,
+                       Stream s);
 template <typename T>
-void attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores, long seqs, long S,
-                        long heads, long dh, Stream s);
+void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores,
+                        long seqs, long S, long heads, long dh, Stream s);
 
 // The schedule's glue (device_kernels.hpp): out = a + b; out[i, j] +=
 // bias[j]; dbias[j] += Σ_i dout[i, j] (rows in order); the targets of

@@ -64,21 +64,6 @@ __global__ void backward_dx_kernel(const T* dy, const T* xhat, const T* rstd, co
     dx[i * hx + j] = r * (dy[i * hx + j] * gamma[j] - ma - xhat[i * hx + j] * mb);
 }
 
-// One thread per column, summing over the tokens in order: deterministic
-// (no atomics), as the cpu's accumulation is.
-template <typename T>
-__global__ void backward_params_kernel(const T* dy, const T* xhat, T* dgamma, T* dbeta, long t, long hx) {
-  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= hx) return;
-  T g = 0, b = 0;
-  for (long i = 0; i < t; ++i) {
-    g += dy[i * hx + j] * xhat[i * hx + j];
-    b += dy[i * hx + j];
-  }
-  dgamma[j] += g;
-  dbeta[j] += b;
-}
-
 }  // namespace
 
 template <typename T>
@@ -102,7 +87,8 @@ template <typename T>
 void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
                               T* dgamma, T* dbeta, long t, long hx, long H, Stream s) {
   backward_dx_kernel<<<unsigned(t), kThreads, 0, s>>>(dy, xhat, rstd, gamma, stat, dx, hx, H);
-  backward_params_kernel<<<blocks_for(hx), kThreads, 0, s>>>(dy, xhat, dgamma, dbeta, t, hx);
+  add_column_sums(ElementProduct<T>{dy, xhat, hx}, t, hx, dgamma, s);  // dγ = Σ_tokens dy·x̂, deterministic
+  add_column_sums(Element<T>{dy, hx}, t, hx, dbeta, s);
 }
 
 #define FF_LAYERNORM(T)                                                                                          \

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "clock.hpp"
+#include "check.hpp"
 #include "cuda_check.hpp"
 #include "cuda_device.hpp"
 #include "gpu.hpp"

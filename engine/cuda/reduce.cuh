@@ -30,4 +30,54 @@ struct Max {
 
 inline unsigned blocks_for(long n) { return unsigned((n + kThreads - 1) / kThreads); }
 
+// out[j] += Σ_i value(i, j) over the rows of a rows×n matrix (a bias's or
+// LayerNorm's parameter gradient), deterministic without atomics: each
+// chunk of kChunkRows rows sums its column into part[chunk][j], then one
+// thread per column adds the chunks in order. A thread per column alone
+// (n of a few thousand) would leave most of the GPU idle.
+constexpr long kChunkRows = 64;
+// Device memory every column sum reuses, grown as needed (glue.cu); one
+// stream launches them all.
+void* column_sum_workspace(size_t bytes);
+
+template <typename T>
+struct Element {  // a[i, j]
+  const T* a;
+  long n;
+  __device__ T operator()(long i, long j) const { return a[i * n + j]; }
+};
+template <typename T>
+struct ElementProduct {  // a[i, j]·b[i, j]
+  const T* a;
+  const T* b;
+  long n;
+  __device__ T operator()(long i, long j) const { return a[i * n + j] * b[i * n + j]; }
+};
+
+template <typename T, class Value>
+__global__ void column_chunks_kernel(Value value, long rows, long n, T* part) {
+  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const long lo = long(blockIdx.y) * kChunkRows, hi = lo + kChunkRows < rows ? lo + kChunkRows : rows;
+  T acc = 0;
+  for (long i = lo; i < hi; ++i) acc += value(i, j);
+  part[long(blockIdx.y) * n + j] = acc;
+}
+template <typename T>
+__global__ void add_chunks_kernel(const T* part, long chunks, long n, T* out) {
+  const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  T acc = out[j];
+  for (long c = 0; c < chunks; ++c) acc += part[c * n + j];
+  out[j] = acc;
+}
+template <typename T, class Value>
+void add_column_sums(Value value, long rows, long n, T* out, cudaStream_t s) {
+  if (rows <= 0 || n <= 0) return;
+  const long chunks = (rows + kChunkRows - 1) / kChunkRows;
+  T* part = static_cast<T*>(column_sum_workspace(size_t(chunks * n) * sizeof(T)));
+  column_chunks_kernel<T><<<dim3(blocks_for(n), unsigned(chunks)), kThreads, 0, s>>>(value, rows, n, part);
+  add_chunks_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, chunks, n, out);
+}
+
 }  // namespace ff::cuda

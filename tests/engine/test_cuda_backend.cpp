@@ -102,7 +102,7 @@ TEST_CASE("the glue kernels: cuda against cpu, fp64") {
   auto cpu_dev = make_cpu_device();
   auto on_gpu = make_cuda_kernels<double>(gpu);
   CpuKernels<double> on_cpu(*cpu_dev);
-  const long rows = 37, n = 53;
+  const long rows = 150, n = 53;  // bias_grad: three chunks of rows, the last partial
   const Buffer<double> a = uniform<double>(size_t(rows * n), 1), b = uniform<double>(size_t(rows * n), 2);
   const Buffer<double> bias = uniform<double>(size_t(n), 3);
   auto both = [&](auto&& run) {  // the same call on each device's copy of the output

@@ -90,8 +90,10 @@ TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against OpenBLAS, every transpose,
   CUBLAS_CHECK(cublasDestroy(h));
 }
 
-TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns", T, float, double) {
-  const long t = 37, hx = 300, H = 600;  // hx above the block's 256 threads: the rows are strided
+TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double) {
+  // hx above the block's 256 threads: the rows are strided; t over two chunks of
+  // 64 rows and a partial one: dγ and dβ sum across chunks
+  const long t = 150, hx = 300, H = 600;
   auto x = uniform<T>(t * hx, -2, 2, 1), gamma = uniform<T>(hx, 0.5, 1.5, 2), beta = uniform<T>(hx, -1, 1, 3);
   std::vector<T> sum(t), mean(t), sq(t), y(t * hx), xhat(t * hx), rstd(t);
   ff::engine::layernorm_row_sums(x.data(), sum.data(), t, hx);
@@ -140,20 +142,32 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
   CHECK(rel_diff(ddx.get(), dx) < tolerance<T>());
 }
 
-TEST_CASE_TEMPLATE("causal attention forward and backward: 2 sequences of 19 tokens, 3 heads of 8", T, float, double) {
-  const long seqs = 2, S = 19, heads = 3, dh = 8, hy = heads * dh;
-  auto qkv = uniform<T>(seqs * S * 3 * hy, -1, 1, 15), dout = uniform<T>(seqs * S * hy, -1, 1, 16);
-  std::vector<T> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
-  auto cpu = ff::engine::make_cpu_device();
-  ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
-  ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, dh);
-  const std::vector<T> nines(probs.size(), T(9)), zeros_out(out.size()), zeros_qkv(qkv.size());
-  DeviceArray<T> dq(qkv), ddo(dout), dout_(zeros_out), dprobs(nines), ddqkv(zeros_qkv), dscratch(nines);
-  ff::cuda::attention_forward(dq.p, dout_.p, dprobs.p, seqs, S, heads, dh, nullptr);
-  CHECK(rel_diff(dprobs.get(), probs) < tolerance<T>());  // the masked upper triangle zeroed
-  CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
-  ff::cuda::attention_backward(dq.p, dprobs.p, ddo.p, ddqkv.p, dscratch.p, seqs, S, heads, dh, nullptr);
-  CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
+TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (rows above a block's threads)", T, float,
+                   double) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
+  struct Shape {
+    long seqs, S, heads, dh;
+  };
+  for (const Shape& sh : {Shape{2, 19, 3, 8}, Shape{2, 300, 2, 16}}) {
+    const long seqs = sh.seqs, S = sh.S, heads = sh.heads, dh = sh.dh, hy = heads * dh;
+    INFO(seqs << " sequences of " << S << " tokens, " << heads << " heads of " << dh);
+    auto qkv = uniform<T>(seqs * S * 3 * hy, -1, 1, 15), dout = uniform<T>(seqs * S * hy, -1, 1, 16);
+    std::vector<T> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
+    auto cpu = ff::engine::make_cpu_device();
+    ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
+    ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, dh);
+    // Outputs poisoned with 9: every element must be written.
+    const std::vector<T> nines(probs.size(), T(9)), nines_out(out.size(), T(9)), nines_qkv(qkv.size(), T(9));
+    DeviceArray<T> dq(qkv), ddo(dout), dout_(nines_out), dprobs(nines), ddqkv(nines_qkv), dscratch(nines);
+    ff::cuda::attention_forward(h, dq.p, dout_.p, dprobs.p, seqs, S, heads, dh, nullptr);
+    CHECK(rel_diff(dprobs.get(), probs) < tolerance<T>());  // the masked upper triangle zeroed
+    CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
+    ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, dscratch.p, seqs, S, heads, dh, nullptr);
+    CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
+  }
+  CUBLAS_CHECK(cublasDestroy(h));
 }
 
 TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double) {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# check.sh — the engine's cuda backend on one GPU, in one command: its tests,
+# then the benchmark runs engine/README.md reports.
+#
+#   examples/gpu/check.sh OUT_DIR
+#   BUILD=/path/to/build STEPS=6 examples/gpu/check.sh /tmp/gpu
+#
+# 1. engine_cuda_kernels: every kernel against its cpu twin;
+# 2. engine_cuda_backend on one rank: the glue, and three training steps of a
+#    small model on the GPU against the cpu device (fp64 to 1e-10, fp32 loss
+#    to 1e-5);
+# 3. engine --device cuda --bench: gpt-small (4,096 tokens a step), gpt-small
+#    with --offload, and gpt-1.3b (micro-batch 1, batch 2; micro-batch 4,
+#    batch 8), fp32, each writing its record to OUT_DIR/<run>.json.
+#
+# One GPU, one rank: each binary starts as an MPI singleton (no mpirun;
+# NCCL refuses two ranks on one GPU, so the two-rank test is not run here:
+# `meson test engine-cuda-backend-2` on a node with two GPUs). Without a GPU
+# it exits 77 at once. Each step has a time limit (LIMIT_* in seconds) and
+# a failed step does not stop the ones after it; the exit status is the
+# number of failed steps. A summary table ends the output.
+set -u
+out=${1:?usage: check.sh OUT_DIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+steps=${STEPS:-6}
+mkdir -p "$out" || exit 2
+cd "$root" || exit 2
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "check.sh: no GPU here (nvidia-smi -L failed): skipped" >&2
+  exit 77
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.csv"
+
+failed=0
+summary=()
+# run NAME LIMIT_S COMMAND...: output to OUT_DIR/NAME.log and the terminal.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name: $*" >&2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > >(tee "$out/$name.log") 2>&1
+  local rc=$?
+  local took=$((SECONDS - t0))
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+  summary+=("$(printf '%-22s rc %-4s %4d s' "$name" "$rc" "$took")")
+  return $rc
+}
+
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$(nproc)}
+run kernels "${LIMIT_KERNELS:-90}" "$build/tests/engine/engine_cuda_kernels" --no-intro --force-colors=false
+run backend "${LIMIT_BACKEND:-150}" "$build/tests/engine/engine_cuda_backend" --ranks 1 --no-intro --force-colors=false
+
+engine=$build/engine/engine
+run gpt-small "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
+  --micro-batch 16 --batch 16 --steps "$steps" --bench --data synthetic --record "$out/gpt-small.json"
+run gpt-small-offload "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
+  --micro-batch 16 --batch 16 --steps "$steps" --bench --offload --data synthetic --record "$out/gpt-small-offload.json"
+run gpt-1.3b "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
+  --micro-batch 1 --batch 2 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b.json"
+run gpt-1.3b-mb4 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
+  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b-mb4.json"
+
+echo
+printf '%s\n' "${summary[@]}"
+exit $failed
