@@ -85,6 +85,10 @@ class Device {
   // pinned host memory, so that copies to and from them cross the host link
   // at its DMA rate. The host's memory already on the cpu and paced devices.
   virtual void allocate_on_host(const std::function<void()>& allocate) { allocate(); }
+  // Before the first step: the arrays made so far moved to where the
+  // kernels run (a GPU's managed memory, in bulk). Nothing to move on the
+  // cpu and paced devices.
+  virtual void place_arrays() {}
   bool comm_pending() const { return progress_ && progress_->pending(); }
   void progress() {
     if (progress_) progress_->progress();

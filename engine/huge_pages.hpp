@@ -8,7 +8,10 @@
 #include <sys/mman.h>
 
 #include <cstddef>
+#include <cstring>
 #include <new>
+#include <type_traits>
+#include <utility>
 
 namespace ff::engine {
 
@@ -21,6 +24,10 @@ namespace ff::engine {
 struct BufferMemory {
   void* (*allocate)(size_t bytes);
   void (*deallocate)(void* p, size_t bytes);
+  // Memory that comes zero-filled where it lives: an element of value zero
+  // is not written. On a GPU that keeps the host from touching (and so
+  // pulling to itself) every page of every zero-initialised array.
+  bool zeroed = false;
 };
 struct BufferMemoryState {
   const BufferMemory* memory = nullptr;
@@ -68,6 +75,19 @@ struct HugePageAllocator {
       ::operator delete(p);
     else
       munmap(p, mapped_bytes(n));
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (std::is_trivially_copyable_v<U> && sizeof...(Args) <= 1) {
+      const BufferMemory* m = buffer_memory_state().memory;
+      if (m && m->zeroed) {
+        const U v(std::forward<Args>(args)...);  // value-initialised (zero) without an argument
+        static constexpr unsigned char kZero[sizeof(U)] = {};
+        if (std::memcmp(&v, kZero, sizeof(U)) != 0) ::new (static_cast<void*>(p)) U(v);
+        return;
+      }
+    }
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const { return true; }

@@ -154,6 +154,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   res.dp_buckets = long(model.dp_buckets());
   DeviceStats after_first{};
   OffloadStats offload_after_first{};
+  device->place_arrays();
   res.startup_s = now_s() - entered;
   res.startup_cpu_s = cpu_s() - entered_cpu;
   for (int step = 0; step < o.steps; ++step) {

@@ -30,6 +30,7 @@ class CudaDevice final : public Device {
   bool deferred() const override { return true; }
   // Pinned host memory (cudaMallocHost) for the arrays `allocate` makes.
   void allocate_on_host(const std::function<void()>& allocate) override;
+  void place_arrays() override;
 
   CUstream_st* stream() const;
   cublasContext* blas() const;

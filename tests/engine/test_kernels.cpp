@@ -1,12 +1,14 @@
 // The engine's vectorized kernels against the plain formulas they replace:
 // fp32 initial values bit for bit libm's Box-Muller (init_normal), exp_poly
-// within 2 ulp of libm's exp, lane sums and maxima, the fused AdamW update.
+// within 2 ulp of libm's exp, lane sums and maxima, the fused AdamW update;
+// and the arrays' allocator on memory that comes zero-filled.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "adamw.hpp"
@@ -136,4 +138,44 @@ TEST_CASE("the fused AdamW update is the scalar formula, and leaves the gradient
     REQUIRE(v[i] == v2[i]);
     REQUIRE(g[i] == 0);
   }
+}
+
+namespace {
+// A device memory stand-in that says it comes zero-filled but is filled with
+// 0xAB: what the allocator does not write stays 0xAB.
+void* sentinel_allocate(size_t bytes) {
+  void* p = ::operator new(bytes);
+  std::memset(p, 0xAB, bytes);
+  return p;
+}
+void sentinel_deallocate(void* p, size_t) { ::operator delete(p); }
+}  // namespace
+
+TEST_CASE("arrays in zero-filled memory: zero elements are not written, others are") {
+  BufferMemoryState& st = buffer_memory_state();
+  const BufferMemoryState saved = st;
+  const BufferMemory zeroed{sentinel_allocate, sentinel_deallocate, true};
+  const BufferMemory plain{sentinel_allocate, sentinel_deallocate, false};
+  uint64_t sentinel = 0;
+  std::memset(&sentinel, 0xAB, sizeof sentinel);
+  st.memory = &zeroed;
+  {
+    Buffer<double> a(3);  // value-initialised: left to the memory's zeros
+    a.assign(4, 0.0);     // reallocates: each element constructed from 0.0
+    Buffer<double> b(3, 2.5);
+    const std::vector<double> zeros(3, 0.0);
+    Buffer<double> c(zeros.begin(), zeros.end());  // copied zeros: not written either
+    CHECK(std::bit_cast<uint64_t>(a[0]) == sentinel);
+    CHECK(std::bit_cast<uint64_t>(a[3]) == sentinel);
+    CHECK(std::bit_cast<uint64_t>(c[1]) == sentinel);
+    CHECK(b[0] == 2.5);
+    CHECK(b[2] == 2.5);
+  }
+  st.memory = &plain;
+  {
+    Buffer<double> a(3), b(2, 0.0);
+    CHECK(a[1] == 0.0);
+    CHECK(b[1] == 0.0);
+  }
+  st = saved;
 }
