@@ -76,9 +76,10 @@ void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, 
                         long seqs, long S, long heads, long dh, Stream s);
 
 // The schedule's glue (device_kernels.hpp): out = a + b; out[i, j] +=
-// bias[j]; dbias[j] += Σ_i dout[i, j] (rows in order); the targets of
-// sequences of S + 1 tokens; Σ x² in double into out[0] (device memory, a
-// workspace of kSumOfSquaresWorkspace doubles).
+// bias[j]; dbias[j] += Σ_i dout[i, j] (chunks of 64 rows, then the chunks in
+// order: reduce.cuh); the targets of sequences of S + 1 tokens; Σ x² in
+// double into out[0] (device memory, a workspace of kSumOfSquaresWorkspace
+// doubles).
 template <typename T> void add(const T* a, const T* b, T* out, size_t n, Stream s);
 template <typename T> void add_bias(T* out, const T* bias, long rows, long n, Stream s);
 template <typename T> void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s);
