@@ -191,9 +191,9 @@ void Gpt<T>::init_parameters(uint64_t seed) {
       i += len;
     }
   }
+  constexpr size_t kBatch = 64;  // segments a thread takes at a time
   std::atomic<size_t> next{0};
   auto fill = [&] {
-    constexpr size_t kBatch = 64;  // segments taken at a time
     for (size_t lo; (lo = next.fetch_add(kBatch)) < segments.size();)
       for (size_t i = lo; i < std::min(segments.size(), lo + kBatch); ++i) {
         const Segment& g = segments[i];
@@ -201,7 +201,7 @@ void Gpt<T>::init_parameters(uint64_t seed) {
       }
   };
   std::vector<std::thread> helpers;
-  const size_t threads = std::min<size_t>(size_t(rank_cores()), segments.size() / 64 + 1);
+  const size_t threads = std::min<size_t>(size_t(rank_cores()), segments.size() / kBatch + 1);
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(fill);
   fill();
   for (std::thread& h : helpers) h.join();
