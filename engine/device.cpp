@@ -98,9 +98,6 @@ bool select_cuda_gpu(MPI_Comm world, std::string* why) {
   return ok;
 }
 std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
-double cuda_gemm_peak(int n, bool fp64) {
-  return fp64 ? cuda_gemm_peak_flops<double>(n) : cuda_gemm_peak_flops<float>(n);
-}
 #else
 bool select_cuda_gpu(MPI_Comm, std::string* why) {
   *why = "this engine was built without the CUDA toolkit (meson -Dcuda=enabled, nvcc under -Dcuda-home)";

@@ -72,8 +72,8 @@ struct Box {
 };
 
 template <class F>
-Minimum nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& step, const Box& box,
-                                int max_evals, int& evals) {
+Minimum nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& step, const Box& box, int max_evals,
+                    int& evals) {
   const size_t d = x0.size();
   std::vector<std::vector<double>> pts(d + 1, x0);
   std::vector<double> val(d + 1);

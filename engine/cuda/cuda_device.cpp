@@ -47,16 +47,15 @@ void* managed_allocate(size_t bytes) {
   b.peak = std::max(b.peak, b.now);
   return p;
 }
+// Managed arrays are in the map; anything else came from cudaMallocHost.
 void managed_deallocate(void* p, size_t bytes) {
-  cudaPointerAttributes a{};
-  CUDA_CHECK(cudaPointerGetAttributes(&a, p));
-  if (a.type == cudaMemoryTypeHost) {
+  ManagedBytes& b = managed_bytes();
+  if (b.arrays.erase(p) == 0) {
     CUDA_CHECK(cudaFreeHost(p));
     return;
   }
   CUDA_CHECK(cudaFree(p));
-  managed_bytes().arrays.erase(p);
-  managed_bytes().now -= double(bytes);
+  b.now -= double(bytes);
 }
 const BufferMemory kManaged{managed_allocate, managed_deallocate, true};
 
@@ -345,8 +344,10 @@ class CudaKernels final : public DeviceKernels<T> {
 
 }  // namespace
 
+namespace {
+
 template <typename T>
-double cuda_gemm_peak_flops(int n) {
+double gemm_peak_flops(int n) {
   T *a = nullptr, *b = nullptr, *c = nullptr;
   const size_t bytes = size_t(n) * size_t(n) * sizeof(T);
   CUDA_CHECK(cudaMalloc(&a, bytes));
@@ -377,8 +378,9 @@ double cuda_gemm_peak_flops(int n) {
   cudaFree(a), cudaFree(b), cudaFree(c);
   return best;
 }
-template double cuda_gemm_peak_flops<float>(int);
-template double cuda_gemm_peak_flops<double>(int);
+}  // namespace
+
+double cuda_gemm_peak(int n, bool fp64) { return fp64 ? gemm_peak_flops<double>(n) : gemm_peak_flops<float>(n); }
 
 template <typename T>
 std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev) {

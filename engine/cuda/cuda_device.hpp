@@ -50,10 +50,4 @@ class CudaDevice final : public Device {
 template <typename T>
 std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev);
 
-// The best rate of an n×n×n GEMM on the current GPU, in the engine's math
-// mode (fp32 without TF32): the ceiling `engine --bench` holds a run's GEMMs
-// against. Device memory of its own, freed on return.
-template <typename T>
-double cuda_gemm_peak_flops(int n);
-
 }  // namespace ff::engine
