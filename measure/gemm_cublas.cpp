@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cublas_api.hpp"
 #include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
 #include "gemm.hpp"
@@ -15,7 +16,7 @@ namespace ff::measure {
 std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shapes, int repeats,
                                               const GemmProgress& progress) {
   cublasHandle_t handle;
-  CUBLAS_CHECK(cublasCreate(&handle));
+  CUBLAS_CHECK(ff::cuda::cublas().create(&handle));
   auto samples = sweep_gemm(shapes, repeats, progress, [&](const GemmShape& s) {
     void *a = nullptr, *b = nullptr, *c = nullptr;
     CUDA_CHECK(cudaMalloc(&a, size_t(s.m * s.k) * 2));
@@ -39,7 +40,7 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
     CUDA_CHECK(cudaFree(c));
     return t / calls;
   });
-  CUBLAS_CHECK(cublasDestroy(handle));
+  CUBLAS_CHECK(ff::cuda::cublas().destroy(handle));
   return samples;
 }
 

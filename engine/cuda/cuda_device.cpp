@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "cublas_api.hpp"
 #include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
 #include "huge_pages.hpp"
@@ -108,10 +109,10 @@ struct CudaDevice::Impl {
 CudaDevice::CudaDevice() : impl_(std::make_unique<Impl>()) {
   install_buffer_memory(&kManaged);
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  CUBLAS_CHECK(cublasCreate(&impl_->blas));
-  CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
+  CUBLAS_CHECK(cuda::cublas().create(&impl_->blas));
+  CUBLAS_CHECK(cuda::cublas().set_stream(impl_->blas, impl_->stream));
   // fp32 GEMMs in fp32: no TF32 (DESIGN §6: a round-off gradient moves AdamW by ±lr).
-  CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(cuda::cublas().set_math_mode(impl_->blas, CUBLAS_DEFAULT_MATH));
 }
 
 CudaDevice::~CudaDevice() {
@@ -119,7 +120,7 @@ CudaDevice::~CudaDevice() {
   for (auto& m : impl_->markers) cudaEventDestroy(m.ev);
   for (auto& t : impl_->timed) cudaEventDestroy(t.start), cudaEventDestroy(t.stop);
   for (cudaEvent_t e : impl_->spare) cudaEventDestroy(e);
-  cublasDestroy(impl_->blas);
+  cuda::cublas().destroy(impl_->blas);
   cudaStreamDestroy(impl_->stream);
 }
 
@@ -357,8 +358,8 @@ double gemm_peak_flops(int n) {
   CUDA_CHECK(cudaMemset(a, 0x3c, bytes));
   CUDA_CHECK(cudaMemset(b, 0x3c, bytes));
   cublasHandle_t h;
-  CUBLAS_CHECK(cublasCreate(&h));
-  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // as the engine's handle: no TF32
+  CUBLAS_CHECK(cuda::cublas().create(&h));
+  CUBLAS_CHECK(cuda::cublas().set_math_mode(h, CUBLAS_DEFAULT_MATH));  // as the engine's handle: no TF32
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
@@ -374,7 +375,7 @@ double gemm_peak_flops(int n) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  cublasDestroy(h);
+  cuda::cublas().destroy(h);
   cudaFree(a), cudaFree(b), cudaFree(c);
   return best;
 }

@@ -264,15 +264,16 @@ killed_rank() {
     failures=$((failures + 1))
     return
   fi
-  local start rc took watchdog
+  local start rc took
   start=$(date +%s)
   kill -9 "$victim"
-  ( sleep 40; kill -9 "$launcher" 2>/dev/null ) &
-  watchdog=$!
+  # Polled rather than a background watchdog: its sleep would hold the
+  # test's output open for 40 s after the script ends, and meson waits.
+  while kill -0 "$launcher" 2>/dev/null && (($(date +%s) - start < 40)); do sleep 0.2; done
+  kill -9 "$launcher" 2>/dev/null
   wait "$launcher"
   rc=$?
   took=$(($(date +%s) - start))
-  kill "$watchdog" 2>/dev/null
   if [[ $rc -ne 0 && $took -le 30 ]]; then echo "ok: $label: mpirun exit $rc after ${took}s"; else
     echo "FAIL: $label: mpirun exit $rc after ${took}s"
     tail -5 "$tmp/dead.out"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "adamw.hpp"
+#include "cublas_api.hpp"
 #include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
@@ -72,8 +73,8 @@ double tolerance() {
 
 TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against OpenBLAS, every transpose, beta 0 and 1", T, float, double) {
   cublasHandle_t h;
-  CUBLAS_CHECK(cublasCreate(&h));
-  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
+  CUBLAS_CHECK(ff::cuda::cublas().create(&h));
+  CUBLAS_CHECK(ff::cuda::cublas().set_math_mode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
   const int m = 37, n = 29, k = 41;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -87,7 +88,7 @@ TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against OpenBLAS, every transpose,
         INFO("ta " << ta << " tb " << tb << " beta " << double(beta));
         CHECK(rel_diff(dC.get(), C) < tolerance<T>());
       }
-  CUBLAS_CHECK(cublasDestroy(h));
+  CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
 }
 
 TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double) {
@@ -145,8 +146,8 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
 TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (rows above a block's threads)", T, float,
                    double) {
   cublasHandle_t h;
-  CUBLAS_CHECK(cublasCreate(&h));
-  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
+  CUBLAS_CHECK(ff::cuda::cublas().create(&h));
+  CUBLAS_CHECK(ff::cuda::cublas().set_math_mode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
   struct Shape {
     long seqs, S, heads, dh;
   };
@@ -167,7 +168,7 @@ TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (ro
     ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, dscratch.p, seqs, S, heads, dh, nullptr);
     CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
   }
-  CUBLAS_CHECK(cublasDestroy(h));
+  CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
 }
 
 TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double) {
