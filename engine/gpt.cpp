@@ -77,9 +77,11 @@ void Gpt<T>::build_buckets() {
     b.lo = hi > chunk ? hi - chunk : 0, b.hi = hi;
     buckets_.push_back(std::move(b));
   }
+  // Without ODP one bucket, or sharded one per matrix: MODEL.md §10 prices
+  // the sharded step as a reduce-scatter and an all-gather per weight.
   for (int mi = int(layout_.matrices.size()) - 1; mi >= 0 && hi > 0; --mi) {
     const size_t lo = layout_.matrices[size_t(mi)].offset;
-    const bool full = odp ? double(hi - lo) * sizeof(T) >= bucket_bytes : lo == 0;
+    const bool full = odp ? double(hi - lo) * sizeof(T) >= bucket_bytes : sharded() || lo == 0;
     if (!full && mi > 0) continue;
     Bucket b;
     b.lo = lo, b.hi = hi;

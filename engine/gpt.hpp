@@ -118,8 +118,9 @@ class Gpt {
   // The shard arena's data-parallel reduction in buckets, from its top down:
   // backward produces weight gradients in descending offset order (LM head,
   // last block to first, embedding), so each bucket is a contiguous range.
-  // Without ODP there is one. Sharded, rank d of D owns part d of every
-  // bucket (part_begin), its Adam moments stored compactly at `moment`.
+  // Without ODP there is one (sharded, one per matrix). Sharded, rank d of D
+  // owns part d of every bucket (part_begin), its Adam moments stored
+  // compactly at `moment`.
   struct Bucket {
     size_t lo = 0, hi = 0;
     size_t own_lo = 0, own_hi = 0, moment = 0;
