@@ -11,15 +11,16 @@ namespace ff::cuda {
 
 namespace {
 
-// The types above are the header's C declarations (unevaluated: no link to cuBLAS).
+// GemmEx and GemmStridedBatchedEx (cublas_api.hpp) are the header's C
+// declarations; unevaluated, so nothing links to cuBLAS.
 static_assert(sizeof(static_cast<GemmEx>(&cublasGemmEx)) > 0);
 static_assert(sizeof(static_cast<GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) > 0);
 
 Cublas open_cublas() {
   const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string why = lib ? "" : dlerror();
   if (!lib) {
+    const std::string why = dlerror();
     const std::string path = std::string(FF_CUDA_HOME) + "/lib64/" + name;
     lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) FF_FATAL("cannot open cuBLAS: " + why + "; " + dlerror());

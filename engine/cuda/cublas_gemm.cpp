@@ -12,8 +12,8 @@ namespace {
 void gemm_ex(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const void* alpha, const void* A,
              cudaDataType_t ab, int lda, const void* B, int ldb, const void* beta, void* C, cudaDataType_t c, int ldc,
              cublasComputeType_t compute) {
-  CUBLAS_CHECK(cublas().gemm_ex(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, alpha, B, ab,
-                            ldb, A, ab, lda, beta, C, c, ldc, compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublas().gemm_ex(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, alpha, B,
+                                ab, ldb, A, ab, lda, beta, C, c, ldc, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -34,9 +34,10 @@ void gemm_strided_batched(cublasHandle_t h, bool ta, bool tb, int m, int n, int 
                           long long stride_c, int batch) {
   constexpr bool fp64 = sizeof(T) == 8;
   const cudaDataType_t t = fp64 ? CUDA_R_64F : CUDA_R_32F;
-  CUBLAS_CHECK(cublas().gemm_strided_batched_ex(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                                          &alpha, B, t, ldb, stride_b, A, t, lda, stride_a, &beta, C, t, ldc, stride_c,
-                                          batch, fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublas().gemm_strided_batched_ex(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                                                k, &alpha, B, t, ldb, stride_b, A, t, lda, stride_a, &beta, C, t, ldc,
+                                                stride_c, batch, fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
 }
 template void gemm_strided_batched<float>(cublasHandle_t, bool, bool, int, int, int, float, const float*, int,
                                           long long, const float*, int, long long, float, float*, int, long long, int);
