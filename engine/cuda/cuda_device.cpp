@@ -60,6 +60,15 @@ void managed_deallocate(void* p, size_t bytes) {
 }
 const BufferMemory kManaged{managed_allocate, managed_deallocate, true};
 
+// A cuBLAS handle in the engine's math mode: fp32 GEMMs in fp32, no TF32
+// (DESIGN §6: a round-off gradient moves AdamW by ±lr).
+cublasHandle_t engine_blas_handle() {
+  cublasHandle_t h = nullptr;
+  CUBLAS_CHECK(cuda::cublas().create(&h));
+  CUBLAS_CHECK(cuda::cublas().set_math_mode(h, CUBLAS_DEFAULT_MATH));
+  return h;
+}
+
 }  // namespace
 
 // Events are recycled; each kernel is bracketed by two of them so its device
@@ -109,10 +118,8 @@ struct CudaDevice::Impl {
 CudaDevice::CudaDevice() : impl_(std::make_unique<Impl>()) {
   install_buffer_memory(&kManaged);
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  CUBLAS_CHECK(cuda::cublas().create(&impl_->blas));
+  impl_->blas = engine_blas_handle();
   CUBLAS_CHECK(cuda::cublas().set_stream(impl_->blas, impl_->stream));
-  // fp32 GEMMs in fp32: no TF32 (DESIGN §6: a round-off gradient moves AdamW by ±lr).
-  CUBLAS_CHECK(cuda::cublas().set_math_mode(impl_->blas, CUBLAS_DEFAULT_MATH));
 }
 
 CudaDevice::~CudaDevice() {
@@ -343,10 +350,6 @@ class CudaKernels final : public DeviceKernels<T> {
   std::vector<T> losses_;
 };
 
-}  // namespace
-
-namespace {
-
 template <typename T>
 double gemm_peak_flops(int n) {
   T *a = nullptr, *b = nullptr, *c = nullptr;
@@ -357,9 +360,7 @@ double gemm_peak_flops(int n) {
   // Every byte 0x3c: small non-zero values (zeros run faster than real data).
   CUDA_CHECK(cudaMemset(a, 0x3c, bytes));
   CUDA_CHECK(cudaMemset(b, 0x3c, bytes));
-  cublasHandle_t h;
-  CUBLAS_CHECK(cuda::cublas().create(&h));
-  CUBLAS_CHECK(cuda::cublas().set_math_mode(h, CUBLAS_DEFAULT_MATH));  // as the engine's handle: no TF32
+  cublasHandle_t h = engine_blas_handle();
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
