@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,9 @@ class ProgressHook {
   virtual bool pending() const = 0;
   virtual void progress() = 0;
 };
+
+// The two ways of the host link, each with its own copy engine on a GPU.
+enum class CopyWay { ToDevice, ToHost };
 
 class Device {
  public:
@@ -89,6 +93,19 @@ class Device {
   // kernels run (a GPU's managed memory, in bulk). Nothing to move on the
   // cpu and paced devices.
   virtual void place_arrays() {}
+  // Offload's copy of `bytes` from `src` to `dst` one way across the host
+  // link. On a GPU it is queued on that way's copy stream, so that both ways
+  // and the kernels run at once, as MODEL.md §9 prices them. It starts once
+  // the device has reached every event of `after` (record()'s or copy()'s;
+  // 0: none), and returns its own event for wait() and stream_wait().
+  // `timed` gets the copy's seconds once they are known, at the latest when
+  // a wait() has passed it. Where the host computes the kernels (cpu,
+  // paced), the host copies at once, after waiting for `after`.
+  virtual Event copy(void* dst, const void* src, size_t bytes, CopyWay way, std::initializer_list<Event> after,
+                     const std::function<void(double)>& timed);
+  // Kernels launched from now on start after `e` (a copy's event); the host
+  // goes on. Nothing to do where copies are made at once.
+  virtual void stream_wait(Event) {}
   bool comm_pending() const { return progress_ && progress_->pending(); }
   void progress() {
     if (progress_) progress_->progress();

@@ -645,9 +645,9 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     shard_m_.assign(owned, T(0));
     shard_v_.assign(owned, T(0));
   }
-  if (c_.offload && bucket_m_.empty()) {
-    bucket_m_.assign(std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total)), T(0));
-    bucket_v_.assign(bucket_m_.size(), T(0));
+  if (c_.offload && offload_slots_[0].m.empty()) {
+    const size_t B = std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total));
+    for (OffloadSlot& sl : offload_slots_) sl.m.assign(B, T(0)), sl.v.assign(B, T(0));
     dev_.allocate_on_host([&] {  // the host arena moves to host memory (pinned, on a GPU)
       for (Buffer<T>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_})
         Buffer<T>(arena->begin(), arena->end()).swap(*arena);
@@ -743,49 +743,59 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     comm_.all_gather_parts(Axis::D, rep_w_.data(), rep_w_.size());
   }
   set_grads_zero();  // adamw_update leaves them zero
+  // The moments are home (and their copies timed) before the step ends.
+  for (const OffloadSlot& sl : offload_slots_) dev_.wait(sl.out);
   if (dev_.deferred()) dev_.synchronize();  // the next step's weight prefetch reads what AdamW wrote
   return norm;
 }
 
 // AxoNN's offloaded optimizer (MODEL.md §9): m and v live in the host arena
-// (`m`, `v`); bucket by bucket they are copied into the device's two bucket
-// buffers, updated with the weight and gradient where they are, and copied
-// back. On CPU ranks the copies are memcpy, timed as the host link; on a GPU
-// they cross it (the arena kept in host memory), timed to their completion.
-// Between buckets the chunks still in flight are driven on. A copy made
-// while the last chunk's all-reduce is still in flight counts as hidden by it.
+// (`m`, `v`); bucket by bucket they are copied into a set of the device's
+// bucket buffers, updated with the weight and gradient where they are, and
+// copied back. The sets alternate, so on a GPU bucket j + 1 comes in on one
+// copy stream while bucket j is updated and bucket j − 1 goes out on the
+// other, the host link busy both ways at once. On CPU ranks the copies are
+// memcpy, timed as the host link. Between buckets the chunks still in
+// flight are driven on.
 template <typename T>
 void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) {
-  const size_t B = bucket_m_.size();
+  const size_t B = offload_slots_[0].m.size(), count = (n + B - 1) / B;
   const Comm::Ticket last_chunk = buckets_.empty() ? 0 : buckets_.back().ticket;
-  auto copy = [&](const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k) {
-    const bool hidden = last_chunk != 0 && !comm_.done(last_chunk);
-    dev_.synchronize();  // the copy engine waits for the kernels before it
-    const double t0 = now_s();
-    // In slices, each followed by an MPI test: on CPU ranks nothing else
-    // moves the chunks in flight while the host copies.
-    const size_t slice = dev_.host_is_device() ? size_t(1) << 16 : k;
-    for (size_t i = 0; i < k; i += slice) {
-      const size_t j = std::min(k, i + slice);
-      k_->copy(m_from + i, m_to + i, j - i);
-      k_->copy(v_from + i, v_to + i, j - i);
-      if (dev_.host_is_device()) dev_.progress();
-    }
-    if (dev_.deferred()) dev_.synchronize();
-    const double dt = now_s() - t0;
-    offload_stats.copy_s += dt;
-    if (hidden) offload_stats.hidden_s += dt;
+  auto slot = [&](size_t j) -> OffloadSlot& { return offload_slots_[(offload_next_ + j) % 2]; };
+  auto copy_in = [&](size_t j) {
+    OffloadSlot& sl = slot(j);
+    const size_t lo = j * B, k = std::min(B, n - lo);
+    sl.in = offload_copy(m + lo, v + lo, sl.m.data(), sl.v.data(), k, CopyWay::ToDevice, sl.out, last_chunk);
   };
-  for (size_t lo = 0; lo < n; lo += B) {
-    const size_t k = std::min(B, n - lo);
-    copy(m + lo, v + lo, bucket_m_.data(), bucket_v_.data(), k);
+  if (count > 0) copy_in(0);
+  for (size_t j = 0; j < count; ++j) {
+    if (j + 1 < count) copy_in(j + 1);
+    OffloadSlot& sl = slot(j);
+    const size_t lo = j * B, k = std::min(B, n - lo);
+    dev_.stream_wait(sl.in);
     elementwise(8.0 * double(k) * sizeof(T),
-                [&] { k_->adamw_update(w + lo, g + lo, bucket_m_.data(), bucket_v_.data(), k, s); });
-    copy(bucket_m_.data(), bucket_v_.data(), m + lo, v + lo, k);
+                [&] { k_->adamw_update(w + lo, g + lo, sl.m.data(), sl.v.data(), k, s); });
+    sl.out = offload_copy(sl.m.data(), sl.v.data(), m + lo, v + lo, k, CopyWay::ToHost, dev_.record(), last_chunk);
     offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);  // m and v, each way
     ++offload_stats.buckets;
     dev_.progress();
   }
+  offload_next_ = (offload_next_ + count) % 2;
+}
+
+// m and v of one bucket, one way, after `after`; returns the second copy's
+// event (the way's stream runs them in order). A copy issued while the last
+// chunk's all-reduce is still in flight counts as hidden by it.
+template <typename T>
+Device::Event Gpt<T>::offload_copy(const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k, CopyWay way,
+                                   Device::Event after, Comm::Ticket last_chunk) {
+  const bool hidden = last_chunk != 0 && !comm_.done(last_chunk);
+  auto timed = [this, hidden](double dt) {
+    offload_stats.copy_s += dt;
+    if (hidden) offload_stats.hidden_s += dt;
+  };
+  dev_.copy(m_to, m_from, k * sizeof(T), way, {after}, timed);
+  return dev_.copy(v_to, v_from, k * sizeof(T), way, {after}, timed);
 }
 
 template <typename T>

@@ -201,7 +201,17 @@ class Gpt {
   std::vector<Bucket> buckets_;
   size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
   Buffer<T> rep_part_;
-  Buffer<T> bucket_m_, bucket_v_;  // offload: the device's bucket buffers (the host arena is shard_m_/v_, rep_m_/v_)
+  // Offload's bucket buffers on the device, two sets: one bucket's moments
+  // come in while the one before is updated and goes out (the host arena is
+  // shard_m_/v_, rep_m_/v_). A set is refilled once its copy out is done.
+  struct OffloadSlot {
+    Buffer<T> m, v;
+    Device::Event in = 0, out = 0;
+  };
+  OffloadSlot offload_slots_[2];
+  size_t offload_next_ = 0;  // the set the next bucket uses
+  Device::Event offload_copy(const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k, CopyWay way,
+                             Device::Event after, Comm::Ticket last_chunk);
   size_t next_bucket_ = 0;
   size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
   bool last_micro_ = false;

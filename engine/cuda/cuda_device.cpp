@@ -90,6 +90,14 @@ struct CudaDevice::Impl {
   std::deque<Timed> timed;  // kernels whose time is not yet read
   cudaEvent_t start = nullptr;
   int depth = 0;
+  // Offload's copies, per way in stream order until their times are read.
+  cudaStream_t copy_stream[2] = {};
+  struct Copy {
+    double id;
+    cudaEvent_t start, stop;
+    std::function<void(double)> timed;
+  };
+  std::deque<Copy> copies[2];
 
   cudaEvent_t event() {
     if (spare.empty()) {
@@ -112,6 +120,28 @@ struct CudaDevice::Impl {
       spare.push_back(timed.front().stop);
       timed.pop_front();
     }
+    for (std::deque<Copy>& q : copies)
+      while (!q.empty() && cudaEventQuery(q.front().stop) == cudaSuccess) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, q.front().start, q.front().stop));
+        if (q.front().timed) q.front().timed(ms * 1e-3);
+        spare.push_back(q.front().start);
+        spare.push_back(q.front().stop);
+        q.pop_front();
+      }
+  }
+  // The CUDA event behind a device event still pending: a kernel marker or a
+  // copy's completion; nullptr once retired (the device has passed it).
+  cudaEvent_t marker(double id) const {
+    for (const Marker& m : markers)
+      if (m.id == id) return m.ev;
+    return nullptr;
+  }
+  cudaEvent_t copy_done(double id) const {
+    for (const std::deque<Copy>& q : copies)
+      for (const Copy& c : q)
+        if (c.id == id) return c.stop;
+    return nullptr;
   }
 };
 
@@ -120,10 +150,16 @@ CudaDevice::CudaDevice() : impl_(std::make_unique<Impl>()) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   impl_->blas = engine_blas_handle();
   CUBLAS_CHECK(cuda::cublas().set_stream(impl_->blas, impl_->stream));
+  for (cudaStream_t& s : impl_->copy_stream) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 }
 
 CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(impl_->stream);
+  for (int w = 0; w < 2; ++w) {
+    cudaStreamSynchronize(impl_->copy_stream[w]);
+    for (auto& c : impl_->copies[w]) cudaEventDestroy(c.start), cudaEventDestroy(c.stop);
+    cudaStreamDestroy(impl_->copy_stream[w]);
+  }
   for (auto& m : impl_->markers) cudaEventDestroy(m.ev);
   for (auto& t : impl_->timed) cudaEventDestroy(t.start), cudaEventDestroy(t.stop);
   for (cudaEvent_t e : impl_->spare) cudaEventDestroy(e);
@@ -166,26 +202,48 @@ Device::Event CudaDevice::record() {
   return id;
 }
 
-// Polls the event (a sleeping rank makes no MPI progress), then retires it
-// and every marker before it: the stream reached them first.
+// Polls the event (a sleeping rank makes no MPI progress). A kernel marker
+// is retired with every marker before it: the stream reached them first. A
+// copy is retired, with the copies before it, when its time is read.
 void CudaDevice::wait(Event e) {
-  cudaEvent_t target = nullptr;
-  for (const auto& m : impl_->markers)
-    if (m.id == e) target = m.ev;
-  if (target) {
+  auto poll = [this](cudaEvent_t ev) {
     for (;;) {
-      const cudaError_t q = cudaEventQuery(target);
+      const cudaError_t q = cudaEventQuery(ev);
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) CUDA_CHECK(q);
       progress();
     }
+  };
+  if (cudaEvent_t target = impl_->marker(e)) {
+    poll(target);
     while (!impl_->markers.empty() && impl_->markers.front().id <= e) {
       impl_->spare.push_back(impl_->markers.front().ev);
       impl_->markers.pop_front();
     }
+  } else if (cudaEvent_t done = impl_->copy_done(e)) {
+    poll(done);
   }
   impl_->collect(stats);
   stats.peak_bytes = peak_array_bytes();
+}
+
+Device::Event CudaDevice::copy(void* dst, const void* src, size_t bytes, CopyWay way,
+                               std::initializer_list<Event> after, const std::function<void(double)>& timed) {
+  cudaStream_t s = impl_->copy_stream[int(way)];
+  for (Event e : after) {
+    if (cudaEvent_t ev = impl_->marker(e)) CUDA_CHECK(cudaStreamWaitEvent(s, ev, 0));
+    else if (cudaEvent_t ev = impl_->copy_done(e)) CUDA_CHECK(cudaStreamWaitEvent(s, ev, 0));
+  }
+  Impl::Copy c{impl_->next_id++, impl_->event(), impl_->event(), timed};
+  CUDA_CHECK(cudaEventRecord(c.start, s));
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  CUDA_CHECK(cudaEventRecord(c.stop, s));
+  impl_->copies[int(way)].push_back(std::move(c));
+  return impl_->copies[int(way)].back().id;
+}
+
+void CudaDevice::stream_wait(Event e) {
+  if (cudaEvent_t ev = impl_->copy_done(e)) CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, ev, 0));
 }
 
 // A kernel launched while another is being launched (a completion callback)

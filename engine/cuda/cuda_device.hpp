@@ -5,7 +5,8 @@
 // progress. Its kernels (DeviceKernels) are kernels.hpp's and cuBLAS's. The
 // engine's arrays are managed memory (huge_pages.hpp's BufferMemory), which
 // the host addresses directly: the schedule and its host bookkeeping are the
-// cpu's. Its communicator is NcclComm (nccl_comm.hpp).
+// cpu's. Its communicator is NcclComm (nccl_comm.hpp). Offload's copies run
+// on two more streams, one per way of the host link.
 #include <cstddef>
 #include <memory>
 
@@ -31,6 +32,10 @@ class CudaDevice final : public Device {
   // Pinned host memory (cudaMallocHost) for the arrays `allocate` makes.
   void allocate_on_host(const std::function<void()>& allocate) override;
   void place_arrays() override;
+  // On a copy stream per way, timed by events on it.
+  Event copy(void* dst, const void* src, size_t bytes, CopyWay way, std::initializer_list<Event> after,
+             const std::function<void(double)>& timed) override;
+  void stream_wait(Event e) override;
 
   CUstream_st* stream() const;
   cublasContext* blas() const;
