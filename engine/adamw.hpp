@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "bf16.hpp"
+
 namespace ff::engine {
 
 // Σ x² in double. One running sum is a chain of dependent adds that the
@@ -34,22 +36,34 @@ struct AdamWStep {
   T clip, beta1, beta2, lr, eps, c1, c2, decay;
 };
 
-// w, m, v updated from the gradient g, which is left zero: the next step's
-// accumulation starts from it, so no separate zeroing pass reads and writes
-// the arena again. One pass, every element independent.
+// The master weight, m and v updated from the gradient g, which is left
+// zero: the next step's accumulation starts from it, so no separate zeroing
+// pass reads and writes the arena again. `w`, the weight in the training
+// dtype, gets the new master rounded to it; nullptr where the master is the
+// weight (fp32, fp64). One pass, every element independent.
 template <typename T>
-void adamw_update(T* __restrict w, T* __restrict g, T* __restrict m, T* __restrict v, size_t n,
-                  const AdamWStep<T>& s) {
-  const T clip = s.clip, b1 = s.beta1, b2 = s.beta2, lr = s.lr, eps = s.eps, c1 = s.c1, c2 = s.c2,
+void adamw_update(master_t<T>* __restrict master, master_t<T>* __restrict g, master_t<T>* __restrict m,
+                  master_t<T>* __restrict v, T* __restrict w, size_t n, const AdamWStep<master_t<T>>& s) {
+  using M = master_t<T>;
+  const M clip = s.clip, b1 = s.beta1, b2 = s.beta2, lr = s.lr, eps = s.eps, c1 = s.c1, c2 = s.c2,
           decay = s.decay;
-  for (size_t i = 0; i < n; ++i) {
-    T gi = g[i] * clip;
-    T mi = b1 * m[i] + (T(1) - b1) * gi;
-    T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+  auto step = [&](size_t i) {
+    M gi = g[i] * clip;
+    M mi = b1 * m[i] + (M(1) - b1) * gi;
+    M vi = b2 * v[i] + (M(1) - b2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] -= lr * ((mi * c1) / (std::sqrt(vi * c2) + eps) + decay * w[i]);
-    g[i] = T(0);
+    master[i] -= lr * ((mi * c1) / (std::sqrt(vi * c2) + eps) + decay * master[i]);
+    g[i] = M(0);
+  };
+  // Two loops, so that neither has an aliasing question left to version.
+  if (w == nullptr) {
+    for (size_t i = 0; i < n; ++i) step(i);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      step(i);
+      w[i] = T(master[i]);
+    }
   }
 }
 

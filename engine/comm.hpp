@@ -8,18 +8,31 @@
 // the device this step (Source::Host: the weight prefetch).
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "bf16.hpp"
 #include "device.hpp"
+#include "fatal.hpp"
 #include "grid.hpp"
 
 namespace ff::engine {
 
-enum class Scalar { F32, F64 };
+enum class Scalar { F32, F64, BF16 };
 template <typename T> constexpr Scalar scalar_of();
 template <> constexpr Scalar scalar_of<float>() { return Scalar::F32; }
 template <> constexpr Scalar scalar_of<double>() { return Scalar::F64; }
-inline size_t scalar_bytes(Scalar s) { return s == Scalar::F32 ? 4 : 8; }
+template <> constexpr Scalar scalar_of<bf16>() { return Scalar::BF16; }
+// Every switch on Scalar names each one, without a default: a Scalar added
+// later is a -Wswitch warning at each, not a size or type guessed from F32.
+inline size_t scalar_bytes(Scalar s) {
+  switch (s) {
+    case Scalar::F32: return 4;
+    case Scalar::F64: return 8;
+    case Scalar::BF16: return 2;
+  }
+  FF_FATAL("scalar_bytes: Scalar " + std::to_string(int(s)));
+}
 
 enum class ReduceOp { Sum, Max };
 

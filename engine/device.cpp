@@ -120,7 +120,7 @@ bool select_cuda_gpu(MPI_Comm, std::string* why) {
   return false;
 }
 std::unique_ptr<Device> make_cuda_device() { throw std::logic_error("engine: built without the cuda device"); }
-double cuda_gemm_peak(int, bool) { throw std::logic_error("engine: built without the cuda device"); }
+double cuda_gemm_peak(int, const std::string&) { throw std::logic_error("engine: built without the cuda device"); }
 #endif
 
 template <typename T>
@@ -132,6 +132,7 @@ std::unique_ptr<DeviceKernels<T>> kernels_for(Device& dev) {
 }
 template std::unique_ptr<DeviceKernels<float>> kernels_for<float>(Device&);
 template std::unique_ptr<DeviceKernels<double>> kernels_for<double>(Device&);
+template std::unique_ptr<DeviceKernels<bf16>> kernels_for<bf16>(Device&);
 
 void install_buffer_memory(const BufferMemory* memory) {
   BufferMemoryState& st = buffer_memory_state();

@@ -126,10 +126,11 @@ std::unique_ptr<Device> make_cpu_device();
 bool select_cuda_gpu(MPI_Comm world, std::string* why);
 // The cuda device on the selected GPU, before any of the engine's arrays.
 std::unique_ptr<Device> make_cuda_device();
-// The selected GPU's best n×n×n GEMM rate in FLOP/s, in the engine's math
-// mode (fp64, or fp32 without TF32): the ceiling `engine --bench` holds a
-// run's GEMMs against (cuda/cuda_device.cpp; device memory of its own).
-double cuda_gemm_peak(int n, bool fp64);
+// The selected GPU's best n×n×n GEMM rate in FLOP/s for `dtype` (fp64, fp32
+// or bf16), in the engine's math mode (fp32 without TF32, bf16 with fp32
+// accumulation): the ceiling `engine --bench` holds a run's GEMMs against
+// (cuda/cuda_device.cpp; device memory of its own).
+double cuda_gemm_peak(int n, const std::string& dtype);
 // `fp64`: GEMMs at the pace's fp64 rate.
 std::unique_ptr<Device> make_paced_device(const DevicePace& pace, bool fp64);
 

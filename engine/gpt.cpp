@@ -32,7 +32,8 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   // Matrix gradients and moments are allocated on first use, as llm.c does:
   // start-up touches only the weights and what the forward pass needs.
   shard_w_.assign(layout_.shard_total, T(0));
-  for (auto* v : {&rep_w_, &rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, T(0));
+  rep_w_.assign(layout_.vector_total, T(0));
+  for (auto* v : {&rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, M(0));
   init_parameters(seed);
   set_grads_zero();
 
@@ -48,7 +49,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
     grad_out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
   }
   for (auto* v : {&h_final_, &xhat_f_, &a_f_, &tmp_hx_, &dresid_, &dtmp_}) v->assign(t_ * hx_, T(0));
-  rstd_f_.assign(t_, T(0));
+  rstd_f_.assign(t_, M(0));
   logits_.assign(t_ * vy_, T(0));
   dlogits_.assign(t_ * vy_, T(0));
   dffn_.assign(t_ * fy_, T(0));
@@ -56,8 +57,9 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   datt_.assign(t_ * hy_, T(0));
   dqkv_.assign(t_ * 3 * hy_, T(0));
   targets_.assign(t_, 0);
-  for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, T(0));
-  for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, T(0));
+  for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, M(0));
+  for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, M(0));
+  if (kMasterCopy && g.z > 1 && layout_.first) emb_grad_.assign(layout_.matrices[layout_.embedding].block_n(), M(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
   build_buckets();
 }
@@ -81,7 +83,7 @@ void Gpt<T>::build_buckets() {
   // the sharded step as a reduce-scatter and an all-gather per weight.
   for (int mi = int(layout_.matrices.size()) - 1; mi >= 0 && hi > 0; --mi) {
     const size_t lo = layout_.matrices[size_t(mi)].offset;
-    const bool full = odp ? double(hi - lo) * sizeof(T) >= bucket_bytes : sharded() || lo == 0;
+    const bool full = odp ? double(hi - lo) * sizeof(M) >= bucket_bytes : sharded() || lo == 0;
     if (!full && mi > 0) continue;
     Bucket b;
     b.lo = lo, b.hi = hi;
@@ -95,9 +97,9 @@ void Gpt<T>::build_buckets() {
   rep_lo_ = sharded() ? part_begin(nv, g, d) : 0;
   rep_hi_ = sharded() ? part_begin(nv, g, d + 1) : nv;
   if (sharded()) {
-    rep_part_.assign(rep_hi_ - rep_lo_, T(0));
-    rep_m_.assign(rep_hi_ - rep_lo_, T(0));
-    rep_v_.assign(rep_hi_ - rep_lo_, T(0));
+    rep_part_.assign(rep_hi_ - rep_lo_, M(0));
+    rep_m_.assign(rep_hi_ - rep_lo_, M(0));
+    rep_v_.assign(rep_hi_ - rep_lo_, M(0));
   }
   for (Bucket& b : buckets_) {
     const size_t n = b.hi - b.lo;
@@ -105,7 +107,7 @@ void Gpt<T>::build_buckets() {
     b.own_hi = b.lo + (sharded() ? part_begin(n, g, d + 1) : n);
     b.moment = moment;
     moment += b.own_hi - b.own_lo;
-    if (sharded()) b.part.assign(b.own_hi - b.own_lo, T(0));
+    if (sharded()) b.part.assign(b.own_hi - b.own_lo, M(0));
   }
 }
 
@@ -133,9 +135,10 @@ void Gpt<T>::post_bucket(Bucket& b) {
     b.ticket = comm_.iall_reduce(Axis::D, &shard_g_[b.lo], n);
     return;
   }
-  T* dst = &shard_g_[b.own_lo];
+  M* dst = &shard_g_[b.own_lo];
   b.ticket = comm_.ireduce_scatter_parts(Axis::D, &shard_g_[b.lo], b.part.data(), n, [this, &b, dst] {
-    elementwise(2.0 * b.part.size() * sizeof(T), [&] { k_->copy(b.part.data(), dst, b.part.size()); });
+    const double bytes = double(b.part.size()) * sizeof(M);
+    elementwise(2 * bytes, [&] { k_->copy(b.part.data(), dst, size_t(bytes)); });
   });
 }
 
@@ -144,8 +147,8 @@ void Gpt<T>::size_acts(BlockActs& a, bool full) {
   a.h_in.assign(t_ * hx_, T(0));
   if (!full) return;
   for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(t_ * hx_, T(0));
-  a.rstd1.assign(t_, T(0));
-  a.rstd2.assign(t_, T(0));
+  a.rstd1.assign(t_, M(0));
+  a.rstd2.assign(t_, M(0));
   a.qkv.assign(t_ * 3 * hy_, T(0));
   a.probs.assign(long(c_.micro_batch) * heads_y_ * m_.seq_len * m_.seq_len, T(0));
   a.att.assign(t_ * hy_, T(0));
@@ -312,18 +315,21 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
 // The cell's full weight gradient → reduce-scatter over Z → added into this
 // rank's shard accumulator. Under ORS it completes later, in posting order.
 // The first gradient of a step goes straight into the accumulator (it holds
-// zeros: nothing to add to), saving a pass over the shard.
+// zeros: nothing to add to), saving a pass over the shard, where the
+// accumulator is in T; in M (bf16's fp32) every part is added in.
 // (With G_z = 1 the gradients go straight into the accumulator: no slot.)
 template <typename T>
 void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   const MatrixParam& p = layout_.matrices[mi];
-  T* acc = &shard_g_[p.offset];
-  const bool first = grad_first_[size_t(mi)];
+  M* acc = &shard_g_[p.offset];
+  const bool first = grad_first_[size_t(mi)] && !kMasterCopy;
   grad_first_[size_t(mi)] = false;
-  T* dest = first ? acc : slot.part.data();
+  T* dest = slot.part.data();
+  if constexpr (!kMasterCopy)
+    if (first) dest = acc;
   auto accumulate = [this, mi, acc, &slot, first, n = p.shard_n]() {
     if (!first)
-      elementwise(3.0 * n * sizeof(T), [&] { k_->add(acc, slot.part.data(), acc, n); });
+      elementwise(n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
     gradient_done(mi);
     slot.busy = false;
     slot.ticket = 0;
@@ -339,13 +345,16 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
 // C = alpha·op(A)·op(B) + beta·C as one kernel, timed into gemm_stats: on the
 // cpu the host's BLAS time, elsewhere the device's.
 template <typename T>
-void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
-                  T* C, int ldc) {
+template <typename C>
+void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta,
+                  C* Cp, int ldc) {
   if (m == 0 || n == 0) return;
   const double flops = 2.0 * m * n * k;
   double blas_s = 0;
-  const double device_s =
-      dev_.launch(Kernel{flops, 0}, [&] { blas_s = k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); });
+  const double device_s = dev_.launch(Kernel{flops, 0}, [&] {
+    if constexpr (std::is_same_v<C, T>) blas_s = k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
+    else blas_s = k_->gemm_to_master(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
+  });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
 }
@@ -357,7 +366,7 @@ void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
   const MatrixParam& p = layout_.matrices[mi];
   const T* W = acquire(mi);
   const int k = int(p.block_rows), n = int(p.block_cols);
-  gemm(false, false, int(t_), n, k, T(1), in, k, W, n, T(0), out, n);
+  gemm(false, false, int(t_), n, k, M(1), in, k, W, n, M(0), out, n);
   comm_.all_reduce(p.transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
   if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
     elementwise(0, [&] { k_->add_bias(out, bias, t_, n); });
@@ -366,13 +375,13 @@ void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
 // din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
 // Under OAR the din all-reduce runs while dW is computed.
 template <typename T>
-void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias) {
+void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias) {
   const MatrixParam& p = layout_.matrices[mi];
   const int k = int(p.block_rows), n = int(p.block_cols);
   if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
     elementwise(0, [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
-  gemm(false, true, int(t_), k, n, T(1), dout, n, W, n, T(0), din, k);
+  gemm(false, true, int(t_), k, n, M(1), dout, n, W, n, M(0), din, k);
   const Axis in_axis = p.transposed ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
   if (c_.overlap.oar)
@@ -383,11 +392,11 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, T* dbia
     // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
-    gemm(true, false, k, n, int(t_), T(1), in, k, dout, n, T(1), &shard_g_[p.offset], n);
+    gemm(true, false, k, n, int(t_), M(1), in, k, dout, n, M(1), &shard_g_[p.offset], n);
     gradient_done(mi);
   } else {
     GradSlot& slot = grad_slot();
-    gemm(true, false, k, n, int(t_), T(1), in, k, dout, n, T(0), slot.full.data(), n);
+    gemm(true, false, k, n, int(t_), M(1), in, k, dout, n, M(0), slot.full.data(), n);
     submit_weight_grad(mi, slot);
   }
   comm_.wait(oar);
@@ -411,13 +420,20 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   // Rows of tokens seen, added straight into the accumulator when the block
-  // is the shard; otherwise into a zeroed block for the reduce-scatter.
+  // is the shard; otherwise into a zeroed block for the reduce-scatter (in
+  // M, then rounded to T where they differ: a token's rows summed in bf16
+  // would lose the small ones).
   GradSlot* slot = c_.grid.z == 1 ? nullptr : &grad_slot();
-  T* dE = slot ? slot->full.data() : &shard_g_[p.offset];
-  T* gpos = vg(layout_.positions);
+  M* dE = &shard_g_[p.offset];
+  if (slot) {
+    if constexpr (kMasterCopy) dE = emb_grad_.data();
+    else dE = slot->full.data();
+  }
+  M* gpos = vg(layout_.positions);
   elementwise(3.0 * t_ * hx_ * sizeof(T), [&] {
-    if (slot) k_->zero(dE, p.block_n());
+    if (slot) k_->zero(dE, p.block_n() * sizeof(M));
     k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
+    if (slot && kMasterCopy) k_->narrow(dE, slot->full.data(), p.block_n());
   });
   if (slot) submit_weight_grad(layout_.embedding, *slot);
   else gradient_done(layout_.embedding);
@@ -428,7 +444,7 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
 // all, MODEL.md's count: a GPU reads x once and keeps (mean, rstd), however
 // many passes the host makes.
 template <typename T>
-void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd) {
+void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd) {
   const long H = m_.hidden;
   const double values = double(t_) * hx_ * sizeof(T);
   elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
@@ -441,8 +457,8 @@ void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, 
 }
 
 template <typename T>
-void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma,
-                                T* dbeta) {
+void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma,
+                                M* dbeta) {
   const double values = double(t_) * hx_ * sizeof(T);
   elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
   comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * t_));
@@ -452,11 +468,12 @@ void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const T* rstd, const
   });
 }
 
-// Softmax traffic as MODEL.md counts it: 2·t·vy values forward, 2·t·vy backward.
+// Softmax traffic as MODEL.md counts it: 2·t·vy values forward, 2·t·vy
+// backward, in M (fp32 for bf16).
 template <typename T>
-double Gpt<T>::cross_entropy(T grad_scale) {
+double Gpt<T>::cross_entropy(M grad_scale) {
   const long v0 = long(comm_.coord(Axis::Y)) * vy_, valid = vocab_valid(vy_, v0, long(m_.vocab));
-  const double values = 2.0 * t_ * vy_ * sizeof(T);
+  const double values = 2.0 * t_ * vy_ * sizeof(M);
   elementwise(0, [&] { k_->cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
   comm_.all_reduce(Axis::Y, ce_max_.data(), size_t(t_), ReduceOp::Max);
   elementwise(values, [&] {
@@ -552,15 +569,15 @@ void Gpt<T>::set_grads_zero() {
 template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
-  elementwise(double(shard_g_.size() + rep_g_.size()) * sizeof(T), [&] {
-    k_->zero(shard_g_.data(), shard_g_.size());  // (empty until the first micro-step)
-    k_->zero(rep_g_.data(), rep_g_.size());
+  elementwise(double(shard_g_.size() + rep_g_.size()) * sizeof(M), [&] {
+    k_->zero(shard_g_.data(), shard_g_.size() * sizeof(M));  // (empty until the first micro-step)
+    k_->zero(rep_g_.data(), rep_g_.size() * sizeof(M));
   });
   set_grads_zero();
 }
 
 template <typename T>
-double Gpt<T>::micro_step(const int* tokens, T grad_scale, bool last) {
+double Gpt<T>::micro_step(const int* tokens, M grad_scale, bool last) {
   begin_step({true});
   forward(0, nullptr, tokens);
   const double loss = head(tokens, grad_scale, last);
@@ -571,7 +588,7 @@ double Gpt<T>::micro_step(const int* tokens, T grad_scale, bool last) {
 
 template <typename T>
 void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
-  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
   grads_zero_ = false;
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   const long L = long(layout_.blocks.size());
@@ -580,20 +597,20 @@ void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
   if (layout_.first) {
     embedding_forward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), h0);
   } else {  // a GPU would receive in place; the copy is the host's bookkeeping
-    elementwise(0, [&] { k_->copy(received, h0, size_t(t_ * hx_)); });
+    elementwise(0, [&] { k_->copy(received, h0, size_t(t_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received` again
   }
   T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
   for (long l = 0; l < L; ++l) {
     BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
     if (c_.recompute)  // a GPU could read the kept input in place
-      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size()); });
+      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
     block_forward(int(l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
   }
 }
 
 template <typename T>
-double Gpt<T>::head(const int* tokens, T grad_scale, bool last_of_step) {
+double Gpt<T>::head(const int* tokens, M grad_scale, bool last_of_step) {
   begin_backward(last_of_step);
   const long S = m_.seq_len;
   k_->targets(k_->tokens(tokens, size_t(c_.micro_batch) * (S + 1), forward_slot_), targets_.data(), t_, S);
@@ -618,14 +635,14 @@ template <typename T>
 void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step) {
   if (!layout_.last) begin_backward(last_of_step);  // the last stage's began in head()
   if (!layout_.last) {
-    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(t_ * hx_)); });
+    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(t_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received_grad` again
   }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   for (long l = long(layout_.blocks.size()) - 1; l >= 0; --l) {
     BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
     if (c_.recompute) {
-      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size()); });
+      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
       block_forward(int(l), a, dtmp_.data());  // the output is not needed again
     }
     block_backward(int(l), a, dresid_.data());
@@ -633,53 +650,70 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
   if (layout_.first)
     embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
   else
-    elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size()); });
+    elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
 }
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
-  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, T(0));
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
   if (shard_m_.empty()) {  // sharded: this rank's parts only (ZeRO-1's saving)
     const size_t owned =
         buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
-    shard_m_.assign(owned, T(0));
-    shard_v_.assign(owned, T(0));
+    shard_m_.assign(owned, M(0));
+    shard_v_.assign(owned, M(0));
+  }
+  if (kMasterCopy && adam_steps_ == 0) {  // the masters of this rank's parts: the weights as initialised
+    shard_master_.assign(shard_m_.size(), M(0));
+    rep_master_.assign(rep_hi_ - rep_lo_, M(0));
+    elementwise(0, [&] {
+      for (const Bucket& b : buckets_)
+        k_->widen(&shard_w_[b.own_lo], &shard_master_[b.moment], b.own_hi - b.own_lo);
+      k_->widen(&rep_w_[rep_lo_], rep_master_.data(), rep_master_.size());
+    });
+    dev_.synchronize();  // offload reads them on the host below
   }
   if (c_.offload && offload_slots_[0].m.empty()) {
     const size_t B = std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total));
-    for (OffloadSlot& sl : offload_slots_) sl.m.assign(B, T(0)), sl.v.assign(B, T(0));
+    for (OffloadSlot& sl : offload_slots_) {
+      sl.m.assign(B, M(0)), sl.v.assign(B, M(0));
+      if (kMasterCopy) sl.master.assign(B, M(0));
+    }
     dev_.allocate_on_host([&] {  // the host arena moves to host memory (pinned, on a GPU)
-      for (Buffer<T>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_})
-        Buffer<T>(arena->begin(), arena->end()).swap(*arena);
+      for (Buffer<M>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_, &shard_master_, &rep_master_})
+        Buffer<M>(arena->begin(), arena->end()).swap(*arena);
     });
   }
   ++adam_steps_;
-  AdamWStep<T> s;
-  s.clip = T(1);
-  s.beta1 = T(opt.beta1), s.beta2 = T(opt.beta2), s.lr = T(opt.lr), s.eps = T(opt.eps);
-  s.c1 = T(1) / (T(1) - T(std::pow(opt.beta1, double(adam_steps_))));
-  s.c2 = T(1) / (T(1) - T(std::pow(opt.beta2, double(adam_steps_))));
-  s.decay = T(opt.weight_decay);  // the shard arena holds matrices only
+  AdamWStep<M> s;
+  s.clip = M(1);
+  s.beta1 = M(opt.beta1), s.beta2 = M(opt.beta2), s.lr = M(opt.lr), s.eps = M(opt.eps);
+  s.c1 = M(1) / (M(1) - M(std::pow(opt.beta1, double(adam_steps_))));
+  s.c2 = M(1) / (M(1) - M(std::pow(opt.beta2, double(adam_steps_))));
+  s.decay = M(opt.weight_decay);  // the shard arena holds matrices only
   const bool clipping = opt.clip > 0;
   // Offload without clipping (AxoNN's CPUAdam): each chunk's optimizer runs
   // as soon as its own all-reduce is in, under the chunks still in flight.
   // Clipping by the global norm needs every chunk first.
   const bool update_per_chunk = c_.offload && !clipping;
-  // AdamW on n parameters (weight, gradient, m and v read and written: 8
-  // values each), or offloaded, through the bucket buffers.
-  auto adam = [&](T* w, T* g, T* m, T* v, size_t n) {
-    if (c_.offload) update_offloaded(w, g, m, v, n, s);
-    else elementwise(8.0 * double(n) * sizeof(T), [&] { k_->adamw_update(w, g, m, v, n, s); });
+  // AdamW on n parameters (master, gradient, m and v read and written: 8
+  // values each, and the weight written where it is not the master), or
+  // offloaded, through the bucket buffers.
+  auto adam = [&](M* master, M* g, M* m, M* v, T* w, size_t n) {
+    if (c_.offload) update_offloaded(master, g, m, v, w, n, s);
+    else elementwise(double(n) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0)),
+                     [&] { k_->adamw_update(master, g, m, v, w, n, s); });
   };
   auto adam_bucket = [&](const Bucket& b) {
-    adam(&shard_w_[b.own_lo], &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment], b.own_hi - b.own_lo);
+    adam(shard_master(b.own_lo, b.moment), &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment],
+         weight_copy(&shard_w_[b.own_lo]), b.own_hi - b.own_lo);
   };
 
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   if (sharded()) {
-    T* dst = &rep_g_[rep_lo_];
+    M* dst = &rep_g_[rep_lo_];
     comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
-      elementwise(2.0 * rep_part_.size() * sizeof(T), [&] { k_->copy(rep_part_.data(), dst, rep_part_.size()); });
+      const double bytes = double(rep_part_.size()) * sizeof(M);
+      elementwise(2 * bytes, [&] { k_->copy(rep_part_.data(), dst, size_t(bytes)); });
     }));
   } else {
     comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
@@ -721,23 +755,23 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     }
   });
   const double norm = std::sqrt(comm_.sum_all(sq));
-  if (clipping) s.clip = T(std::min(1.0, opt.clip / (norm + 1e-6)));
+  if (clipping) s.clip = M(std::min(1.0, opt.clip / (norm + 1e-6)));
 
   if (!update_per_chunk)
     for (const Bucket& b : buckets_) adam_bucket(b);
-  s.decay = T(0);
-  adam(&rep_w_[rep_lo_], &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), rep_hi_ - rep_lo_);
+  s.decay = M(0);
+  adam(rep_master(), &rep_g_[rep_lo_], rep_m_.data(), rep_v_.data(), weight_copy(&rep_w_[rep_lo_]), rep_hi_ - rep_lo_);
   if (sharded()) {
     // The parts other ranks updated come back with their weights; their
     // gradients here are partial sums AdamW did not consume: zeroed (a
     // memset MODEL.md does not price: 1/8 of AdamW's traffic per value).
     elementwise(0, [&] {
       for (const Bucket& b : buckets_) {
-        k_->zero(&shard_g_[b.lo], b.own_lo - b.lo);
-        k_->zero(&shard_g_[b.own_hi], b.hi - b.own_hi);
+        k_->zero(&shard_g_[b.lo], (b.own_lo - b.lo) * sizeof(M));
+        k_->zero(&shard_g_[b.own_hi], (b.hi - b.own_hi) * sizeof(M));
       }
-      k_->zero(rep_g_.data(), rep_lo_);
-      k_->zero(rep_g_.data() + rep_hi_, rep_g_.size() - rep_hi_);
+      k_->zero(rep_g_.data(), rep_lo_ * sizeof(M));
+      k_->zero(rep_g_.data() + rep_hi_, (rep_g_.size() - rep_hi_) * sizeof(M));
     });
     for (const Bucket& b : buckets_) comm_.all_gather_parts(Axis::D, &shard_w_[b.lo], b.hi - b.lo);
     comm_.all_gather_parts(Axis::D, rep_w_.data(), rep_w_.size());
@@ -749,8 +783,8 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   return norm;
 }
 
-// AxoNN's offloaded optimizer (MODEL.md §9): m and v live in the host arena
-// (`m`, `v`); bucket by bucket they are copied into a set of the device's
+// AxoNN's offloaded optimizer (MODEL.md §9): m, v and (where T ≠ M) the
+// master live in the host arena (`m`, `v`, `master`); bucket by bucket they are copied into a set of the device's
 // bucket buffers, updated with the weight and gradient where they are, and
 // copied back. The sets alternate, so on a GPU bucket j + 1 comes in on one
 // copy stream while bucket j is updated and bucket j − 1 goes out on the
@@ -758,14 +792,15 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
 // memcpy, timed as the host link. Between buckets the chunks still in
 // flight are driven on.
 template <typename T>
-void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) {
+void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const AdamWStep<M>& s) {
   const size_t B = offload_slots_[0].m.size(), count = (n + B - 1) / B;
   const Comm::Ticket last_chunk = buckets_.empty() ? 0 : buckets_.back().ticket;
   auto slot = [&](size_t j) -> OffloadSlot& { return offload_slots_[(offload_next_ + j) % 2]; };
   auto copy_in = [&](size_t j) {
     OffloadSlot& sl = slot(j);
-    const size_t lo = j * B, k = std::min(B, n - lo);
-    sl.in = offload_copy(m + lo, v + lo, sl.m.data(), sl.v.data(), k, CopyWay::ToDevice, sl.out, last_chunk);
+    const size_t lo = j * B;
+    M* host[3] = {m + lo, v + lo, master + lo};
+    sl.in = offload_copy(host, sl, std::min(B, n - lo), CopyWay::ToDevice, sl.out, last_chunk);
   };
   if (count > 0) copy_in(0);
   for (size_t j = 0; j < count; ++j) {
@@ -773,29 +808,40 @@ void Gpt<T>::update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<
     OffloadSlot& sl = slot(j);
     const size_t lo = j * B, k = std::min(B, n - lo);
     dev_.stream_wait(sl.in);
-    elementwise(8.0 * double(k) * sizeof(T),
-                [&] { k_->adamw_update(w + lo, g + lo, sl.m.data(), sl.v.data(), k, s); });
-    sl.out = offload_copy(sl.m.data(), sl.v.data(), m + lo, v + lo, k, CopyWay::ToHost, dev_.record(), last_chunk);
-    offload_stats.copy_bytes += 2.0 * double(k) * sizeof(T);  // m and v, each way
+    M* const mw = kMasterCopy ? sl.master.data() : master + lo;  // T = M: the weight itself, on the device
+    elementwise(double(k) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0)), [&] {
+      k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), w ? w + lo : nullptr, k, s);
+    });
+    M* host[3] = {m + lo, v + lo, master + lo};
+    sl.out = offload_copy(host, sl, k, CopyWay::ToHost, dev_.record(), last_chunk);
     ++offload_stats.buckets;
     dev_.progress();
   }
   offload_next_ = (offload_next_ + count) % 2;
 }
 
-// m and v of one bucket, one way, after `after`; returns the second copy's
-// event (the way's stream runs them in order). A copy issued while the last
-// chunk's all-reduce is still in flight counts as hidden by it.
+// m, v and, where T ≠ M, the master of one bucket between the host arena
+// (`host`) and a set of bucket buffers, one way, after `after`; returns the
+// last copy's event (the way's stream runs them in order). A copy issued
+// while the last chunk's all-reduce is still in flight counts as hidden by
+// it.
 template <typename T>
-Device::Event Gpt<T>::offload_copy(const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k, CopyWay way,
-                                   Device::Event after, Comm::Ticket last_chunk) {
+Device::Event Gpt<T>::offload_copy(M* const host[3], OffloadSlot& sl, size_t k, CopyWay way, Device::Event after,
+                                   Comm::Ticket last_chunk) {
   const bool hidden = last_chunk != 0 && !comm_.done(last_chunk);
   auto timed = [this, hidden](double dt) {
     offload_stats.copy_s += dt;
     if (hidden) offload_stats.hidden_s += dt;
   };
-  dev_.copy(m_to, m_from, k * sizeof(T), way, {after}, timed);
-  return dev_.copy(v_to, v_from, k * sizeof(T), way, {after}, timed);
+  M* const device[3] = {sl.m.data(), sl.v.data(), sl.master.data()};
+  Device::Event done = 0;
+  for (int a = 0; a < (kMasterCopy ? 3 : 2); ++a) {
+    const bool in = way == CopyWay::ToDevice;
+    done = dev_.copy(in ? device[a] : host[a], in ? host[a] : device[a], k * sizeof(M), way, {after}, timed);
+  }
+  if (way == CopyWay::ToHost)  // bytes each way
+    offload_stats.copy_bytes += (kMasterCopy ? 3.0 : 2.0) * double(k) * sizeof(M);
+  return done;
 }
 
 template <typename T>
@@ -848,5 +894,6 @@ std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_param
 
 template class Gpt<float>;
 template class Gpt<double>;
+template class Gpt<bf16>;
 
 }  // namespace ff::engine

@@ -3,14 +3,19 @@
 // rank's parameters, its share of one micro-step's forward and backward, the
 // per-step reductions and AdamW. This is the schedule: it launches every
 // computation as a kernel on the communicator's device and issues every
-// collective, the same code on every backend. Templated on the scalar: fp32
-// for runs, fp64 for the exactness tests.
+// collective, the same code on every backend. Templated on the training
+// dtype T: fp32 or bf16 for runs, fp64 for the exactness tests. Master
+// weights, gradient accumulators, Adam's moments and reduction statistics
+// are in M = master_t<T> (fp32 for bf16, where the weights the GEMMs read
+// are the masters rounded after each step; T itself otherwise).
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config.hpp"
 #include "adamw.hpp"
+#include "bf16.hpp"
 #include "comm.hpp"
 #include "device_kernels.hpp"
 #include "huge_pages.hpp"
@@ -50,6 +55,7 @@ using Buffer = std::vector<T, HugePageAllocator<T>>;
 template <typename T>
 class Gpt {
  public:
+  using M = master_t<T>;
   Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {});
 
   void zero_grad();
@@ -60,7 +66,7 @@ class Gpt {
   // On the last micro-step of a step (`last`), ODP reduces each bucket of
   // weight gradients over D as soon as its backward has produced it. One
   // stage (P = 1): forward, head and backward of slot 0.
-  double micro_step(const int* tokens, T grad_scale, bool last = true);
+  double micro_step(const int* tokens, M grad_scale, bool last = true);
 
   // A pipeline stage's operations (MODEL.md §9), each on a micro-batch's
   // activation slot (micro-batch i in slot i mod P: at most P are in flight).
@@ -71,7 +77,7 @@ class Gpt {
   // that gradient (last stage) or `received_grad`; the first stage ends with
   // the embedding's backward, the others with input_grad(slot).
   void forward(int slot, const T* received, const int* tokens);
-  double head(const int* tokens, T grad_scale, bool last_of_step);
+  double head(const int* tokens, M grad_scale, bool last_of_step);
   void backward(int slot, const T* received_grad, const int* tokens, bool last_of_step);
   const T* output(int slot) const { return out_[size_t(slot)].data(); }
   const T* input_grad(int slot) const { return grad_out_[size_t(slot)].data(); }
@@ -98,15 +104,16 @@ class Gpt {
   // This rank's values and gradient accumulators of one parameter (tests;
   // matrix gradients exist from the first micro_step on).
   T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
-  T* matrix_grads(int mi) { return &shard_g_[layout_.matrices[mi].offset]; }
+  M* matrix_grads(int mi) { return &shard_g_[layout_.matrices[mi].offset]; }
   T* vector_values(int vi) { return vw(vi); }
-  T* vector_grads(int vi) { return vg(vi); }
+  M* vector_grads(int vi) { return vg(vi); }
   GemmStats gemm_stats;
   OffloadStats offload_stats;
 
  private:
   struct BlockActs {
-    Buffer<T> h_in, xhat1, rstd1, a1, qkv, probs, att, h_mid, xhat2, rstd2, a2, f, g;
+    Buffer<T> h_in, xhat1, a1, qkv, probs, att, h_mid, xhat2, a2, f, g;
+    Buffer<M> rstd1, rstd2;
   };
   static constexpr size_t kMaxInflight = 3;  // weight-gradient reduce-scatters in flight under ORS
   struct GradSlot {
@@ -124,11 +131,11 @@ class Gpt {
   struct Bucket {
     size_t lo = 0, hi = 0;
     size_t own_lo = 0, own_hi = 0, moment = 0;
-    Buffer<T> part;  // the reduced part before it is copied into place (sharded)
+    Buffer<M> part;  // the reduced part before it is copied into place (sharded)
     Comm::Ticket ticket = 0;
   };
   void build_buckets();
-  void update_offloaded(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s);
+  void update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const AdamWStep<M>& s);
   void gradient_done(int mi);
   void begin_backward(bool last_of_step);
   void post_ready_buckets();
@@ -138,7 +145,7 @@ class Gpt {
   void init_parameters(uint64_t seed);
   void size_acts(BlockActs& a, bool full);
   T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
-  T* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
+  M* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
 
   // Weight all-gathers follow a fixed schedule, so under OAG the next one can
   // be prefetched while this one is in use: per micro-step, or per step of a
@@ -148,18 +155,19 @@ class Gpt {
   GradSlot& grad_slot();
   void submit_weight_grad(int mi, GradSlot& slot);
 
-  void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* C,
+  template <typename C>
+  void gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta, C* Cp,
             int ldc);
   void linear_forward(int mi, const T* in, const T* bias, T* out);
-  void linear_backward(int mi, const T* in, const T* dout, T* din, T* dbias);
+  void linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias);
   void embedding_forward(const int* tokens, T* h0);
   void embedding_backward(const int* tokens, const T* dh0);
   void block_forward(int l, BlockActs& a, T* h_out);  // l: the stage's local block
   void block_backward(int l, BlockActs& a, T* dh);
   // The layers with reductions: their kernels and collectives (layers.hpp).
-  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, T* rstd);
-  void layernorm_backward(const T* dy, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma, T* dbeta);
-  double cross_entropy(T grad_scale);
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd);
+  void layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta);
+  double cross_entropy(M grad_scale);
   void attention_forward(BlockActs& a);
   void attention_backward(BlockActs& a);
   // An element-wise kernel moving `bytes` (what MODEL.md's compute model
@@ -177,8 +185,22 @@ class Gpt {
   BucketSizes sizes_;
   ParamLayout layout_;
   long t_, hx_, hy_, fy_, vy_, heads_y_, head_dim_;
-  Buffer<T> shard_w_, shard_g_, shard_m_, shard_v_;
-  Buffer<T> rep_w_, rep_g_, rep_m_, rep_v_;
+  // The weights in T (what the GEMMs and kernels read) and, where T is not
+  // M, their masters: for the parts this rank updates, stored as compactly as
+  // the moments (the rounded initial weights at the first step).
+  Buffer<T> shard_w_, rep_w_;
+  Buffer<M> shard_g_, shard_m_, shard_v_, shard_master_;
+  Buffer<M> rep_g_, rep_m_, rep_v_, rep_master_;
+  static constexpr bool kMasterCopy = !std::is_same_v<T, M>;
+  M* shard_master(size_t own_lo, size_t moment) {
+    if constexpr (kMasterCopy) return &shard_master_[moment];
+    else return &shard_w_[own_lo];
+  }
+  M* rep_master() {
+    if constexpr (kMasterCopy) return rep_master_.data();
+    else return &rep_w_[rep_lo_];
+  }
+  T* weight_copy(T* w) { return kMasterCopy ? w : nullptr; }  // adamw_update's w
   long adam_steps_ = 0;
   bool grads_zero_ = true;          // every gradient accumulator holds 0 (zero_grad can skip its pass)
   std::vector<bool> grad_first_;    // per matrix: no gradient accumulated into it since they were zero
@@ -194,28 +216,30 @@ class Gpt {
   std::vector<std::vector<BlockActs>> acts_;  // [slot][local layer]; under recompute only h_in is kept
   std::vector<Buffer<T>> out_, grad_out_;     // per slot: the stage's output and its input's gradient (P > 1)
   BlockActs scratch_;            // recompute's working set
-  Buffer<T> h_final_, xhat_f_, rstd_f_, a_f_, logits_, dlogits_;
+  Buffer<T> h_final_, xhat_f_, a_f_, logits_, dlogits_;
+  Buffer<M> rstd_f_;
+  Buffer<M> emb_grad_;  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)
   std::vector<Bucket> buckets_;
   size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
-  Buffer<T> rep_part_;
+  Buffer<M> rep_part_;
   // Offload's bucket buffers on the device, two sets: one bucket's moments
   // come in while the one before is updated and goes out (the host arena is
   // shard_m_/v_, rep_m_/v_). A set is refilled once its copy out is done.
   struct OffloadSlot {
-    Buffer<T> m, v;
+    Buffer<M> m, v, master;  // master only where T ≠ M
     Device::Event in = 0, out = 0;
   };
   OffloadSlot offload_slots_[2];
   size_t offload_next_ = 0;  // the set the next bucket uses
-  Device::Event offload_copy(const T* m_from, const T* v_from, T* m_to, T* v_to, size_t k, CopyWay way,
-                             Device::Event after, Comm::Ticket last_chunk);
+  Device::Event offload_copy(M* const host[3], OffloadSlot& sl, size_t k, CopyWay way, Device::Event after,
+                             Comm::Ticket last_chunk);
   size_t next_bucket_ = 0;
   size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
   bool last_micro_ = false;
-  Buffer<T> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
+  Buffer<M> ln_sum_, ln_mean_, ln_sq_, ln_grad_stat_, ce_max_, ce_stat_;  // per-token statistics
 };
 
 }  // namespace ff::engine

@@ -18,6 +18,9 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
+#include <vector>
+
+#include "bf16.hpp"
 #include <cstdint>
 #include <type_traits>
 
@@ -73,11 +76,16 @@ inline double poly_cos(double x) {
 // for AVX-512 and AVX2 picked at load time.
 void normal_row_fp32(uint64_t row, const long* cols, size_t n, double stddev, float* out);
 
-// The same for either scalar; fp64 through libm (see the top of the file).
+// The same for any scalar; fp64 through libm (see the top of the file).
 template <typename T>
 void normal_row(uint64_t row, const long* cols, size_t n, double stddev, T* out) {
   if constexpr (std::is_same_v<T, float>) {
     normal_row_fp32(row, cols, n, stddev, out);
+  } else if constexpr (std::is_same_v<T, bf16>) {  // the fp32 values, rounded
+    thread_local std::vector<float> f;
+    f.resize(n);
+    normal_row_fp32(row, cols, n, stddev, f.data());
+    for (size_t j = 0; j < n; ++j) out[j] = bf16(f[j]);
   } else {
     for (size_t j = 0; j < n; ++j) out[j] = T(stddev * normal_from_hash(splitmix64(row ^ uint64_t(cols[j]))));
   }

@@ -6,12 +6,17 @@
 // steps around it; the schedule (gpt.cpp) launches each step as a kernel and
 // issues the reduction between them. Plain loops; activations are row-major
 // [tokens, columns]. Each loop is written to vectorize: exp_poly instead of
-// libm's exp, sums over rows in lanes (vecmath.hpp).
+// libm's exp, sums over rows in lanes (vecmath.hpp). T is the training dtype
+// and M = master_t<T> the type each kernel computes in and keeps statistics
+// and gradient accumulators in (float for bf16, T otherwise); a T output is
+// rounded once, when it is stored.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "bf16.hpp"
 #include "device.hpp"
 #include "matmul.hpp"
 #include "vecmath.hpp"
@@ -25,36 +30,40 @@ constexpr double kLayerNormEps = 1e-5;
 // sum, then the centred sum of squares (E[x²] − mean² cancels in fp32).
 // y = (x − mean)·rstd·γ + β.
 template <typename T>
-void layernorm_row_sums(const T* x, T* sum, long t, long hx) {
+void layernorm_row_sums(const T* x, master_t<T>* sum, long t, long hx) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
     const T* xr = x + i * hx;
-    sum[i] = sum_lanes<T>(size_t(hx), [xr](size_t j) { return xr[j]; });
+    sum[i] = sum_lanes<M>(size_t(hx), [xr](size_t j) { return M(xr[j]); });
   }
 }
 
 // sum (reduced over X) → mean; writes the centred sums of squares to `sq`.
 template <typename T>
-void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H) {
+void layernorm_centred_squares(const T* x, const master_t<T>* sum, master_t<T>* mean, master_t<T>* sq, long t, long hx,
+                               long H) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
     const T* xr = x + i * hx;
-    const T m = mean[i] = sum[i] / T(H);
-    sq[i] = sum_lanes<T>(size_t(hx), [xr, m](size_t j) { return (xr[j] - m) * (xr[j] - m); });
+    const M m = mean[i] = sum[i] / M(H);
+    sq[i] = sum_lanes<M>(size_t(hx), [xr, m](size_t j) { return (M(xr[j]) - m) * (M(xr[j]) - m); });
   }
 }
 
 // sq (reduced over X) → rstd; writes x̂ and y.
 template <typename T>
-void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
-                         T* rstd, long t, long hx, long H) {
+void layernorm_normalize(const T* x, const master_t<T>* mean, const master_t<T>* sq, const T* gamma, const T* beta,
+                         T* y, T* xhat, master_t<T>* rstd, long t, long hx, long H) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
-    const T r = rstd[i] = T(1) / std::sqrt(sq[i] / T(H) + T(kLayerNormEps)), m = mean[i];
+    const M r = rstd[i] = M(1) / std::sqrt(sq[i] / M(H) + M(kLayerNormEps)), m = mean[i];
     const T* xr = x + i * hx;
     T* xh = xhat + i * hx;
     T* yr = y + i * hx;
     for (long j = 0; j < hx; ++j) {
-      const T v = (xr[j] - m) * r;
-      xh[j] = v;
-      yr[j] = v * gamma[j] + beta[j];
+      const M v = (M(xr[j]) - m) * r;
+      xh[j] = T(v);
+      yr[j] = T(v * M(gamma[j]) + M(beta[j]));
     }
   }
 }
@@ -62,30 +71,34 @@ void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma,
 // Backward: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ; the two sums
 // per token (2t values) are reduced over X between the steps.
 template <typename T>
-void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx) {
+void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, master_t<T>* stat, long t, long hx) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
     const T* d = dy + i * hx;
     const T* xh = xhat + i * hx;
-    stat[2 * i] = sum_lanes<T>(size_t(hx), [d, gamma](size_t j) { return d[j] * gamma[j]; });
-    stat[2 * i + 1] = sum_lanes<T>(size_t(hx), [d, gamma, xh](size_t j) { return d[j] * gamma[j] * xh[j]; });
+    stat[2 * i] = sum_lanes<M>(size_t(hx), [d, gamma](size_t j) { return M(d[j]) * M(gamma[j]); });
+    stat[2 * i + 1] =
+        sum_lanes<M>(size_t(hx), [d, gamma, xh](size_t j) { return M(d[j]) * M(gamma[j]) * M(xh[j]); });
   }
 }
 
 // dγ, dβ accumulate.
 template <typename T>
-void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
-                              T* dgamma, T* dbeta, long t, long hx, long H) {
+void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma,
+                              const master_t<T>* stat, T* dx, master_t<T>* dgamma, master_t<T>* dbeta, long t, long hx,
+                              long H) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
-    const T ma = stat[2 * i] / T(H), mb = stat[2 * i + 1] / T(H), r = rstd[i];
+    const M ma = stat[2 * i] / M(H), mb = stat[2 * i + 1] / M(H), r = rstd[i];
     const T* d = dy + i * hx;
     const T* xh = xhat + i * hx;
     T* dxr = dx + i * hx;
     // Two loops: one with all three outputs needs more runtime alias checks
     // than GCC versions a loop for, and stays scalar.
-    for (long j = 0; j < hx; ++j) dxr[j] = r * (d[j] * gamma[j] - ma - xh[j] * mb);
+    for (long j = 0; j < hx; ++j) dxr[j] = T(r * (M(d[j]) * M(gamma[j]) - ma - M(xh[j]) * mb));
     for (long j = 0; j < hx; ++j) {
-      dgamma[j] += d[j] * xh[j];
-      dbeta[j] += d[j];
+      dgamma[j] += M(d[j]) * M(xh[j]);
+      dbeta[j] += M(d[j]);
     }
   }
 }
@@ -103,21 +116,23 @@ inline T fast_tanh(T u) {
 // GPT-2's tanh approximation.
 template <typename T>
 void gelu_forward(const T* x, T* y, long n) {
-  const T c = T(0.7978845608028654), k = T(0.044715);
+  using M = master_t<T>;
+  const M c = M(0.7978845608028654), k = M(0.044715);
   for (long i = 0; i < n; ++i) {
-    T v = x[i];
-    y[i] = T(0.5) * v * (T(1) + fast_tanh(c * (v + k * v * v * v)));
+    M v = M(x[i]);
+    y[i] = T(M(0.5) * v * (M(1) + fast_tanh(c * (v + k * v * v * v))));
   }
 }
 
 template <typename T>
 void gelu_backward(const T* x, const T* dy, T* dx, long n) {
-  const T c = T(0.7978845608028654), k = T(0.044715);
+  using M = master_t<T>;
+  const M c = M(0.7978845608028654), k = M(0.044715);
   for (long i = 0; i < n; ++i) {
-    T v = x[i];
-    T th = fast_tanh(c * (v + k * v * v * v));
-    T dth = (T(1) - th * th) * c * (T(1) + T(3) * k * v * v);
-    dx[i] = dy[i] * (T(0.5) * (T(1) + th) + T(0.5) * v * dth);
+    M v = M(x[i]);
+    M th = fast_tanh(c * (v + k * v * v * v));
+    M dth = (M(1) - th * th) * c * (M(1) + M(3) * k * v * v);
+    dx[i] = T(M(dy[i]) * (M(0.5) * (M(1) + th) + M(0.5) * v * dth));
   }
 }
 
@@ -138,33 +153,39 @@ void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, lo
 
 template <typename T>
 void add_positions(T* h0, const T* pos, long t, long S, long hx) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i)
-    for (long j = 0; j < hx; ++j) h0[i * hx + j] += pos[(i % S) * hx + j];
+    for (long j = 0; j < hx; ++j) h0[i * hx + j] = T(M(h0[i * hx + j]) + M(pos[(i % S) * hx + j]));
 }
 
 // Backward: each token's gradient row added into its row of dE (where this
 // block holds it) and into its position's row of dpos, tokens in order.
 template <typename T>
-void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
-                           long v0) {
+void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
+                           long S, long hx, long vy, long v0) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
     const long r = embedding_row(tokens, i, S, v0);
     if (r < 0 || r >= vy) continue;
-    for (long j = 0; j < hx; ++j) dE[r * ldE + j] += dh0[i * hx + j];
+    for (long j = 0; j < hx; ++j) dE[r * ldE + j] += M(dh0[i * hx + j]);
   }
   for (long i = 0; i < t; ++i)
-    for (long j = 0; j < hx; ++j) dpos[(i % S) * hx + j] += dh0[i * hx + j];
+    for (long j = 0; j < hx; ++j) dpos[(i % S) * hx + j] += M(dh0[i * hx + j]);
 }
 
 // Causal attention over `seqs` sequences of S tokens and `heads` local
 // heads of size dh. qkv is [seqs·S, 3·heads·dh] with this rank's Q, K, V
 // heads in order; out is [seqs·S, heads·dh]; probs keeps softmax(QKᵀ) per
-// (sequence, head) for backward. One kernel (fused, as on a GPU); returns
-// the seconds its GEMMs spent in BLAS.
+// (sequence, head) for backward, in T. The scores and their softmax are
+// computed in M (for bf16, scores rounded before the softmax would move
+// the probabilities by percents); P·V reads the probabilities as kept. One
+// kernel (fused, as on a GPU); returns the seconds its GEMMs spent in BLAS.
 template <typename T>
 double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) {
+  using M = master_t<T>;
   const long hy = heads * dh, ld = 3 * hy;
-  const T scale = T(1) / std::sqrt(T(dh));
+  const M scale = M(1) / std::sqrt(M(dh));
+  std::vector<M> scores(std::is_same_v<T, M> ? 0 : size_t(S * S));
   double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
@@ -172,28 +193,37 @@ double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs,
       const T* k = q + hy;
       const T* v = q + 2 * hy;
       T* P = probs + (s * heads + h) * S * S;
-      blas_s += host_gemm<T>(dev, false, true, int(S), int(S), int(dh), scale, q, int(ld), k, int(ld), T(0), P, int(S));
+      M* Pm = nullptr;
+      if constexpr (std::is_same_v<T, M>) Pm = P;
+      else Pm = scores.data();
+      blas_s += host_gemm(dev, false, true, int(S), int(S), int(dh), scale, q, int(ld), k, int(ld), M(0), Pm, int(S));
       for (long i = 0; i < S; ++i) {  // causal softmax of row i over keys 0..i
-        T* row = P + i * S;
+        M* row = Pm + i * S;
         const size_t n = size_t(i) + 1;
-        const T mx = max_lanes(row, n);
+        const M mx = max_lanes(row, n);
         for (size_t j = 0; j < n; ++j) row[j] = exp_poly(row[j] - mx);
-        const T sum = sum_lanes<T>(n, [row](size_t j) { return row[j]; });
+        const M sum = sum_lanes<M>(n, [row](size_t j) { return row[j]; });
         for (size_t j = 0; j < n; ++j) row[j] /= sum;
-        std::fill(row + n, row + S, T(0));
+        std::fill(row + n, row + S, M(0));
       }
-      blas_s += host_gemm<T>(dev, false, false, int(S), int(dh), int(S), T(1), P, int(S), v, int(ld), T(0),
-                             out + s * S * hy + h * dh, int(hy));
+      if constexpr (!std::is_same_v<T, M>)
+        for (long j = 0; j < S * S; ++j) P[j] = T(Pm[j]);
+      blas_s += host_gemm(dev, false, false, int(S), int(dh), int(S), M(1), static_cast<const T*>(P), int(S), v,
+                          int(ld), M(0), out + s * S * hy + h * dh, int(hy));
     }
   return blas_s;
 }
 
+// Backward: dP = dO·Vᵀ and the softmax's backward in M, its result rounded
+// to T for the two products that read it.
 template <typename T>
 double attention_backward(Device& dev, const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S,
                           long heads, long dh) {
+  using M = master_t<T>;
   const long hy = heads * dh, ld = 3 * hy;
-  const T scale = T(1) / std::sqrt(T(dh));
-  std::vector<T> dP(S * S);
+  const M scale = M(1) / std::sqrt(M(dh));
+  std::vector<M> dP(S * S);
+  std::vector<T> dS(std::is_same_v<T, M> ? 0 : size_t(S * S));
   double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
@@ -205,21 +235,26 @@ double attention_backward(Device& dev, const T* qkv, const T* probs, const T* do
       T* dv = dq + 2 * hy;
       const T* P = probs + (s * heads + h) * S * S;
       const T* dO = dout + s * S * hy + h * dh;
-      blas_s += host_gemm<T>(dev, false, true, int(S), int(S), int(dh), T(1), dO, int(hy), v, int(ld), T(0), dP.data(),
-                             int(S));
-      blas_s += host_gemm<T>(dev, true, false, int(S), int(dh), int(S), T(1), P, int(S), dO, int(hy), T(0), dv, int(ld));
+      blas_s += host_gemm(dev, false, true, int(S), int(S), int(dh), M(1), dO, int(hy), v, int(ld), M(0), dP.data(),
+                          int(S));
+      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), P, int(S), dO, int(hy), M(0), dv, int(ld));
       for (long i = 0; i < S; ++i) {  // softmax backward, scaled: dScores = P∘(dP − Σ dP∘P)·scale
-        T* d = dP.data() + i * S;
+        M* d = dP.data() + i * S;
         const T* p = P + i * S;
         const size_t n = size_t(i) + 1;
-        const T dot = sum_lanes<T>(n, [d, p](size_t j) { return d[j] * p[j]; });
-        for (size_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot) * scale;
-        std::fill(d + n, d + S, T(0));
+        const M dot = sum_lanes<M>(n, [d, p](size_t j) { return d[j] * M(p[j]); });
+        for (size_t j = 0; j < n; ++j) d[j] = M(p[j]) * (d[j] - dot) * scale;
+        std::fill(d + n, d + S, M(0));
       }
-      blas_s += host_gemm<T>(dev, false, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), k, int(ld), T(0), dq,
-                             int(ld));
-      blas_s += host_gemm<T>(dev, true, false, int(S), int(dh), int(S), T(1), dP.data(), int(S), q, int(ld), T(0), dk,
-                             int(ld));
+      const T* dSp = nullptr;
+      if constexpr (std::is_same_v<T, M>) {
+        dSp = dP.data();
+      } else {
+        for (long j = 0; j < S * S; ++j) dS[size_t(j)] = T(dP[size_t(j)]);
+        dSp = dS.data();
+      }
+      blas_s += host_gemm(dev, false, false, int(S), int(dh), int(S), M(1), dSp, int(S), k, int(ld), M(0), dq, int(ld));
+      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), dSp, int(S), q, int(ld), M(0), dk, int(ld));
     }
   return blas_s;
 }
@@ -231,42 +266,59 @@ double attention_backward(Device& dev, const T* qkv, const T* probs, const T* do
 inline long vocab_valid(long vy, long v0, long vocab) { return std::clamp(vocab - v0, 0L, vy); }
 
 template <typename T>
-void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid) {
-  for (long i = 0; i < t; ++i)
-    mx[i] = valid > 0 ? max_lanes(logits + i * vy, size_t(valid)) : -std::numeric_limits<T>::infinity();
+void cross_entropy_row_max(const T* logits, master_t<T>* mx, long t, long vy, long valid) {
+  using M = master_t<T>;
+  for (long i = 0; i < t; ++i) {
+    const T* l = logits + i * vy;
+    M m = -std::numeric_limits<M>::infinity();
+    if constexpr (std::is_same_v<T, M>) {
+      if (valid > 0) m = max_lanes(l, size_t(valid));
+    } else {
+      for (long j = 0; j < valid; ++j) m = std::max(m, M(l[j]));
+    }
+    mx[i] = m;
+  }
 }
 
 // e = exp(logit − max) once, kept in dlogits until the sums arrive; st[2i]
-// the sum of this rank's e, st[2i+1] the target's logit where this rank has it.
+// the sum of this rank's e (before it is rounded to T), st[2i+1] the
+// target's logit where this rank has it.
 template <typename T>
-void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
-                            long v0, long valid) {
+void cross_entropy_exp_sums(const T* logits, const int* targets, const master_t<T>* mx, T* dlogits, master_t<T>* st,
+                            long t, long vy, long v0, long valid) {
+  using M = master_t<T>;
   for (long i = 0; i < t; ++i) {
     const T* l = logits + i * vy;
     T* e = dlogits + i * vy;
-    const T m = mx[i];
-    for (long j = 0; j < valid; ++j) e[j] = exp_poly(l[j] - m);
-    st[2 * i] = sum_lanes<T>(size_t(valid), [e](size_t j) { return e[j]; });
+    const M m = mx[i];
+    if constexpr (std::is_same_v<T, M>) {
+      for (long j = 0; j < valid; ++j) e[j] = exp_poly(l[j] - m);
+      st[2 * i] = sum_lanes<M>(size_t(valid), [e](size_t j) { return e[j]; });
+    } else {
+      st[2 * i] = sum_lanes<M>(size_t(valid), [l, m](size_t j) { return exp_poly(M(l[j]) - m); });
+      for (long j = 0; j < valid; ++j) e[j] = T(exp_poly(M(l[j]) - m));
+    }
     long tj = targets[i] - v0;
-    st[2 * i + 1] = (tj >= 0 && tj < vy) ? l[tj] : T(0);
+    st[2 * i + 1] = (tj >= 0 && tj < vy) ? M(l[tj]) : M(0);
   }
 }
 
 // Returns Σ of the token losses; writes dlogits = (softmax − onehot)·grad_scale.
 template <typename T>
-double cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, long t, long vy, long v0,
-                            long valid, T grad_scale) {
+double cross_entropy_finish(const int* targets, const master_t<T>* mx, const master_t<T>* st, T* dlogits, long t,
+                            long vy, long v0, long valid, master_t<T> grad_scale) {
+  using M = master_t<T>;
   double loss = 0;
   for (long i = 0; i < t; ++i) {
-    const T sum = st[2 * i];
+    const M sum = st[2 * i];
     loss += double(std::log(sum) + mx[i] - st[2 * i + 1]);
     T* d = dlogits + i * vy;
     const long tj = targets[i] - v0;
     const bool here = tj >= 0 && tj < valid;
-    const T e_target = here ? d[tj] : T(0);
-    for (long j = 0; j < valid; ++j) d[j] = d[j] / sum * grad_scale;
+    const M e_target = here ? M(d[tj]) : M(0);
+    for (long j = 0; j < valid; ++j) d[j] = T(M(d[j]) / sum * grad_scale);
     std::fill(d + valid, d + vy, T(0));
-    if (here) d[tj] = (e_target / sum - T(1)) * grad_scale;
+    if (here) d[tj] = T((e_target / sum - M(1)) * grad_scale);
   }
   return loss;
 }

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
+#include <vector>
 
+#include "bf16.hpp"
 #include "clock.hpp"
 #include "device.hpp"
 
@@ -33,9 +36,8 @@ inline void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const
 // between them when it asks for that and an operation is in flight. Returns
 // the seconds spent in BLAS.
 template <typename T>
-double host_gemm(Device& dev, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb,
-                 T beta, T* C, int ldc) {
-  if (m == 0 || n == 0) return 0;
+double blas_panels(Device& dev, bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B,
+                   int ldb, T beta, T* C, int ldc) {
   const int panels = (dev.host_is_device() && dev.comm_pending()) ? std::min(8, m) : 1;
   const int rows = (m + panels - 1) / panels;
   double seconds = 0;
@@ -49,6 +51,44 @@ double host_gemm(Device& dev, bool ta, bool tb, int m, int n, int k, T alpha, co
     if (panels > 1) dev.progress();
   }
   return seconds;
+}
+
+// A rows × cols block of X (row stride ld) into `out` as float, contiguous.
+inline void widen_block(const bf16* X, int rows, int cols, int ld, std::vector<float>& out) {
+  out.resize(size_t(rows) * size_t(cols));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[size_t(r) * cols + c] = float(X[size_t(r) * ld + c]);
+}
+
+// C = alpha·op(A)·op(B) + beta·C with C in T or in T's master type (a weight
+// gradient into its accumulator). bf16 operands are widened to float and
+// multiplied by sgemm: fp32 accumulation, as cuBLAS's bf16 GEMMs; a bf16 C
+// is rounded once, at the end.
+template <typename T, typename C>
+double host_gemm(Device& dev, bool ta, bool tb, int m, int n, int k, master_t<T> alpha, const T* A, int lda,
+                 const T* B, int ldb, master_t<T> beta, C* Cp, int ldc) {
+  static_assert(std::is_same_v<C, T> || std::is_same_v<C, master_t<T>>);
+  if (m == 0 || n == 0) return 0;
+  if constexpr (std::is_same_v<T, bf16>) {
+    thread_local std::vector<float> a, b, c;
+    widen_block(A, ta ? k : m, ta ? m : k, lda, a);
+    widen_block(B, tb ? n : k, tb ? k : n, ldb, b);
+    const int la = ta ? m : k, lb = tb ? k : n;
+    if constexpr (std::is_same_v<C, float>) {
+      return blas_panels(dev, ta, tb, m, n, k, alpha, a.data(), la, b.data(), lb, beta, Cp, ldc);
+    } else {
+      c.assign(size_t(m) * n, 0.0f);
+      if (beta != 0.0f)
+        for (int r = 0; r < m; ++r)
+          for (int j = 0; j < n; ++j) c[size_t(r) * n + j] = float(Cp[size_t(r) * ldc + j]);
+      const double s = blas_panels(dev, ta, tb, m, n, k, alpha, a.data(), la, b.data(), lb, beta, c.data(), n);
+      for (int r = 0; r < m; ++r)
+        for (int j = 0; j < n; ++j) Cp[size_t(r) * ldc + j] = bf16(c[size_t(r) * n + j]);
+      return s;
+    }
+  } else {
+    return blas_panels(dev, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
+  }
 }
 
 }  // namespace ff::engine

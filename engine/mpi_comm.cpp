@@ -1,14 +1,89 @@
 #include "mpi_comm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string>
 
 #include "clock.hpp"
 #include "mpi_poll.hpp"
 
 namespace ff::engine {
 
-MPI_Datatype mpi_type(Scalar s) { return s == Scalar::F32 ? MPI_FLOAT : MPI_DOUBLE; }
+namespace {
+
+// MPI has no bfloat16. Its values travel as a 2-byte type of their own, not
+// MPI_UINT16_T, so that a predefined op given them by mistake is an error
+// (MPI_ERR_OP) rather than an integer sum of bit patterns; and they reduce
+// through user ops that compute in float and round back to nearest even.
+// The float sum of two bf16 values rounded again to bf16 is their correctly
+// rounded bf16 sum (float's 24 bits are at least 2·8 + 2, so the double
+// rounding is innocuous): the sum a GPU's bf16 add gives.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float(a[i]) + float(b[i]);
+}
+
+// fmax's rule, NCCL's too (fmaxf, or __hmax): a NaN loses to a number, so
+// the result does not depend on the order the ranks' values meet in, as it
+// would with MPI_MAX's a > b ? a : b.
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = std::fmax(float(a[i]), float(b[i]));
+}
+
+struct Bf16Mpi {
+  MPI_Datatype type;
+  MPI_Op sum, max;
+};
+
+// Freed by MPI_Finalize itself, which deletes MPI_COMM_SELF's attributes
+// before anything else (MPI-3.1 §8.7.1): MpiComm's lifetime is no guide, as
+// several may come and go, and ops held by a static outlive them all.
+int free_bf16(MPI_Comm, int, void* attr, void*) {
+  auto* m = static_cast<Bf16Mpi*>(attr);
+  int err = MPI_Op_free(&m->sum);
+  if (err == MPI_SUCCESS) err = MPI_Op_free(&m->max);
+  if (err == MPI_SUCCESS) err = MPI_Type_free(&m->type);
+  return err;
+}
+
+// Made on first use by a bf16 operation, not before: the calls are local,
+// so ranks need not agree on when, and an fp32 run makes none.
+const Bf16Mpi& bf16_mpi() {
+  static Bf16Mpi m{};
+  static const bool made = [] {
+    MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &m.type));
+    MPI_CHECK(MPI_Type_commit(&m.type));
+    MPI_CHECK(MPI_Op_create(bf16_sum, 1, &m.sum));
+    MPI_CHECK(MPI_Op_create(bf16_max, 1, &m.max));
+    int key = MPI_KEYVAL_INVALID;
+    MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_bf16, &key, nullptr));
+    MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, key, &m));
+    MPI_CHECK(MPI_Comm_free_keyval(&key));  // the attribute lives on until MPI_COMM_SELF goes
+    return true;
+  }();
+  (void)made;
+  return m;
+}
+
+}  // namespace
+
+MPI_Datatype mpi_type(Scalar s) {
+  switch (s) {
+    case Scalar::F32: return MPI_FLOAT;
+    case Scalar::F64: return MPI_DOUBLE;
+    case Scalar::BF16: return bf16_mpi().type;
+  }
+  FF_FATAL("mpi_type: Scalar " + std::to_string(int(s)));
+}
+
+MPI_Op mpi_op(ReduceOp op, Scalar s) {
+  if (s == Scalar::BF16) return op == ReduceOp::Max ? bf16_mpi().max : bf16_mpi().sum;
+  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+}
 
 int rank_in(MPI_Comm c) {
   int r = 0;
@@ -30,8 +105,6 @@ PerAxis<MPI_Comm> split_axes(MPI_Comm world, const Grid& grid, const Order& orde
 }
 
 namespace {
-
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
 
 void copy_bytes(const void* from, void* to, size_t n, Scalar s) {
   if (from != to) std::memcpy(to, from, n * scalar_bytes(s));
@@ -140,8 +213,8 @@ void MpiComm::all_reduce_raw(Axis a, void* buf, size_t n, Scalar s, ReduceOp op)
   MPI_Comm c = axis_comm_[int(a)];
   run_blocking(
       a, double(n * scalar_bytes(s)),
-      [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c, r)); },
-      [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op), c)); });
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op, s), c, r)); },
+      [&] { MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(op, s), c)); });
 }
 
 void MpiComm::all_gather_raw(Axis a, const void* shard, void* full, size_t shard_n, Scalar s) {
@@ -160,8 +233,8 @@ void MpiComm::reduce_scatter_raw(Axis a, const void* full, void* shard, size_t s
   const int k = int(shard_n);
   run_blocking(
       a, double(shard_n * size(a) * scalar_bytes(s)),
-      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c, r)); },
-      [&] { MPI_CHECK(MPI_Reduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, c)); });
+      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), mpi_op(ReduceOp::Sum, s), c, r)); },
+      [&] { MPI_CHECK(MPI_Reduce_scatter_block(full, shard, k, mpi_type(s), mpi_op(ReduceOp::Sum, s), c)); });
 }
 
 Comm::Ticket MpiComm::post(Axis a, double bytes, MPI_Request req, std::function<void()> on_done,
@@ -199,7 +272,9 @@ Comm::Ticket MpiComm::ireduce_scatter_parts_raw(Axis a, const void* full, void* 
   const int* k = counts.data();  // its buffer moves with the vector into the operation's entry
   return start_collective(
       a, double(n * scalar_bytes(s)), true,
-      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter(full, part, k, mpi_type(s), MPI_SUM, axis_comm_[int(a)], r)); },
+      [&](MPI_Request* r) {
+        MPI_CHECK(MPI_Ireduce_scatter(full, part, k, mpi_type(s), mpi_op(ReduceOp::Sum, s), axis_comm_[int(a)], r));
+      },
       std::move(on_done), std::move(counts));
 }
 
@@ -218,7 +293,7 @@ void MpiComm::all_gather_parts_raw(Axis a, void* buf, size_t n, Scalar s) {
 Comm::Ticket MpiComm::iall_reduce_raw(Axis a, void* buf, size_t n, Scalar s) {
   if (size(a) == 1 || n == 0) return 0;
   return start_collective(a, double(n * scalar_bytes(s)), true, [&](MPI_Request* r) {
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), MPI_SUM, axis_comm_[int(a)], r));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), mpi_type(s), mpi_op(ReduceOp::Sum, s), axis_comm_[int(a)], r));
   });
 }
 
@@ -236,7 +311,10 @@ Comm::Ticket MpiComm::ireduce_scatter_raw(Axis a, const void* full, void* shard,
   const int k = int(shard_n);
   return start_collective(
       a, double(shard_n * size(a) * scalar_bytes(s)), true,
-      [&](MPI_Request* r) { MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), MPI_SUM, axis_comm_[int(a)], r)); },
+      [&](MPI_Request* r) {
+        MPI_CHECK(MPI_Ireduce_scatter_block(full, shard, k, mpi_type(s), mpi_op(ReduceOp::Sum, s), axis_comm_[int(a)],
+                                            r));
+      },
       std::move(on_done));
 }
 

@@ -16,6 +16,8 @@
 namespace ff::engine {
 
 MPI_Datatype mpi_type(Scalar s);
+// The op of `op` on values of `s`: bf16's are user ops (mpi_comm.cpp says why).
+MPI_Op mpi_op(ReduceOp op, Scalar s);
 int rank_in(MPI_Comm c);
 
 // One communicator per axis, split from `world` by the placement `order`:

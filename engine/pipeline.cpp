@@ -38,7 +38,7 @@ void PipelineStage<T>::send(std::vector<Comm::Ticket>& pending, long i, const T*
 }
 
 template <typename T>
-void PipelineStage<T>::forward(long i, const TokensOf& tokens_of, T grad_scale) {
+void PipelineStage<T>::forward(long i, const TokensOf& tokens_of, master_t<T> grad_scale) {
   const int slot = int(i % P_);
   int* tokens = tokens_[size_t(slot)].data();
   if (first_ || last_) tokens_of(i, tokens);
@@ -65,7 +65,7 @@ void PipelineStage<T>::backward(long i) {
 }
 
 template <typename T>
-double PipelineStage<T>::step(const TokensOf& tokens_of, T grad_scale) {
+double PipelineStage<T>::step(const TokensOf& tokens_of, master_t<T> grad_scale) {
   loss_ = 0;
   if (!first_) fwd_recv_ = comm_.irecv(Axis::P, s_ - 1, fwd_in_.data(), fwd_in_.size(), 0);
   if (!last_) bwd_recv_ = comm_.irecv(Axis::P, s_ + 1, bwd_in_.data(), bwd_in_.size(), 0);
@@ -96,5 +96,6 @@ double PipelineStage<T>::step(const TokensOf& tokens_of, T grad_scale) {
 
 template class PipelineStage<float>;
 template class PipelineStage<double>;
+template class PipelineStage<bf16>;
 
 }  // namespace ff::engine

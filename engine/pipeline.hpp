@@ -30,10 +30,10 @@ class PipelineStage {
   PipelineStage(Gpt<T>& model, Comm& comm, long micro_steps, size_t tokens_per_micro);
   // Every micro-batch of one step through this stage; returns the sum of
   // its token losses (the last stage's; 0 elsewhere).
-  double step(const TokensOf& tokens_of, T grad_scale);
+  double step(const TokensOf& tokens_of, master_t<T> grad_scale);
 
  private:
-  void forward(long i, const TokensOf& tokens_of, T grad_scale);
+  void forward(long i, const TokensOf& tokens_of, master_t<T> grad_scale);
   void backward(long i);
   void send(std::vector<Comm::Ticket>& pending, long i, const T* buf, int peer);
 

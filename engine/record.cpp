@@ -66,12 +66,12 @@ nlohmann::json stages_json(const RunResult& r) {
 // (peak_memory_bytes, or on a GPU device.array_bytes_peak_per_rank) is held
 // against. The model knows training dtypes, not fp64: null there.
 nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dtype, int ranks) {
-  if (dtype != "fp32") return nullptr;
+  if (dtype != "fp32" && dtype != "bf16") return nullptr;
   // The engine's attention keeps the S×S probabilities for backward
   // (layers.hpp, cuda/attention.cu): priced unfused, whatever the model says.
   ModelSpec model = o.model;
   model.attention = Attention::Unfused;
-  const Job job{model, ranks, o.batch, Dtype::FP32};
+  const Job job{model, ranks, o.batch, parse_dtype(dtype)};
   const Config& c = o.config;
   const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
   return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os));

@@ -145,7 +145,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   std::unique_ptr<PipelineStage<T>> pipeline;
   if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1));
   double stage_idle = 0;
-  const T grad_scale = T(1.0 / (double(o.batch) * double(S)));
+  const master_t<T> grad_scale = master_t<T>(1.0 / (double(o.batch) * double(S)));
   std::vector<int> tokens(size_t(mb) * (S + 1));
 
   RunResult res;
@@ -276,5 +276,6 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
 
 template RunResult train<float>(MPI_Comm, const RunOptions&, bool, const std::function<void(const StepRecord&)>&);
 template RunResult train<double>(MPI_Comm, const RunOptions&, bool, const std::function<void(const StepRecord&)>&);
+template RunResult train<bf16>(MPI_Comm, const RunOptions&, bool, const std::function<void(const StepRecord&)>&);
 
 }  // namespace ff::engine

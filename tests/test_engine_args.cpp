@@ -61,8 +61,13 @@ TEST_CASE("a configuration's launch arguments: the configuration, on a device th
   ff::EngineArgs a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(ff::join_args(ff::engine_argv(a)) ==
         "--model gpt-5b --grid 1,2,4,2 --order yxzpd --micro-batch 2 --recompute --overlap ors --device cpu "
-        "--dtype fp32 --batch 64");
-  CHECK(note.find("bf16") != std::string::npos);  // the user is told it does not run bf16
+        "--dtype bf16 --batch 64");
+  CHECK(note.empty());
+
+  c.dtype = ff::Dtype::FP16;  // no fp16 in the engine: fp32, and the user is told
+  a = ff::engine_args("gpt-5b", c, 64, &note);
+  CHECK(a.dtype == "fp32");
+  CHECK(note.find("fp16") != std::string::npos);
 
   c.dtype = ff::Dtype::FP32;
   a = ff::engine_args("gpt-5b", c, 64, &note);
@@ -84,18 +89,19 @@ TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {
   CHECK(line().find("--dp-bucket-mib") == std::string::npos);
 }
 
-TEST_CASE("a machine with NVIDIA GPUs gets launch lines on the engine's cuda device, in fp32 until bf16 comes") {
+TEST_CASE("a machine with NVIDIA GPUs gets launch lines on the engine's cuda device, in the plan's dtype") {
   ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::BF16};
   ff::MachineProfile m = fftest::toy_machine(4);
   ff::Config c{{1, 1, 2, 4}, ff::Order(), 1, false, ff::Overlap{}, ff::Dtype::BF16};
   auto first = [&] { return ff::launch_lines(job, "toy.json", m, c).front(); };
-  CHECK(first().line.find("--device cpu --dtype fp32") != std::string::npos);  // the default: no engine_device
+  CHECK(first().line.find("--device cpu --dtype bf16") != std::string::npos);  // the default: no engine_device
   m.engine_device = "cuda";
+  CHECK(first().line.find("--device cuda --dtype bf16") != std::string::npos);
+  CHECK(first().note.empty());
+  c.dtype = ff::Dtype::FP16;  // a V100 plan: the engine has no fp16
   const ff::LaunchLine l = first();
   CHECK(l.line.find("--device cuda --dtype fp32") != std::string::npos);
-  CHECK(l.note.find("cuda device has no bf16 kernels") != std::string::npos);
-  c.dtype = ff::Dtype::FP32;
-  CHECK(first().note.empty());
+  CHECK(l.note.find("cuda device has no fp16 kernels") != std::string::npos);
 }
 
 TEST_CASE("a pace given in the flags' units comes back as written, on the launch line and in the paced profile") {

@@ -12,7 +12,8 @@ const std::vector<std::string>& engine_devices() {
 }
 
 bool engine_device_computes(const std::string& device, const std::string& dtype) {
-  return (device == "cpu" || device == "paced" || device == "cuda") && (dtype == "fp32" || dtype == "fp64");
+  return (device == "cpu" || device == "paced" || device == "cuda") &&
+         (dtype == "fp32" || dtype == "fp64" || dtype == "bf16");
 }
 
 DevicePace pace_of(const EngineArgs& a) {
@@ -130,7 +131,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--pace-gbps", a.pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
   app.add_option("--poll-us", a.poll_us, "Paced device: µs slept between MPI_Test calls while waiting")
       ->capture_default_str();
-  app.add_option("--dtype", a.dtype, "Scalar: fp32, or fp64 (exactness checks); the cpu device has no bf16")
+  app.add_option("--dtype", a.dtype, "Scalar: fp32, bf16 (fp32 master weights), or fp64 (exactness checks)")
       ->capture_default_str();
   app.add_option("--batch", a.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");
   app.add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();

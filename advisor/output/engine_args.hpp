@@ -48,17 +48,18 @@ struct EngineArgs {
   bool operator==(const EngineArgs&) const = default;
 };
 
-// The engine's devices and the scalar types each computes in. The cpu device
-// (OpenBLAS and plain loops) and the paced one (the cpu's results on a
-// virtual device clock) have fp32 and fp64; bf16 needs a GPU device.
+// The engine's devices and the scalar types each computes in: fp32, bf16
+// (fp32 masters; on the cpu and paced devices computed in fp32 from bf16
+// values, rounded where they are stored) and fp64 (exactness checks). No
+// fp16 yet.
 const std::vector<std::string>& engine_devices();
 bool engine_device_computes(const std::string& device, const std::string& dtype);
 DevicePace pace_of(const EngineArgs& a);
 void set_pace(EngineArgs& a, const DevicePace& p);
 
-// Configuration `c` of a job, as the engine runs it on a device it has. A
-// bf16 configuration runs in fp32 on the cpu device (same grid, placement and
-// collectives, 4-byte values); `note` says so, else it is empty.
+// Configuration `c` of a job, as the engine runs it on a device it has. An
+// fp16 configuration runs in fp32 (same grid, placement and collectives,
+// 4-byte values); `note` says so, else it is empty.
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note = nullptr,
                        const std::string& device = "cpu");
 

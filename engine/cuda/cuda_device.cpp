@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 #include "clock.hpp"
@@ -274,6 +275,7 @@ namespace {
 template <typename T>
 class CudaKernels final : public DeviceKernels<T> {
  public:
+  using M = master_t<T>;
   explicit CudaKernels(CudaDevice& dev) : s_(dev.stream()), blas_(dev.blas()) {
     CUDA_CHECK(cudaMalloc(&scalar_, cuda::kSumOfSquaresWorkspace * sizeof(double)));
   }
@@ -281,25 +283,34 @@ class CudaKernels final : public DeviceKernels<T> {
     cudaStreamSynchronize(s_);
     cudaFree(scalar_);
     for (auto& b : tokens_) cudaFree(b.p);
+    cudaFree(scores_);
     cudaFree(dscores_);
     cudaFree(loss_);
   }
 
-  double gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* C,
+  double gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta, T* C,
               int ldc) override {
     cuda::gemm(blas_, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
   }
-  void copy(const T* src, T* dst, size_t n) override {
-    if (n) CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDefault, s_));
+  double gemm_to_master(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                        M beta, M* C, int ldc) override {
+    cuda::gemm(blas_, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return 0;
   }
-  void zero(T* x, size_t n) override {
-    if (n) CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(T), s_));
+  void copy(const void* src, void* dst, size_t bytes) override {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s_));
+  }
+  void zero(void* x, size_t bytes) override {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(x, 0, bytes, s_));
   }
   void add(const T* a, const T* b, T* out, size_t n) override { cuda::add(a, b, out, n, s_); }
+  void accumulate(M* acc, const T* x, size_t n) override { cuda::accumulate(acc, x, n, s_); }
+  void widen(const T* x, M* out, size_t n) override { cuda::widen(x, out, n, s_); }
+  void narrow(const M* x, T* out, size_t n) override { cuda::narrow(x, out, n, s_); }
   void add_bias(T* out, const T* bias, long rows, long n) override { cuda::add_bias(out, bias, rows, n, s_); }
-  void bias_grad(const T* dout, T* dbias, long rows, long n) override { cuda::bias_grad(dout, dbias, rows, n, s_); }
-  double sum_of_squares(const T* x, size_t n) override {
+  void bias_grad(const T* dout, M* dbias, long rows, long n) override { cuda::bias_grad(dout, dbias, rows, n, s_); }
+  double sum_of_squares(const M* x, size_t n) override {
     if (n == 0) return 0;
     cuda::sum_of_squares(x, n, scalar_, s_);
     double v = 0;
@@ -322,19 +333,19 @@ class CudaKernels final : public DeviceKernels<T> {
     return static_cast<const int*>(b.p);
   }
   void targets(const int* tokens, int* targets, long t, long S) override { cuda::targets(tokens, targets, t, S, s_); }
-  void layernorm_row_sums(const T* x, T* sum, long t, long hx) override { cuda::layernorm_row_sums(x, sum, t, hx, s_); }
-  void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H) override {
+  void layernorm_row_sums(const T* x, M* sum, long t, long hx) override { cuda::layernorm_row_sums(x, sum, t, hx, s_); }
+  void layernorm_centred_squares(const T* x, const M* sum, M* mean, M* sq, long t, long hx, long H) override {
     cuda::layernorm_centred_squares(x, sum, mean, sq, t, hx, H, s_);
   }
-  void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
-                           T* rstd, long t, long hx, long H) override {
+  void layernorm_normalize(const T* x, const M* mean, const M* sq, const T* gamma, const T* beta, T* y, T* xhat,
+                           M* rstd, long t, long hx, long H) override {
     cuda::layernorm_normalize(x, mean, sq, gamma, beta, y, xhat, rstd, t, hx, H, s_);
   }
-  void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx) override {
+  void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) override {
     cuda::layernorm_backward_sums(dy, xhat, gamma, stat, t, hx, s_);
   }
-  void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
-                                T* dgamma, T* dbeta, long t, long hx, long H) override {
+  void layernorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
+                                M* dgamma, M* dbeta, long t, long hx, long H) override {
     cuda::layernorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, dbeta, t, hx, H, s_);
   }
   void gelu_forward(const T* x, T* y, long n) override { cuda::gelu_forward(x, y, n, s_); }
@@ -346,41 +357,52 @@ class CudaKernels final : public DeviceKernels<T> {
   void add_positions(T* h0, const T* pos, long t, long S, long hx) override {
     cuda::add_positions(h0, pos, t, S, hx, s_);
   }
-  void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx,
+  void embedding_scatter_add(const int* tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S, long hx,
                              long vy, long v0) override {
     cuda::embedding_scatter_add(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0, s_);
   }
+  // Where T = M the softmax works in place (scores = probs forward, dS over
+  // dP backward), as before bf16: one workspace of probs' size, backward's.
+  // bf16 keeps the unrounded scores and dP in an M workspace and dS in a T
+  // one.
   double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) override {
-    cuda::attention_forward(blas_, qkv, out, probs, seqs, S, heads, dh, s_);
+    M* scores = nullptr;
+    if constexpr (std::is_same_v<T, M>) scores = probs;
+    else scores = grow(scores_, scores_n_, size_t(seqs * heads * S * S));
+    cuda::attention_forward(blas_, qkv, out, probs, scores, seqs, S, heads, dh, s_);
     return 0;
   }
   double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
                             long dh) override {
-    grow(dscores_, dscores_n_, size_t(seqs * heads * S * S));
-    cuda::attention_backward(blas_, qkv, probs, dout, dqkv, dscores_, seqs, S, heads, dh, s_);
+    const size_t n = size_t(seqs * heads * S * S);
+    T* dscores = grow(dscores_, dscores_n_, n);
+    M* scores = nullptr;
+    if constexpr (std::is_same_v<T, M>) scores = dscores;
+    else scores = grow(scores_, scores_n_, n);
+    cuda::attention_backward(blas_, qkv, probs, dout, dqkv, scores, dscores, seqs, S, heads, dh, s_);
     return 0;
   }
-  void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid) override {
+  void cross_entropy_row_max(const T* logits, M* mx, long t, long vy, long valid) override {
     cuda::cross_entropy_row_max(logits, mx, t, vy, valid, s_);
   }
-  void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
+  void cross_entropy_exp_sums(const T* logits, const int* targets, const M* mx, T* dlogits, M* st, long t, long vy,
                               long v0, long valid) override {
     cuda::cross_entropy_exp_sums(logits, targets, mx, dlogits, st, t, vy, v0, valid, s_);
   }
-  // The token losses summed on the host in token order, as the cpu sums them.
-  double cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, long t, long vy, long v0,
-                              long valid, T grad_scale) override {
+  // The token losses (M) summed on the host in token order, as the cpu sums them.
+  double cross_entropy_finish(const int* targets, const M* mx, const M* st, T* dlogits, long t, long vy, long v0,
+                              long valid, M grad_scale) override {
     grow(loss_, loss_n_, size_t(t));
     cuda::cross_entropy_finish(targets, mx, st, dlogits, loss_, t, vy, v0, valid, grad_scale, s_);
     losses_.resize(size_t(t));
-    CUDA_CHECK(cudaMemcpyAsync(losses_.data(), loss_, size_t(t) * sizeof(T), cudaMemcpyDeviceToHost, s_));
+    CUDA_CHECK(cudaMemcpyAsync(losses_.data(), loss_, size_t(t) * sizeof(M), cudaMemcpyDeviceToHost, s_));
     CUDA_CHECK(cudaStreamSynchronize(s_));
     double loss = 0;
-    for (T l : losses_) loss += double(l);
+    for (M l : losses_) loss += double(l);
     return loss;
   }
-  void adamw_update(T* w, T* g, T* m, T* v, size_t n, const AdamWStep<T>& s) override {
-    cuda::adamw_update(w, g, m, v, n, s, s_);
+  void adamw_update(M* master, M* g, M* m, M* v, T* w, size_t n, const AdamWStep<M>& s) override {
+    cuda::adamw_update(master, g, m, v, w, n, s, s_);
   }
 
  private:
@@ -389,23 +411,27 @@ class CudaKernels final : public DeviceKernels<T> {
     size_t n = 0;
   };
   // A workspace of at least n values (freed only once the stream is idle).
-  void grow(T*& p, size_t& have, size_t n) {
-    if (have >= n) return;
+  template <typename U>
+  U* grow(U*& p, size_t& have, size_t n) {
+    if (have >= n) return p;
     CUDA_CHECK(cudaStreamSynchronize(s_));
     cudaFree(p);
-    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(U)));
     have = n;
+    return p;
   }
 
   cudaStream_t s_;
   cublasHandle_t blas_;
   double* scalar_ = nullptr;
   std::vector<DeviceArray> tokens_;
+  M* scores_ = nullptr;  // bf16's only
+  size_t scores_n_ = 0;
   T* dscores_ = nullptr;
   size_t dscores_n_ = 0;
-  T* loss_ = nullptr;
+  M* loss_ = nullptr;
   size_t loss_n_ = 0;
-  std::vector<T> losses_;
+  std::vector<M> losses_;
 };
 
 template <typename T>
@@ -425,7 +451,7 @@ double gemm_peak_flops(int n) {
   double best = 0;
   for (int rep = 0; rep < 8; ++rep) {  // the first two warm up (handle workspace, clocks)
     CUDA_CHECK(cudaEventRecord(start, 0));
-    cuda::gemm(h, false, false, n, n, n, T(1), a, n, b, n, T(0), c, n);
+    cuda::gemm(h, false, false, n, n, n, master_t<T>(1), a, n, b, n, master_t<T>(0), c, n);
     CUDA_CHECK(cudaEventRecord(stop, 0));
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
@@ -440,7 +466,11 @@ double gemm_peak_flops(int n) {
 }
 }  // namespace
 
-double cuda_gemm_peak(int n, bool fp64) { return fp64 ? gemm_peak_flops<double>(n) : gemm_peak_flops<float>(n); }
+double cuda_gemm_peak(int n, const std::string& dtype) {
+  return dtype == "fp64"   ? gemm_peak_flops<double>(n)
+         : dtype == "bf16" ? gemm_peak_flops<bf16>(n)
+                           : gemm_peak_flops<float>(n);
+}
 
 template <typename T>
 std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev) {
@@ -448,5 +478,6 @@ std::unique_ptr<DeviceKernels<T>> make_cuda_kernels(CudaDevice& dev) {
 }
 template std::unique_ptr<DeviceKernels<float>> make_cuda_kernels<float>(CudaDevice&);
 template std::unique_ptr<DeviceKernels<double>> make_cuda_kernels<double>(CudaDevice&);
+template std::unique_ptr<DeviceKernels<bf16>> make_cuda_kernels<bf16>(CudaDevice&);
 
 }  // namespace ff::engine

@@ -1,4 +1,5 @@
-// The embedding on the GPU (kernels.hpp); the twin of layers.hpp's.
+// The embedding on the GPU (kernels.hpp); the twin of layers.hpp's: the
+// lookup and positions in T (the sum computed in M), the gradients into M.
 #include "kernels.hpp"
 #include "reduce.cuh"
 
@@ -14,36 +15,37 @@ __global__ void lookup_kernel(const int* tokens, const T* E, long ldE, T* h0, lo
   const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= t * hx) return;
   const long i = k / hx, j = k % hx, r = token_row(tokens, i, S, v0);
-  h0[k] = (r >= 0 && r < vy) ? E[r * ldE + j] : T(0);
+  if (r >= 0 && r < vy) h0[k] = E[r * ldE + j];  // a copy: no rounding
+  else store(h0 + k, master_t<T>(0));
 }
 
 template <typename T>
 __global__ void positions_kernel(T* h0, const T* pos, long t, long S, long hx) {
   const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= t * hx) return;
-  h0[k] += pos[(k / hx % S) * hx + k % hx];
+  store(h0 + k, load(h0 + k) + load(pos + (k / hx % S) * hx + k % hx));
 }
 
 // Thread j owns column j of dE: the tokens' rows are added in token order,
 // as the cpu adds them (two tokens may share a row: no atomics, deterministic).
-template <typename T>
-__global__ void scatter_add_kernel(const int* tokens, const T* dh0, T* dE, long ldE, long t, long S, long hx, long vy,
+template <typename T, typename M = master_t<T>>
+__global__ void scatter_add_kernel(const int* tokens, const T* dh0, M* dE, long ldE, long t, long S, long hx, long vy,
                                    long v0) {
   const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= hx) return;
   for (long i = 0; i < t; ++i) {
     const long r = token_row(tokens, i, S, v0);
-    if (r >= 0 && r < vy) dE[r * ldE + j] += dh0[i * hx + j];
+    if (r >= 0 && r < vy) dE[r * ldE + j] += load(dh0 + i * hx + j);
   }
 }
 
 // dpos[p, j] += Σ over the sequences of dh0 at position p, in sequence order.
-template <typename T>
-__global__ void positions_grad_kernel(const T* dh0, T* dpos, long t, long S, long hx) {
+template <typename T, typename M = master_t<T>>
+__global__ void positions_grad_kernel(const T* dh0, M* dpos, long t, long S, long hx) {
   const long k = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= S * hx) return;
-  T acc = dpos[k];
-  for (long i = k; i < t * hx; i += S * hx) acc += dh0[i];
+  M acc = dpos[k];
+  for (long i = k; i < t * hx; i += S * hx) acc += load(dh0 + i);
   dpos[k] = acc;
 }
 
@@ -59,18 +61,19 @@ void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s) {
   if (t * hx > 0) positions_kernel<<<blocks_for(t * hx), kThreads, 0, s>>>(h0, pos, t, S, hx);
 }
 template <typename T>
-void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
-                           long v0, Stream s) {
+void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
+                           long S, long hx, long vy, long v0, Stream s) {
   if (t * hx <= 0) return;
   scatter_add_kernel<<<blocks_for(hx), kThreads, 0, s>>>(tokens, dh0, dE, ldE, t, S, hx, vy, v0);
   positions_grad_kernel<<<blocks_for(S * hx), kThreads, 0, s>>>(dh0, dpos, t, S, hx);
 }
 
-#define FF_EMBEDDING(T)                                                                                          \
+#define FF_EMBEDDING(T, M)                                                                                       \
   template void embedding_lookup<T>(const int*, const T*, long, T*, long, long, long, long, long, Stream);      \
   template void add_positions<T>(T*, const T*, long, long, long, Stream);                                       \
-  template void embedding_scatter_add<T>(const int*, const T*, T*, long, T*, long, long, long, long, long, Stream);
-FF_EMBEDDING(float)
-FF_EMBEDDING(double)
+  template void embedding_scatter_add<T>(const int*, const T*, M*, long, M*, long, long, long, long, long, Stream);
+FF_EMBEDDING(float, float)
+FF_EMBEDDING(double, double)
+FF_EMBEDDING(bf16, float)
 
 }  // namespace ff::cuda

@@ -1,6 +1,7 @@
 // The schedule's element-wise glue on the GPU (kernels.hpp), twins of
-// device_kernels.hpp's CpuKernels: sums, the bias and its gradient, the
-// targets, and the sum of squares for the gradient norm.
+// device_kernels.hpp's CpuKernels: sums, the master's accumulate, widen and
+// narrow, the bias and its gradient, the targets, and the sum of squares for
+// the gradient norm. Computed in M, rounded where stored as T.
 #include <algorithm>
 
 #include "cuda_check.hpp"
@@ -14,13 +15,31 @@ namespace {
 template <typename T>
 __global__ void add_kernel(const T* a, const T* b, T* out, size_t n) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
+  if (i < n) store(out + i, load(a + i) + load(b + i));
+}
+
+template <typename T, typename M = master_t<T>>
+__global__ void accumulate_kernel(M* acc, const T* x, size_t n) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) acc[i] += load(x + i);
+}
+
+template <typename T, typename M = master_t<T>>
+__global__ void widen_kernel(const T* x, M* out, size_t n) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = load(x + i);
+}
+
+template <typename T, typename M = master_t<T>>
+__global__ void narrow_kernel(const M* x, T* out, size_t n) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) store(out + i, x[i]);
 }
 
 template <typename T>
 __global__ void add_bias_kernel(T* out, const T* bias, long rows, long n) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < size_t(rows) * size_t(n)) out[i] += bias[i % size_t(n)];
+  if (i < size_t(rows) * size_t(n)) store(out + i, load(out + i) + load(bias + i % size_t(n)));
 }
 
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
@@ -65,29 +84,47 @@ void add(const T* a, const T* b, T* out, size_t n, Stream s) {
   if (n > 0) add_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(a, b, out, n);
 }
 template <typename T>
+void accumulate(master_t<T>* acc, const T* x, size_t n, Stream s) {
+  if (n > 0) accumulate_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(acc, x, n);
+}
+template <typename T>
+void widen(const T* x, master_t<T>* out, size_t n, Stream s) {
+  if (n > 0) widen_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(x, out, n);
+}
+template <typename T>
+void narrow(const master_t<T>* x, T* out, size_t n, Stream s) {
+  if (n > 0) narrow_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(x, out, n);
+}
+template <typename T>
 void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
   if (rows * n > 0) add_bias_kernel<<<blocks_for(rows * n), kThreads, 0, s>>>(out, bias, rows, n);
 }
 template <typename T>
-void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s) {
+void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {
   add_column_sums(Element<T>{dout, n}, rows, n, dbias, s);
 }
 void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);
 }
-template <typename T>
-void sum_of_squares(const T* x, size_t n, double* out, Stream s) {
+template <typename M>
+void sum_of_squares(const M* x, size_t n, double* out, Stream s) {
   const int parts = int(std::min<long>(long(blocks_for(long(n))), long(kSumOfSquaresWorkspace)));
   squares_partial_kernel<<<unsigned(std::max(parts, 1)), kThreads, 0, s>>>(x, n, out);
   sum_parts_kernel<<<1, kThreads, 0, s>>>(out, std::max(parts, 1));
 }
 
-#define FF_GLUE(T)                                                       \
+#define FF_GLUE(T, M)                                                    \
   template void add<T>(const T*, const T*, T*, size_t, Stream);          \
+  template void accumulate<T>(M*, const T*, size_t, Stream);             \
+  template void widen<T>(const T*, M*, size_t, Stream);                  \
+  template void narrow<T>(const M*, T*, size_t, Stream);                 \
   template void add_bias<T>(T*, const T*, long, long, Stream);           \
-  template void bias_grad<T>(const T*, T*, long, long, Stream);          \
-  template void sum_of_squares<T>(const T*, size_t, double*, Stream);
-FF_GLUE(float)
-FF_GLUE(double)
+  template void bias_grad<T>(const T*, M*, long, long, Stream);
+FF_GLUE(float, float)
+FF_GLUE(double, double)
+FF_GLUE(bf16, float)
+// Of the master type only: float (fp32's and bf16's) and double.
+template void sum_of_squares<float>(const float*, size_t, double*, Stream);
+template void sum_of_squares<double>(const double*, size_t, double*, Stream);
 
 }  // namespace ff::cuda

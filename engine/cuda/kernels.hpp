@@ -3,12 +3,16 @@
 // twin of the cpu function of the same name (layers.hpp, adamw.hpp) and
 // checked against it (tests/engine/test_cuda_kernels.cpp). Pointers are
 // device memory; each launcher enqueues on `stream` and returns at once.
-// Float and double (the exactness dtype); bf16 is to come with the backend.
+// T is the training dtype (float, double, engine::bf16) and M = master_t<T>
+// its master type, as in DeviceKernels (device_kernels.hpp): each launcher
+// takes the arguments of the DeviceKernels method of its name, loads T into
+// M, computes in M and rounds to T only what it stores as T (scalar.cuh).
 // Declared for plain C++ callers: no CUDA types but the stream and the
 // cuBLAS handle.
 #include <cstddef>
 
 #include "adamw.hpp"  // AdamWStep
+#include "bf16.hpp"
 
 struct CUstream_st;
 struct cublasContext;
@@ -17,21 +21,26 @@ namespace ff::cuda {
 
 using Stream = CUstream_st*;  // cudaStream_t
 using Blas = cublasContext*;  // cublasHandle_t
+using engine::master_t;
 
 // LayerNorm over H columns of which this rank holds hx, around its two
 // all-reduces over X (layers.hpp): row sums; mean and centred squares; x̂, y,
 // rstd. Backward: the two sums per token; dx, and dγ, dβ accumulated.
-template <typename T> void layernorm_row_sums(const T* x, T* sum, long t, long hx, Stream s);
+// The statistics and dγ, dβ are M; x̂ and y are rounded from the same
+// unrounded (x − mean)·rstd.
+template <typename T> void layernorm_row_sums(const T* x, master_t<T>* sum, long t, long hx, Stream s);
 template <typename T>
-void layernorm_centred_squares(const T* x, const T* sum, T* mean, T* sq, long t, long hx, long H, Stream s);
+void layernorm_centred_squares(const T* x, const master_t<T>* sum, master_t<T>* mean, master_t<T>* sq, long t,
+                               long hx, long H, Stream s);
 template <typename T>
-void layernorm_normalize(const T* x, const T* mean, const T* sq, const T* gamma, const T* beta, T* y, T* xhat,
-                         T* rstd, long t, long hx, long H, Stream s);
+void layernorm_normalize(const T* x, const master_t<T>* mean, const master_t<T>* sq, const T* gamma, const T* beta,
+                         T* y, T* xhat, master_t<T>* rstd, long t, long hx, long H, Stream s);
 template <typename T>
-void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, T* stat, long t, long hx, Stream s);
+void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, master_t<T>* stat, long t, long hx, Stream s);
 template <typename T>
-void layernorm_backward_apply(const T* dy, const T* xhat, const T* rstd, const T* gamma, const T* stat, T* dx,
-                              T* dgamma, T* dbeta, long t, long hx, long H, Stream s);
+void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma,
+                              const master_t<T>* stat, T* dx, master_t<T>* dgamma, master_t<T>* dbeta, long t, long hx,
+                              long H, Stream s);
 
 // GPT-2's tanh GELU.
 template <typename T> void gelu_forward(const T* x, T* y, long n, Stream s);
@@ -41,53 +50,68 @@ template <typename T> void gelu_backward(const T* x, const T* dy, T* dx, long n,
 // (layers.hpp): the row max; e = exp(logit − max) into dlogits with the sums
 // and the target's logit; then dlogits and each token's loss (`loss`, t
 // values: the host sums them, as the cpu's cross_entropy_finish returns).
-template <typename T> void cross_entropy_row_max(const T* logits, T* mx, long t, long vy, long valid, Stream s);
+// The sums are of the unrounded e; dlogits holds e rounded to T until the
+// finish divides it.
 template <typename T>
-void cross_entropy_exp_sums(const T* logits, const int* targets, const T* mx, T* dlogits, T* st, long t, long vy,
-                            long v0, long valid, Stream s);
+void cross_entropy_row_max(const T* logits, master_t<T>* mx, long t, long vy, long valid, Stream s);
 template <typename T>
-void cross_entropy_finish(const int* targets, const T* mx, const T* st, T* dlogits, T* loss, long t, long vy, long v0,
-                          long valid, T grad_scale, Stream s);
+void cross_entropy_exp_sums(const T* logits, const int* targets, const master_t<T>* mx, T* dlogits, master_t<T>* st,
+                            long t, long vy, long v0, long valid, Stream s);
+template <typename T>
+void cross_entropy_finish(const int* targets, const master_t<T>* mx, const master_t<T>* st, T* dlogits,
+                          master_t<T>* loss, long t, long vy, long v0, long valid, master_t<T> grad_scale, Stream s);
 
 // The embedding over a Y block of the vocabulary (layers.hpp): lookup,
 // positions added, and backward's scatter-add into dE and dpos (one thread a
-// column, tokens in order: deterministic, no atomics).
+// column, tokens in order: deterministic, no atomics) into M gradients.
 template <typename T>
 void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0,
                       Stream s);
 template <typename T> void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s);
 template <typename T>
-void embedding_scatter_add(const int* tokens, const T* dh0, T* dE, long ldE, T* dpos, long t, long S, long hx, long vy,
-                           long v0, Stream s);
+void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
+                           long S, long hx, long vy, long v0, Stream s);
 
 // Causal attention on whole local heads, the layouts of layers.hpp (qkv
 // [seqs·S, 3·heads·dh], out [seqs·S, heads·dh], probs [seqs, heads, S, S]):
 // the cpu's GEMMs per (sequence, head) as one cuBLAS strided-batched call per
 // sequence (`blas`, bound to stream s), full S×S products with the causal
-// mask applied by the softmax kernels (one block per query row). `dscores`
-// is a workspace of probs' size. The S×S scores are in memory, as the
-// cpu's; a flash-style kernel would keep them on chip, never writing probs
-// (S² values per head less traffic and memory) and skip the masked half.
+// mask applied by the softmax kernels (one block per query row). The S×S
+// scores are in memory, as the cpu's; a flash-style kernel would keep them
+// on chip, never writing probs (S² values per head less traffic and memory)
+// and skip the masked half.
+// Workspaces of probs' size: `scores` (M) takes the unrounded GEMM results
+// the softmax kernels read (scale·Q·Kᵀ forward, dP = dO·Vᵀ backward) and
+// `dscores` (T) backward's dS, rounded for the two GEMMs after it. Where
+// T = M they may alias what they feed, in place as before bf16: forward's
+// scores = probs, backward's dscores = scores.
 template <typename T>
-void attention_forward(Blas blas, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh,
-                       Stream s);
+void attention_forward(Blas blas, const T* qkv, T* out, T* probs, master_t<T>* scores, long seqs, long S, long heads,
+                       long dh, Stream s);
 template <typename T>
-void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, T* dqkv, T* dscores,
-                        long seqs, long S, long heads, long dh, Stream s);
+void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, T* dqkv, master_t<T>* scores,
+                        T* dscores, long seqs, long S, long heads, long dh, Stream s);
 
-// The schedule's glue (device_kernels.hpp): out = a + b; out[i, j] +=
-// bias[j]; dbias[j] += Σ_i dout[i, j] (chunks of 64 rows, then the chunks in
-// order: reduce.cuh); the targets of sequences of S + 1 tokens; Σ x² in
-// double into out[0] (device memory, a workspace of kSumOfSquaresWorkspace
-// doubles).
+// The schedule's glue (device_kernels.hpp): out = a + b; acc += x; x widened
+// to M and narrowed (rounded) to T; out[i, j] += bias[j]; dbias[j] += Σ_i
+// dout[i, j] in M (chunks of 64 rows, then the chunks in order: reduce.cuh);
+// the targets of sequences of S + 1 tokens; Σ x² of an M array (float or
+// double) in double into out[0] (device memory, a workspace of
+// kSumOfSquaresWorkspace doubles).
 template <typename T> void add(const T* a, const T* b, T* out, size_t n, Stream s);
+template <typename T> void accumulate(master_t<T>* acc, const T* x, size_t n, Stream s);
+template <typename T> void widen(const T* x, master_t<T>* out, size_t n, Stream s);
+template <typename T> void narrow(const master_t<T>* x, T* out, size_t n, Stream s);
 template <typename T> void add_bias(T* out, const T* bias, long rows, long n, Stream s);
-template <typename T> void bias_grad(const T* dout, T* dbias, long rows, long n, Stream s);
+template <typename T> void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s);
 void targets(const int* tokens, int* targets, long t, long S, Stream s);
 constexpr size_t kSumOfSquaresWorkspace = 1024;
-template <typename T> void sum_of_squares(const T* x, size_t n, double* out, Stream s);
+template <typename M> void sum_of_squares(const M* x, size_t n, double* out, Stream s);
 
-// AdamW on n parameters; the gradient is left zero, as on the cpu.
-template <typename T> void adamw_update(T* w, T* g, T* m, T* v, size_t n, const engine::AdamWStep<T>& step, Stream s);
+// AdamW on n master parameters; the gradient is left zero, as on the cpu.
+// w, where not nullptr, receives each updated master rounded to T.
+template <typename T>
+void adamw_update(master_t<T>* master, master_t<T>* g, master_t<T>* m, master_t<T>* v, T* w, size_t n,
+                  const engine::AdamWStep<master_t<T>>& step, Stream s);
 
 }  // namespace ff::cuda

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <string>
 
 #include "clock.hpp"
 #include "check.hpp"
@@ -16,7 +17,14 @@ namespace ff::engine {
 
 namespace {
 
-ncclDataType_t nccl_type(Scalar s) { return s == Scalar::F32 ? ncclFloat : ncclDouble; }
+ncclDataType_t nccl_type(Scalar s) {
+  switch (s) {
+    case Scalar::F32: return ncclFloat;
+    case Scalar::F64: return ncclDouble;
+    case Scalar::BF16: return ncclBfloat16;
+  }
+  FF_FATAL("nccl_type: Scalar " + std::to_string(int(s)));
+}
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Max ? ncclMax : ncclSum; }
 
 void copy_bytes(const void* from, void* to, size_t n, Scalar s, cudaStream_t st) {

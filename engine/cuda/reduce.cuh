@@ -3,6 +3,8 @@
 // block per token row). kThreads threads, a power of two.
 #include <cuda_runtime.h>
 
+#include "scalar.cuh"
+
 namespace ff::cuda {
 
 constexpr int kThreads = 256;
@@ -40,18 +42,19 @@ constexpr long kChunkRows = 64;
 // stream launches them all.
 void* column_sum_workspace(size_t bytes);
 
+// The values are T's, summed in M (`out`'s type, master_t<T>).
 template <typename T>
 struct Element {  // a[i, j]
   const T* a;
   long n;
-  __device__ T operator()(long i, long j) const { return a[i * n + j]; }
+  __device__ master_t<T> operator()(long i, long j) const { return load(a + i * n + j); }
 };
 template <typename T>
 struct ElementProduct {  // a[i, j]·b[i, j]
   const T* a;
   const T* b;
   long n;
-  __device__ T operator()(long i, long j) const { return a[i * n + j] * b[i * n + j]; }
+  __device__ master_t<T> operator()(long i, long j) const { return load(a + i * n + j) * load(b + i * n + j); }
 };
 
 template <typename T, class Value>

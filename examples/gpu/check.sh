@@ -8,10 +8,11 @@
 # 1. engine_cuda_kernels: every kernel against its cpu twin;
 # 2. engine_cuda_backend on one rank: the glue, and three training steps of a
 #    small model on the GPU against the cpu device (fp64 to 1e-10, fp32 loss
-#    to 1e-5);
+#    to 1e-5, bf16 loss to 1e-2);
 # 3. engine --device cuda --bench: gpt-small (4,096 tokens a step), gpt-small
 #    with --offload, and gpt-1.3b (micro-batch 1, batch 2; micro-batch 4,
-#    batch 8), fp32, each writing its record to OUT_DIR/<run>.json.
+#    batch 8), fp32, then gpt-small (with and without --offload) and gpt-1.3b
+#    at micro-batch 4 in bf16, each writing its record to OUT_DIR/<run>.json.
 #
 # One GPU, one rank: each binary starts as an MPI singleton (no mpirun;
 # NCCL refuses two ranks on one GPU, so the two-rank test is not run here:
@@ -63,6 +64,14 @@ run gpt-1.3b "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/mode
   --micro-batch 1 --batch 2 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b.json"
 run gpt-1.3b-mb4 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
   --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b-mb4.json"
+run gpt-small-bf16 "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
+  --micro-batch 16 --batch 16 --steps "$steps" --bench --dtype bf16 --data synthetic --record "$out/gpt-small-bf16.json"
+run gpt-small-offload-bf16 "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
+  --micro-batch 16 --batch 16 --steps "$steps" --bench --offload --dtype bf16 --data synthetic \
+  --record "$out/gpt-small-offload-bf16.json"
+run gpt-1.3b-mb4-bf16 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
+  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --dtype bf16 --data synthetic \
+  --record "$out/gpt-1.3b-mb4-bf16.json"
 
 echo
 printf '%s\n' "${summary[@]}"

@@ -1,7 +1,10 @@
 // The GPU kernels (engine/cuda/kernels.hpp) against the cpu functions they
 // are the twins of (layers.hpp, adamw.hpp): the same inputs, results within
-// the dtype's rounding (the GPU sums rows in a tree, the cpu in lanes). Exits
-// 77 (skipped) where no GPU is usable, as measure's GPU test does.
+// the dtype's rounding (the GPU sums rows in a tree, the cpu in lanes). fp32,
+// fp64 and bf16, whose kernels compute in fp32 (its master type M) and round
+// what they store in bf16: a value the two round from fp32 results a few
+// fp32 ulps apart may land on neighbouring bf16 values. Exits 77 (skipped)
+// where no GPU is usable, as measure's GPU test does.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -11,9 +14,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "adamw.hpp"
+#include "bf16.hpp"
 #include "cublas_api.hpp"
 #include "cublas_gemm.hpp"
 #include "cuda_check.hpp"
@@ -22,19 +27,28 @@
 #include "layers.hpp"
 #include "matmul.hpp"
 
+using ff::engine::bf16;
+using ff::engine::master_t;
+TYPE_TO_STRING(bf16);
+
 namespace {
 
-// A device copy of a host vector, read back with get().
+// A device copy of a host vector, read back with get(), rewritten with set().
 template <typename T>
 struct DeviceArray {
   T* p = nullptr;
   size_t n = 0;
   explicit DeviceArray(const std::vector<T>& h) : n(h.size()) {
     CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    set(h);
   }
   DeviceArray(const DeviceArray&) = delete;
   ~DeviceArray() { cudaFree(p); }
+  void set(const std::vector<T>& h) {
+    REQUIRE(h.size() == n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
   std::vector<T> get() const {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> h(n);
@@ -43,6 +57,7 @@ struct DeviceArray {
   }
 };
 
+// Rounded to T where T is bf16: the inputs are the dtype's values.
 template <typename T>
 std::vector<T> uniform(size_t n, double lo, double hi, unsigned seed) {
   std::mt19937 rng(seed);
@@ -64,73 +79,107 @@ double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   return diff / std::max(scale, 1e-300);
 }
 
+// For outputs in T. bf16: 2 ulps (2⁻⁶ relative at the bottom of a binade)
+// of the largest value, as rel_diff scales by it: one output rounded to the
+// neighbouring bf16 from a nearly equal fp32 value, or rounded inputs one
+// ulp apart carried into it. An element far below the largest may differ by
+// more of its own ulps (the floor is the largest's), as when a sum cancels.
 template <typename T>
 double tolerance() {
-  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+  if constexpr (std::is_same_v<T, bf16>) return 0x1p-6;
+  else return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
+// For outputs in M computed from the same T inputs on both: M's own.
+template <typename T>
+double master_tolerance() {
+  return tolerance<master_t<T>>();
 }
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against OpenBLAS, every transpose, beta 0 and 1", T, float, double) {
+TEST_CASE_TEMPLATE("row-major GEMMs on cuBLAS against the cpu's, every transpose, beta 0 and 1", T, float, double,
+                   bf16) {
+  using M = master_t<T>;
+  auto cpu = ff::engine::make_cpu_device();
   cublasHandle_t h;
   CUBLAS_CHECK(ff::cuda::cublas().create(&h));
   CUBLAS_CHECK(ff::cuda::cublas().set_math_mode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
   const int m = 37, n = 29, k = 41;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (T beta : {T(0), T(1)}) {
+      for (M beta : {M(0), M(1)}) {
         const int lda = ta ? m : k, ldb = tb ? k : n;
         auto A = uniform<T>(size_t(m) * k, -1, 1, 23), B = uniform<T>(size_t(k) * n, -1, 1, 24),
              C = uniform<T>(size_t(m) * n, -1, 1, 25);
         DeviceArray<T> dA(A), dB(B), dC(C);
-        ff::engine::blas_gemm(ta, tb, m, n, k, T(0.5), A.data(), lda, B.data(), ldb, beta, C.data(), n);
-        ff::cuda::gemm(h, ta, tb, m, n, k, T(0.5), dA.p, lda, dB.p, ldb, beta, dC.p, n);
+        ff::engine::host_gemm(*cpu, ta, tb, m, n, k, M(0.5), A.data(), lda, B.data(), ldb, beta, C.data(), n);
+        ff::cuda::gemm(h, ta, tb, m, n, k, M(0.5), dA.p, lda, dB.p, ldb, beta, dC.p, n);
         INFO("ta " << ta << " tb " << tb << " beta " << double(beta));
         CHECK(rel_diff(dC.get(), C) < tolerance<T>());
+        if constexpr (!std::is_same_v<T, M>) {
+          // Into the fp32 accumulator (gemm_to_master): bf16 products are
+          // exact in fp32, so only the order of the 41 fp32 additions
+          // differs, and cuBLAS's tensor cores may round each less carefully
+          // than an fp32 FMA: 1e-4 is a few dozen fp32 ulps.
+          auto Cm = uniform<M>(size_t(m) * n, -1, 1, 26);
+          DeviceArray<M> dCm(Cm);
+          ff::engine::host_gemm(*cpu, ta, tb, m, n, k, M(0.5), A.data(), lda, B.data(), ldb, beta, Cm.data(), n);
+          ff::cuda::gemm(h, ta, tb, m, n, k, M(0.5), dA.p, lda, dB.p, ldb, beta, dCm.p, n);
+          CHECK(rel_diff(dCm.get(), Cm) < 1e-4);
+        }
       }
   CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
 }
 
-TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double) {
+TEST_CASE_TEMPLATE("layernorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double,
+                   bf16) {
+  using M = master_t<T>;
   // hx above the block's 256 threads: the rows are strided; t over two chunks of
   // 64 rows and a partial one: dγ and dβ sum across chunks
   const long t = 150, hx = 300, H = 600;
   auto x = uniform<T>(t * hx, -2, 2, 1), gamma = uniform<T>(hx, 0.5, 1.5, 2), beta = uniform<T>(hx, -1, 1, 3);
-  std::vector<T> sum(t), mean(t), sq(t), y(t * hx), xhat(t * hx), rstd(t);
+  std::vector<M> sum(t), mean(t), sq(t), rstd(t);
+  std::vector<T> y(t * hx), xhat(t * hx);
   ff::engine::layernorm_row_sums(x.data(), sum.data(), t, hx);
   ff::engine::layernorm_centred_squares(x.data(), sum.data(), mean.data(), sq.data(), t, hx, H);
   ff::engine::layernorm_normalize(x.data(), mean.data(), sq.data(), gamma.data(), beta.data(), y.data(), xhat.data(),
                                   rstd.data(), t, hx, H);
-  DeviceArray<T> dx_(x), dgamma_(gamma), dbeta_(beta), dsum(sum), dmean(mean), dsq(sq), dy_out(y), dxhat(xhat),
-      drstd(rstd);
+  DeviceArray<T> dx_(x), dgamma_(gamma), dbeta_(beta), dy_out(y), dxhat(xhat);
+  DeviceArray<M> dsum(sum), dmean(mean), dsq(sq), drstd(rstd);
   ff::cuda::layernorm_row_sums(dx_.p, dsum.p, t, hx, nullptr);
-  CHECK(rel_diff(dsum.get(), sum) < tolerance<T>());
+  CHECK(rel_diff(dsum.get(), sum) < master_tolerance<T>());
   ff::cuda::layernorm_centred_squares(dx_.p, dsum.p, dmean.p, dsq.p, t, hx, H, nullptr);
-  CHECK(rel_diff(dmean.get(), mean) < tolerance<T>());
-  CHECK(rel_diff(dsq.get(), sq) < tolerance<T>());
+  CHECK(rel_diff(dmean.get(), mean) < master_tolerance<T>());
+  CHECK(rel_diff(dsq.get(), sq) < master_tolerance<T>());
   ff::cuda::layernorm_normalize(dx_.p, dmean.p, dsq.p, dgamma_.p, dbeta_.p, dy_out.p, dxhat.p, drstd.p, t, hx, H,
                                 nullptr);
   CHECK(rel_diff(dy_out.get(), y) < tolerance<T>());
   CHECK(rel_diff(dxhat.get(), xhat) < tolerance<T>());
-  CHECK(rel_diff(drstd.get(), rstd) < tolerance<T>());
+  CHECK(rel_diff(drstd.get(), rstd) < master_tolerance<T>());
 
-  // Backward, dγ and dβ accumulating onto what is there.
-  auto dy = uniform<T>(t * hx, -1, 1, 4), dg = uniform<T>(hx, -1, 1, 5), db = uniform<T>(hx, -1, 1, 6);
-  std::vector<T> stat(2 * t), dxv(t * hx);
-  DeviceArray<T> ddy(dy), ddg(dg), ddb(db), dstat(stat), ddx(dxv);
+  // Backward on the cpu's x̂ and rstd (in bf16 a few of the GPU's x̂ are a
+  // neighbouring value), dγ and dβ accumulating onto what is there.
+  dxhat.set(xhat);
+  drstd.set(rstd);
+  auto dy = uniform<T>(t * hx, -1, 1, 4);
+  auto dg = uniform<M>(hx, -1, 1, 5), db = uniform<M>(hx, -1, 1, 6);
+  std::vector<M> stat(2 * t);
+  std::vector<T> dxv(t * hx);
+  DeviceArray<T> ddy(dy), ddx(dxv);
+  DeviceArray<M> ddg(dg), ddb(db), dstat(stat);
   ff::engine::layernorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, hx);
   ff::engine::layernorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dxv.data(),
                                        dg.data(), db.data(), t, hx, H);
   ff::cuda::layernorm_backward_sums(ddy.p, dxhat.p, dgamma_.p, dstat.p, t, hx, nullptr);
-  CHECK(rel_diff(dstat.get(), stat) < tolerance<T>());
+  CHECK(rel_diff(dstat.get(), stat) < master_tolerance<T>());
   ff::cuda::layernorm_backward_apply(ddy.p, dxhat.p, drstd.p, dgamma_.p, dstat.p, ddx.p, ddg.p, ddb.p, t, hx, H,
                                      nullptr);
   CHECK(rel_diff(ddx.get(), dxv) < tolerance<T>());
-  CHECK(rel_diff(ddg.get(), dg) < tolerance<T>());
-  CHECK(rel_diff(ddb.get(), db) < tolerance<T>());
+  CHECK(rel_diff(ddg.get(), dg) < master_tolerance<T>());
+  CHECK(rel_diff(ddb.get(), db) < master_tolerance<T>());
 }
 
-TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
+TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double, bf16) {
   const long n = 1000;
   auto x = uniform<T>(n, -6, 6, 7), dy = uniform<T>(n, -1, 1, 8);
   std::vector<T> y(n), dx(n);
@@ -144,7 +193,8 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double) {
 }
 
 TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (rows above a block's threads)", T, float,
-                   double) {
+                   double, bf16) {
+  using M = master_t<T>;
   cublasHandle_t h;
   CUBLAS_CHECK(ff::cuda::cublas().create(&h));
   CUBLAS_CHECK(ff::cuda::cublas().set_math_mode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
@@ -159,28 +209,38 @@ TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (ro
     auto cpu = ff::engine::make_cpu_device();
     ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
     ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, dh);
-    // Outputs poisoned with 9: every element must be written.
+    // Outputs and workspaces poisoned with 9: every element must be written.
     const std::vector<T> nines(probs.size(), T(9)), nines_out(out.size(), T(9)), nines_qkv(qkv.size(), T(9));
     DeviceArray<T> dq(qkv), ddo(dout), dout_(nines_out), dprobs(nines), ddqkv(nines_qkv), dscratch(nines);
-    ff::cuda::attention_forward(h, dq.p, dout_.p, dprobs.p, seqs, S, heads, dh, nullptr);
+    DeviceArray<M> dscores{std::vector<M>(probs.size(), M(9))};
+    // As CudaKernels calls them: in place where T = M (the scores in probs
+    // forward, dS over dP backward), else an M workspace and a T one.
+    M* scores_forward = dscores.p;
+    M* scores_backward = dscores.p;
+    if constexpr (std::is_same_v<T, M>) scores_forward = dprobs.p, scores_backward = dscratch.p;
+    ff::cuda::attention_forward(h, dq.p, dout_.p, dprobs.p, scores_forward, seqs, S, heads, dh, nullptr);
     CHECK(rel_diff(dprobs.get(), probs) < tolerance<T>());  // the masked upper triangle zeroed
     CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
-    ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, dscratch.p, seqs, S, heads, dh, nullptr);
+    dprobs.set(probs);  // backward on the cpu's probabilities (bf16: a few rounded the other way)
+    ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, scores_backward, dscratch.p, seqs, S, heads, dh,
+                                 nullptr);
     CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
   }
   CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
 }
 
-TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double) {
+TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double, bf16) {
+  using M = master_t<T>;
   const long S = 7, seqs = 3, t = seqs * S, hx = 300, vy = 16, v0 = 16, ldE = hx;
   std::vector<int> tokens(seqs * (S + 1));
   std::mt19937 rng(17);
   for (int& x : tokens) x = int(rng() % 40);  // rows of both blocks and beyond: repeats too
   auto E = uniform<T>(vy * ldE, -1, 1, 18), pos = uniform<T>(S * hx, -1, 1, 19), dh0 = uniform<T>(t * hx, -1, 1, 20);
-  auto dE = uniform<T>(vy * ldE, -1, 1, 21), dpos = uniform<T>(S * hx, -1, 1, 22);  // accumulated onto
+  auto dE = uniform<M>(vy * ldE, -1, 1, 21), dpos = uniform<M>(S * hx, -1, 1, 22);  // accumulated onto
   std::vector<T> h0(t * hx);
   DeviceArray<int> dtok(tokens);
-  DeviceArray<T> dE_(E), dpos_(pos), dh(h0), ddh0(dh0), ddE(dE), ddpos(dpos);
+  DeviceArray<T> dE_(E), dpos_(pos), dh(h0), ddh0(dh0);
+  DeviceArray<M> ddE(dE), ddpos(dpos);
   ff::engine::embedding_lookup(tokens.data(), E.data(), ldE, h0.data(), t, S, hx, vy, v0);
   ff::cuda::embedding_lookup(dtok.p, dE_.p, ldE, dh.p, t, S, hx, vy, v0, nullptr);
   CHECK(rel_diff(dh.get(), h0) < tolerance<T>());
@@ -193,47 +253,59 @@ TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y 
   CHECK(rel_diff(ddpos.get(), dpos) == 0);
 }
 
-TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double) {
+TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double,
+                   bf16) {
+  using M = master_t<T>;
   const long t = 13, vy = 300, v0 = 300, valid = 250;  // vocabulary 550: this shard's last 50 columns are padding
   auto logits = uniform<T>(t * vy, -4, 4, 9);
   std::vector<int> targets(t);
   std::mt19937 rng(10);
   for (int& x : targets) x = int(rng() % 600);  // some here, some on the first shard
   targets[0] = int(v0 + 7);                      // at least one here
-  const T scale = T(1.0 / 64);
-  std::vector<T> mx(t), st(2 * t), dlogits(t * vy);
+  const M scale = M(1.0 / 64);
+  std::vector<M> mx(t), st(2 * t);
+  std::vector<T> dlogits(t * vy);
   ff::engine::cross_entropy_row_max(logits.data(), mx.data(), t, vy, valid);
   ff::engine::cross_entropy_exp_sums(logits.data(), targets.data(), mx.data(), dlogits.data(), st.data(), t, vy, v0,
                                      valid);
   const double loss = ff::engine::cross_entropy_finish(targets.data(), mx.data(), st.data(), dlogits.data(), t, vy,
                                                        v0, valid, scale);
-  const std::vector<T> sevens(t * vy, T(7)), zeros(t);
-  DeviceArray<T> dlog(logits), dmx(mx), dst(st), dd(sevens), dloss(zeros);
+  const std::vector<T> sevens(t * vy, T(7));
+  DeviceArray<T> dlog(logits), dd(sevens);
+  DeviceArray<M> dmx(mx), dst(st), dloss{std::vector<M>(size_t(t))};
   DeviceArray<int> dtargets(targets);
   ff::cuda::cross_entropy_row_max(dlog.p, dmx.p, t, vy, valid, nullptr);
-  CHECK(rel_diff(dmx.get(), mx) < tolerance<T>());
+  CHECK(rel_diff(dmx.get(), mx) < master_tolerance<T>());
   ff::cuda::cross_entropy_exp_sums(dlog.p, dtargets.p, dmx.p, dd.p, dst.p, t, vy, v0, valid, nullptr);
-  CHECK(rel_diff(dst.get(), st) < tolerance<T>());
+  CHECK(rel_diff(dst.get(), st) < master_tolerance<T>());
   ff::cuda::cross_entropy_finish(dtargets.p, dmx.p, dst.p, dd.p, dloss.p, t, vy, v0, valid, scale, nullptr);
   CHECK(rel_diff(dd.get(), dlogits) < tolerance<T>());  // the padding's 7s zeroed
   double gpu_loss = 0;
-  for (T l : dloss.get()) gpu_loss += double(l);
-  CHECK(std::abs(gpu_loss - loss) / std::abs(loss) < tolerance<T>());
+  for (M l : dloss.get()) gpu_loss += double(l);
+  CHECK(std::abs(gpu_loss - loss) / std::abs(loss) < master_tolerance<T>());
 }
 
-TEST_CASE_TEMPLATE("AdamW: weights, moments, and the gradient left zero", T, float, double) {
+TEST_CASE_TEMPLATE("AdamW: master weights, moments, the weight in T, and the gradient left zero", T, float, double,
+                   bf16) {
+  using M = master_t<T>;
   const size_t n = 5000;
-  auto w = uniform<T>(n, -1, 1, 11), g = uniform<T>(n, -1e-2, 1e-2, 12), m = uniform<T>(n, -1e-3, 1e-3, 13),
-       v = uniform<T>(n, 0, 1e-5, 14);
-  ff::engine::AdamWStep<T> s{T(0.5), T(0.9), T(0.95), T(1e-3), T(1e-8), T(1 / (1 - 0.9 * 0.9)),
-                             T(1 / (1 - 0.95 * 0.95)), T(0.1)};
-  DeviceArray<T> dw(w), dg(g), dm(m), dv(v);
-  ff::engine::adamw_update(w.data(), g.data(), m.data(), v.data(), n, s);
-  ff::cuda::adamw_update(dw.p, dg.p, dm.p, dv.p, n, s, nullptr);
-  CHECK(rel_diff(dw.get(), w) < tolerance<T>());
-  CHECK(rel_diff(dm.get(), m) < tolerance<T>());
-  CHECK(rel_diff(dv.get(), v) < tolerance<T>());
-  for (T x : dg.get()) CHECK(x == T(0));
+  auto master = uniform<M>(n, -1, 1, 11), g = uniform<M>(n, -1e-2, 1e-2, 12), m = uniform<M>(n, -1e-3, 1e-3, 13),
+       v = uniform<M>(n, 0, 1e-5, 14);
+  ff::engine::AdamWStep<M> s{M(0.5), M(0.9), M(0.95), M(1e-3), M(1e-8), M(1 / (1 - 0.9 * 0.9)),
+                             M(1 / (1 - 0.95 * 0.95)), M(0.1)};
+  // The weight in T where it is not the master (bf16), poisoned with 9.
+  constexpr bool separate = !std::is_same_v<T, M>;
+  std::vector<T> w(separate ? n : 0, T(9));
+  DeviceArray<M> dmaster(master), dg(g), dm(m), dv(v);
+  DeviceArray<T> dw(w);
+  ff::engine::adamw_update(master.data(), g.data(), m.data(), v.data(), separate ? w.data() : static_cast<T*>(nullptr),
+                           n, s);
+  ff::cuda::adamw_update(dmaster.p, dg.p, dm.p, dv.p, separate ? dw.p : static_cast<T*>(nullptr), n, s, nullptr);
+  CHECK(rel_diff(dmaster.get(), master) < master_tolerance<T>());
+  CHECK(rel_diff(dm.get(), m) < master_tolerance<T>());
+  CHECK(rel_diff(dv.get(), v) < master_tolerance<T>());
+  if (separate) CHECK(rel_diff(dw.get(), w) < tolerance<T>());
+  for (M x : dg.get()) CHECK(x == M(0));
 }
 
 int main(int argc, char** argv) {

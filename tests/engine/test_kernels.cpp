@@ -131,12 +131,154 @@ TEST_CASE("the fused AdamW update is the scalar formula, and leaves the gradient
     v2[i] = s.beta2 * v2[i] + (1 - s.beta2) * gi * gi;
     w2[i] -= s.lr * ((m2[i] * s.c1) / (std::sqrt(v2[i] * s.c2) + s.eps) + s.decay * w2[i]);
   }
-  adamw_update(w.data(), g.data(), m.data(), v.data(), n, s);
+  std::vector<float> g_copy = g;
+  adamw_update<float>(w.data(), g.data(), m.data(), v.data(), nullptr, n, s);
   for (size_t i = 0; i < n; ++i) {
     REQUIRE(w[i] == w2[i]);
     REQUIRE(m[i] == m2[i]);
     REQUIRE(v[i] == v2[i]);
     REQUIRE(g[i] == 0);
+  }
+
+  // bf16: the same update on the fp32 master, and the weight the GEMMs read
+  // is the new master rounded to nearest even (bits worked out below).
+  std::vector<float> master(n, 0.0f), m3(n, 0.0f), v3(n, 0.0f);
+  std::vector<bf16> wb(n);
+  for (size_t i = 0; i < n; ++i) master[i] = w2[i];  // any values
+  std::vector<float> expect = master;
+  for (size_t i = 0; i < n; ++i) {
+    float gi = g_copy[i] * s.clip;
+    float mi = (1 - s.beta1) * gi, vi = (1 - s.beta2) * gi * gi;
+    expect[i] -= s.lr * ((mi * s.c1) / (std::sqrt(vi * s.c2) + s.eps) + s.decay * expect[i]);
+  }
+  adamw_update<bf16>(master.data(), g_copy.data(), m3.data(), v3.data(), wb.data(), n, s);
+  for (size_t i = 0; i < n; ++i) {
+    REQUIRE(master[i] == expect[i]);
+    const uint32_t u = std::bit_cast<uint32_t>(expect[i]);
+    const uint32_t lower = u & 0xffffu, upper = u >> 16;
+    const uint32_t rounded = lower > 0x8000u || (lower == 0x8000u && (upper & 1u)) ? upper + 1 : upper;
+    REQUIRE(wb[i].bits == rounded);
+    REQUIRE(g_copy[i] == 0);
+  }
+}
+
+// A bf16 GEMM is the fp32 product of the bf16 values (fp32 accumulation, as
+// cuBLAS's), rounded once: held against a plain triple loop in double.
+TEST_CASE("bf16 GEMMs: fp32 accumulation, rounded once; into an fp32 accumulator with beta 1") {
+  auto dev = make_cpu_device();
+  const int m = 37, n = 29, k = 53;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("ta " << ta << " tb " << tb);
+      std::vector<bf16> A(size_t(m) * k), B(size_t(k) * n), C(size_t(m) * n);
+      std::vector<float> Cm(size_t(m) * n);
+      for (size_t i = 0; i < A.size(); ++i) A[i] = bf16(float(normal_at(5, 1, i, 0)));
+      for (size_t i = 0; i < B.size(); ++i) B[i] = bf16(float(normal_at(5, 2, i, 0)));
+      for (size_t i = 0; i < Cm.size(); ++i) Cm[i] = float(normal_at(5, 3, i, 0));
+      const std::vector<float> C0 = Cm;
+      auto a = [&](int i, int p) { return double(float(ta ? A[size_t(p) * m + i] : A[size_t(i) * k + p])); };
+      auto b = [&](int p, int j) { return double(float(tb ? B[size_t(j) * k + p] : B[size_t(p) * n + j])); };
+      host_gemm(*dev, ta, tb, m, n, k, 0.5f, A.data(), ta ? m : k, B.data(), tb ? k : n, 0.0f, C.data(), n);
+      host_gemm(*dev, ta, tb, m, n, k, 1.0f, A.data(), ta ? m : k, B.data(), tb ? k : n, 1.0f, Cm.data(), n);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double exact = 0;
+          for (int p = 0; p < k; ++p) exact += a(i, p) * b(p, j);
+          // fp32 accumulation of 53 products of bf16 values is within ~1e-6
+          // relative of the exact sum; rounding to bf16 adds half an ulp (2^-9).
+          const double got = float(C[size_t(i) * n + j]);
+          REQUIRE(std::abs(got - 0.5 * exact) <= std::abs(0.5 * exact) * 0x1p-8 + 1e-5);
+          REQUIRE(std::abs(Cm[size_t(i) * n + j] - (C0[size_t(i) * n + j] + exact)) <=
+                  1e-5 * (std::abs(exact) + std::abs(C0[size_t(i) * n + j]) + 1));
+        }
+    }
+}
+
+namespace {
+std::vector<bf16> bf16_values(uint64_t id, size_t n, double scale = 1) {
+  std::vector<bf16> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = bf16(float(scale * normal_at(11, id, i, 0)));
+  return v;
+}
+std::vector<float> widened(const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); }
+// Every bf16 output is its fp32 twin's value rounded to nearest even.
+void check_rounded(const std::vector<bf16>& got, const std::vector<float>& twin) {
+  REQUIRE(got.size() == twin.size());
+  for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i].bits == bf16::round(twin[i]));
+}
+}  // namespace
+
+// The bf16 layers read bf16, compute in fp32 and round once, at the store:
+// each is the fp32 layer run on the widened inputs, its bf16 outputs rounded
+// and its fp32 statistics and accumulators equal. (The fp32 layers are held
+// against finite differences in test_gradients.cpp.)
+TEST_CASE("bf16 layers are their fp32 twins on the widened inputs, rounded once") {
+  const long t = 6, hx = 40, H = 80, vy = 50, v0 = 50, valid = 37;
+  const auto x = bf16_values(1, size_t(t * hx), 3), gamma = bf16_values(2, size_t(hx)),
+             beta = bf16_values(3, size_t(hx)), dy = bf16_values(4, size_t(t * hx));
+  const auto xf = widened(x), gf = widened(gamma), bf = widened(beta), dyf = widened(dy);
+  SUBCASE("layernorm forward and backward") {
+    std::vector<float> sum(t), mean(t), sq(t), rstd(t), sum_f(t), mean_f(t), sq_f(t), rstd_f(t);
+    std::vector<bf16> y(t * hx), xhat(t * hx), dx(t * hx);
+    std::vector<float> y_f(t * hx), xhat_f(t * hx), dx_f(t * hx);
+    layernorm_row_sums(x.data(), sum.data(), t, hx);
+    layernorm_row_sums(xf.data(), sum_f.data(), t, hx);
+    CHECK(sum == sum_f);
+    layernorm_centred_squares(x.data(), sum.data(), mean.data(), sq.data(), t, hx, H);
+    layernorm_centred_squares(xf.data(), sum_f.data(), mean_f.data(), sq_f.data(), t, hx, H);
+    CHECK(sq == sq_f);
+    layernorm_normalize(x.data(), mean.data(), sq.data(), gamma.data(), beta.data(), y.data(), xhat.data(),
+                        rstd.data(), t, hx, H);
+    layernorm_normalize(xf.data(), mean_f.data(), sq_f.data(), gf.data(), bf.data(), y_f.data(), xhat_f.data(),
+                        rstd_f.data(), t, hx, H);
+    CHECK(rstd == rstd_f);
+    check_rounded(y, y_f);
+    check_rounded(xhat, xhat_f);
+    // Backward from the rounded x̂ (what the bf16 forward kept).
+    const std::vector<float> xhat_w = widened(xhat);
+    std::vector<float> stat(2 * t), stat_f(2 * t), dg(hx, 0.5f), db(hx, 0.25f), dg_f = dg, db_f = db;
+    layernorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, hx);
+    layernorm_backward_sums(dyf.data(), xhat_w.data(), gf.data(), stat_f.data(), t, hx);
+    CHECK(stat == stat_f);
+    layernorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dx.data(), dg.data(),
+                             db.data(), t, hx, H);
+    layernorm_backward_apply(dyf.data(), xhat_w.data(), rstd_f.data(), gf.data(), stat_f.data(), dx_f.data(),
+                             dg_f.data(), db_f.data(), t, hx, H);
+    check_rounded(dx, dx_f);
+    CHECK(dg == dg_f);
+    CHECK(db == db_f);
+  }
+  SUBCASE("GELU forward and backward") {
+    std::vector<bf16> y(t * hx), dx(t * hx);
+    std::vector<float> y_f(t * hx), dx_f(t * hx);
+    gelu_forward(x.data(), y.data(), t * hx);
+    gelu_forward(xf.data(), y_f.data(), t * hx);
+    check_rounded(y, y_f);
+    gelu_backward(x.data(), dy.data(), dx.data(), t * hx);
+    gelu_backward(xf.data(), dyf.data(), dx_f.data(), t * hx);
+    check_rounded(dx, dx_f);
+  }
+  SUBCASE("cross-entropy over a vocabulary shard with padding") {
+    const auto logits = bf16_values(5, size_t(t * vy), 4);
+    const auto lf = widened(logits);
+    std::vector<int> targets(t);
+    for (long i = 0; i < t; ++i) targets[i] = int(v0 + (i * 7) % (valid + 5)) - (i == 2 ? 40 : 0);  // some elsewhere
+    std::vector<float> mx(t), st(2 * t), mx_f(t), st_f(2 * t), e_f(t * vy);
+    std::vector<bf16> d(t * vy);
+    cross_entropy_row_max(logits.data(), mx.data(), t, vy, valid);
+    cross_entropy_row_max(lf.data(), mx_f.data(), t, vy, valid);
+    CHECK(mx == mx_f);
+    cross_entropy_exp_sums(logits.data(), targets.data(), mx.data(), d.data(), st.data(), t, vy, v0, valid);
+    cross_entropy_exp_sums(lf.data(), targets.data(), mx_f.data(), e_f.data(), st_f.data(), t, vy, v0, valid);
+    CHECK(st == st_f);  // the sums of the unrounded exponentials
+    check_rounded(std::vector<bf16>(d.begin(), d.begin() + valid), std::vector<float>(e_f.begin(), e_f.begin() + valid));
+    // finish from the rounded exponentials the bf16 path kept
+    std::vector<float> d_f = widened(d);
+    const double loss = cross_entropy_finish(targets.data(), mx.data(), st.data(), d.data(), t, vy, v0, valid, 0.5f);
+    const double loss_f =
+        cross_entropy_finish(targets.data(), mx_f.data(), st_f.data(), d_f.data(), t, vy, v0, valid, 0.5f);
+    CHECK(loss == loss_f);
+    check_rounded(d, d_f);
   }
 }
 
