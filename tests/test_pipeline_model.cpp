@@ -334,8 +334,8 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   // toy_model(2) on one GPU: parameters = head 8,192 + embedding 8,192 +
   // 2·49,152 blocks + 2·832 replicated per block + 128 final LayerNorm +
   // 1,024 positions = 117,504. bf16: 6 bytes each stay on the GPU (weight 2,
-  // fp32 gradient shard 4), 12 go to the host (master 4, m 4, v 4); four
-  // fp32 buckets of min(4 Mi, 117,504) elements.
+  // fp32 gradient shard 4), 12 go to the host (master 4, m 4, v 4); two
+  // sets of three fp32 buckets (master, m, v) of min(4 Mi, 117,504) elements.
   Job job{fftest::toy_model(2), 1, 8, Dtype::BF16};
   MachineProfile p = fftest::toy_machine(4);
   const Grid g{1, 1, 1, 1};
@@ -343,13 +343,14 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   MemoryUse on_gpu = memory_use(job, p, g, 1, false, Overlap{}, {false, false});
   CHECK(off.states == rel(117504.0 * 6));
   CHECK(off.host == rel(117504.0 * 12));
-  CHECK(off.buckets == rel(4 * 117504.0 * 4));
+  CHECK(off.buckets == rel(6 * 117504.0 * 4));
   CHECK(on_gpu.states == rel(117504.0 * 18));
   CHECK(on_gpu.host == 0);
   // fp32: weight and gradient on the GPU (8), m and v on the host (8).
   job.dtype = Dtype::FP32;
   CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).states == rel(117504.0 * 8));
   CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).host == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).buckets == rel(4 * 117504.0 * 4));  // m and v
 }
 
 TEST_CASE("offload: the host link's time against the data-parallel all-reduce, by hand") {

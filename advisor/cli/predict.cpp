@@ -279,7 +279,10 @@ void run(const PredictOptions& o) {
            : c.shard_optimizer ? "weights + fp32 grad shards + 1/" + std::to_string(c.grid.d) + " of master, m, v"
                                : "weights + optimizer state + fp32 grad shards",
            gib(u.states)});
-  if (c.offload) mem.row({"optimizer bucket buffers (4 × fp32)", gib(u.buckets)});
+  if (c.offload)
+    mem.row({low_precision(c.dtype) ? "optimizer bucket buffers (2 × fp32 master, m, v)"
+                                    : "optimizer bucket buffers (2 × fp32 m, v)",
+             gib(u.buckets)});
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
   mem.row({std::string("unsharded gradient buffers") + (c.overlap.ors ? " (2 in flight)" : ""), gib(u.grad_buffers)});
   mem.row({c.recompute ? "activations (layer inputs + one layer)" : "activations (all layers)", gib(u.activations)});

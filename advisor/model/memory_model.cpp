@@ -21,7 +21,11 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   u.states = params * (offload ? kept : os.sharded ? kept + moved / g.d : state_bytes);
   if (offload) {
     u.host = params * offload_host_bytes(job.dtype);
-    u.buckets = 4 * std::min(kOffloadBucket, params) * 4;
+    // Two sets of fp32 bucket buffers, one copied in while the other is
+    // updated and copied out (the engine's offload), each holding m, v and,
+    // where the weight is not the master, the master.
+    const double arrays = low_precision(job.dtype) ? 3 : 2;
+    u.buckets = 2 * arrays * std::min(kOffloadBucket, params) * 4;
   }
   u.gathered = lp.largest_block * b * (ov.oag ? 2 : 1);
   // Under ORS one layer's gradient is being reduced while the next is computed.
