@@ -796,11 +796,11 @@ void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const
   const size_t B = offload_slots_[0].m.size(), count = (n + B - 1) / B;
   const Comm::Ticket last_chunk = buckets_.empty() ? 0 : buckets_.back().ticket;
   auto slot = [&](size_t j) -> OffloadSlot& { return offload_slots_[(offload_next_ + j) % 2]; };
+  M* const arena[3] = {m, v, master};
   auto copy_in = [&](size_t j) {
     OffloadSlot& sl = slot(j);
     const size_t lo = j * B;
-    M* host[3] = {m + lo, v + lo, master + lo};
-    sl.in = offload_copy(host, sl, std::min(B, n - lo), CopyWay::ToDevice, sl.out, last_chunk);
+    sl.in = offload_copy(arena, lo, sl, std::min(B, n - lo), CopyWay::ToDevice, sl.out, last_chunk);
   };
   if (count > 0) copy_in(0);
   for (size_t j = 0; j < count; ++j) {
@@ -812,8 +812,7 @@ void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const
     elementwise(double(k) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0)), [&] {
       k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), w ? w + lo : nullptr, k, s);
     });
-    M* host[3] = {m + lo, v + lo, master + lo};
-    sl.out = offload_copy(host, sl, k, CopyWay::ToHost, dev_.record(), last_chunk);
+    sl.out = offload_copy(arena, lo, sl, k, CopyWay::ToHost, dev_.record(), last_chunk);
     ++offload_stats.buckets;
     dev_.progress();
   }
@@ -821,13 +820,13 @@ void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const
 }
 
 // m, v and, where T ≠ M, the master of one bucket between the host arena
-// (`host`) and a set of bucket buffers, one way, after `after`; returns the
-// last copy's event (the way's stream runs them in order). A copy issued
-// while the last chunk's all-reduce is still in flight counts as hidden by
-// it.
+// (`arena`'s m, v and master, from element `lo`) and a set of bucket
+// buffers, one way, after `after`; returns the last copy's event (the way's
+// stream runs them in order). A copy issued while the last chunk's
+// all-reduce is still in flight counts as hidden by it.
 template <typename T>
-Device::Event Gpt<T>::offload_copy(M* const host[3], OffloadSlot& sl, size_t k, CopyWay way, Device::Event after,
-                                   Comm::Ticket last_chunk) {
+Device::Event Gpt<T>::offload_copy(M* const arena[3], size_t lo, OffloadSlot& sl, size_t k, CopyWay way,
+                                   Device::Event after, Comm::Ticket last_chunk) {
   const bool hidden = last_chunk != 0 && !comm_.done(last_chunk);
   auto timed = [this, hidden](double dt) {
     offload_stats.copy_s += dt;
@@ -837,7 +836,8 @@ Device::Event Gpt<T>::offload_copy(M* const host[3], OffloadSlot& sl, size_t k, 
   Device::Event done = 0;
   for (int a = 0; a < (kMasterCopy ? 3 : 2); ++a) {
     const bool in = way == CopyWay::ToDevice;
-    done = dev_.copy(in ? device[a] : host[a], in ? host[a] : device[a], k * sizeof(M), way, {after}, timed);
+    M* const host = arena[a] + lo;
+    done = dev_.copy(in ? device[a] : host, in ? host : device[a], k * sizeof(M), way, {after}, timed);
   }
   if (way == CopyWay::ToHost)  // bytes each way
     offload_stats.copy_bytes += (kMasterCopy ? 3.0 : 2.0) * double(k) * sizeof(M);

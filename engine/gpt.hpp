@@ -234,8 +234,8 @@ class Gpt {
   };
   OffloadSlot offload_slots_[2];
   size_t offload_next_ = 0;  // the set the next bucket uses
-  Device::Event offload_copy(M* const host[3], OffloadSlot& sl, size_t k, CopyWay way, Device::Event after,
-                             Comm::Ticket last_chunk);
+  Device::Event offload_copy(M* const arena[3], size_t lo, OffloadSlot& sl, size_t k, CopyWay way,
+                             Device::Event after, Comm::Ticket last_chunk);
   size_t next_bucket_ = 0;
   size_t final_lo_ = 0;  // on the last micro-step, every matrix gradient at offsets >= this is final
   bool last_micro_ = false;

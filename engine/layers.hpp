@@ -295,8 +295,11 @@ void cross_entropy_exp_sums(const T* logits, const int* targets, const master_t<
       for (long j = 0; j < valid; ++j) e[j] = exp_poly(l[j] - m);
       st[2 * i] = sum_lanes<M>(size_t(valid), [e](size_t j) { return e[j]; });
     } else {
-      st[2 * i] = sum_lanes<M>(size_t(valid), [l, m](size_t j) { return exp_poly(M(l[j]) - m); });
-      for (long j = 0; j < valid; ++j) e[j] = T(exp_poly(M(l[j]) - m));
+      st[2 * i] = sum_lanes<M>(size_t(valid), [l, e, m](size_t j) {  // each j once: one exponential per logit
+        const M ej = exp_poly(M(l[j]) - m);
+        e[j] = T(ej);
+        return ej;
+      });
     }
     long tj = targets[i] - v0;
     st[2 * i + 1] = (tj >= 0 && tj < vy) ? M(l[tj]) : M(0);
