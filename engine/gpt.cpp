@@ -656,31 +656,37 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
+  // Under offload the matrices' m, v and masters are the host arena from the
+  // moment they exist (pinned, on a GPU): made on the device, they would
+  // hold through the first step as much device memory as offload saves.
+  auto arena = [&](const std::function<void()>& allocate) {
+    if (c_.offload) dev_.allocate_on_host(allocate);
+    else allocate();
+  };
   if (shard_m_.empty()) {  // sharded: this rank's parts only (ZeRO-1's saving)
     const size_t owned =
         buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
-    shard_m_.assign(owned, M(0));
-    shard_v_.assign(owned, M(0));
+    arena([&] { shard_m_.assign(owned, M(0)), shard_v_.assign(owned, M(0)); });
   }
   if (kMasterCopy && adam_steps_ == 0) {  // the masters of this rank's parts: the weights as initialised
-    shard_master_.assign(shard_m_.size(), M(0));
-    rep_master_.assign(rep_hi_ - rep_lo_, M(0));
+    arena([&] { shard_master_.assign(shard_m_.size(), M(0)), rep_master_.assign(rep_hi_ - rep_lo_, M(0)); });
     elementwise(0, [&] {
       for (const Bucket& b : buckets_)
         k_->widen(&shard_w_[b.own_lo], &shard_master_[b.moment], b.own_hi - b.own_lo);
       k_->widen(&rep_w_[rep_lo_], rep_master_.data(), rep_master_.size());
     });
-    dev_.synchronize();  // offload reads them on the host below
+    dev_.synchronize();  // offload's copies, on other streams, read them
   }
   if (c_.offload && offload_slots_[0].m.empty()) {
     const size_t B = std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total));
-    for (OffloadSlot& sl : offload_slots_) {
-      sl.m.assign(B, M(0)), sl.v.assign(B, M(0));
-      if (kMasterCopy) sl.master.assign(B, M(0));
-    }
-    dev_.allocate_on_host([&] {  // the host arena moves to host memory (pinned, on a GPU)
-      for (Buffer<M>* arena : {&shard_m_, &shard_v_, &rep_m_, &rep_v_, &shard_master_, &rep_master_})
-        Buffer<M>(arena->begin(), arena->end()).swap(*arena);
+    dev_.allocate_on_device([&] {  // only kernels and copies touch them
+      for (OffloadSlot& sl : offload_slots_) {
+        sl.m.assign(B, M(0)), sl.v.assign(B, M(0));
+        if (kMasterCopy) sl.master.assign(B, M(0));
+      }
+    });
+    dev_.allocate_on_host([&] {  // the vectors' moments, made with the model (small), join the arena
+      for (Buffer<M>* a : {&rep_m_, &rep_v_}) Buffer<M>(a->begin(), a->end()).swap(*a);
     });
   }
   ++adam_steps_;

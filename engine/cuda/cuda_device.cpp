@@ -21,11 +21,14 @@ namespace {
 
 // Managed memory for the engine's arrays, zero-filled on the GPU (the host
 // never touches what stays zero) and counted for the run record's peak;
-// pinned host memory while allocate_on_host runs (offload's arena).
+// pinned host memory while allocate_on_host runs (offload's arena), device
+// memory while allocate_on_device runs (offload's bucket buffers).
+enum class Home { Managed, Host, Device };
 struct ManagedBytes {
   double now = 0, peak = 0;
-  bool host = false;                  // inside allocate_on_host
-  std::map<void*, size_t> arrays;     // managed, for CudaDevice::place_arrays
+  Home home = Home::Managed;          // where the next array goes
+  std::map<void*, size_t> arrays;     // on the GPU (managed or not), for the peak and cudaFree
+  std::map<void*, size_t> managed;    // of those, the managed ones, for CudaDevice::place_arrays
 };
 ManagedBytes& managed_bytes() {
   static ManagedBytes b;
@@ -34,28 +37,31 @@ ManagedBytes& managed_bytes() {
 void* managed_allocate(size_t bytes) {
   void* p = nullptr;
   ManagedBytes& b = managed_bytes();
-  if (b.host) {
-    if (cudaMallocHost(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return nullptr;
+  const size_t n = bytes == 0 ? 1 : bytes;
+  if (b.home == Home::Host) {
+    if (cudaMallocHost(&p, n) != cudaSuccess) return nullptr;
     std::memset(p, 0, bytes);
     return p;
   }
-  if (cudaMallocManaged(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return nullptr;
+  if ((b.home == Home::Device ? cudaMalloc(&p, n) : cudaMallocManaged(&p, n)) != cudaSuccess) return nullptr;
   // On the legacy stream, which the engine's non-blocking streams do not
   // wait for: nothing queued there can touch a new array.
   CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
   CUDA_CHECK(cudaStreamSynchronize(0));
   b.arrays[p] = bytes;
+  if (b.home == Home::Managed) b.managed[p] = bytes;
   b.now += double(bytes);
   b.peak = std::max(b.peak, b.now);
   return p;
 }
-// Managed arrays are in the map; anything else came from cudaMallocHost.
+// Arrays on the GPU are in the map; anything else came from cudaMallocHost.
 void managed_deallocate(void* p, size_t bytes) {
   ManagedBytes& b = managed_bytes();
   if (b.arrays.erase(p) == 0) {
     CUDA_CHECK(cudaFreeHost(p));
     return;
   }
+  b.managed.erase(p);
   CUDA_CHECK(cudaFree(p));
   b.now -= double(bytes);
 }
@@ -182,18 +188,23 @@ void CudaDevice::place_arrays() {
   cudaMemLocation here{};
   here.type = cudaMemLocationTypeDevice;
   here.id = gpu;
-  for (const auto& [p, bytes] : managed_bytes().arrays)
+  for (const auto& [p, bytes] : managed_bytes().managed)
     CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, here, 0, impl_->stream));
   synchronize();
 }
 
-void CudaDevice::allocate_on_host(const std::function<void()>& allocate) {
+namespace {
+void allocate_in(Home home, const std::function<void()>& allocate) {
   struct Scope {
-    Scope() { managed_bytes().host = true; }
-    ~Scope() { managed_bytes().host = false; }
-  } scope;
+    explicit Scope(Home h) { managed_bytes().home = h; }
+    ~Scope() { managed_bytes().home = Home::Managed; }
+  } scope(home);
   allocate();
 }
+}  // namespace
+
+void CudaDevice::allocate_on_host(const std::function<void()>& allocate) { allocate_in(Home::Host, allocate); }
+void CudaDevice::allocate_on_device(const std::function<void()>& allocate) { allocate_in(Home::Device, allocate); }
 
 Device::Event CudaDevice::record() {
   cudaEvent_t e = impl_->event();

@@ -31,6 +31,8 @@ class CudaDevice final : public Device {
   bool deferred() const override { return true; }
   // Pinned host memory (cudaMallocHost) for the arrays `allocate` makes.
   void allocate_on_host(const std::function<void()>& allocate) override;
+  // Device memory (cudaMalloc) for the arrays `allocate` makes.
+  void allocate_on_device(const std::function<void()>& allocate) override;
   void place_arrays() override;
   // On a copy stream per way, timed by events on it.
   Event copy(void* dst, const void* src, size_t bytes, CopyWay way, std::initializer_list<Event> after,
