@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -144,6 +145,14 @@ void agree(bool ok, const std::string& why) {
   int all = ok ? 1 : 0, mine = all;
   MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
   if (!all) throw InputError(ok ? "on another rank: " + why : why);
+}
+
+// The rank count a launcher announced, where it says more than 1: a binary
+// started by a launcher of another MPI sees a world of 1 in every process.
+std::string launched_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 1) return std::string(v) + " (" + name + ")";
+  return "";
 }
 
 // Where rank 0 will write: checked before the run, not after an hour of it.
@@ -348,10 +357,24 @@ int run(int argc, char** argv, int rank, int ranks) {
   if (!o.model.empty()) model = ff::load_model(o.model);  // same file on every rank: same verdict
   nlohmann::json base;
   if (!o.base.empty()) base = ff::profile_json(o.base);
-  if (ranks < 2)
-    throw InputError(std::string("measure needs at least 2 ranks") + (ops.send_recv ? " (send-recv: 2 to a pair)" : "") +
-                     ", this is 1; launch it with mpirun -np N or srun (a binary started by another MPI's launcher "
-                     "runs as N separate 1-rank jobs)");
+  // One rank, as on a machine with one GPU: no group to time a collective
+  // or a pair on, but the GEMMs, the memory and the host link are this
+  // GPU's, and a one-GPU run needs nothing else; the links come from --base.
+  const bool alone = ranks == 1;
+  if (alone) {
+    if (std::string n = launched_ranks(); !n.empty())
+      throw InputError("MPI sees 1 rank but the launcher started " + n + "; this binary's MPI is not the launcher's, "
+                       "so each process runs as a 1-rank job (launch it with this MPI's mpirun, or srun --mpi=pmix)");
+    for (const char* flag : {"--ops", "--intra", "--inter"})
+      if (given(flag))
+        throw InputError(std::string(flag) + ": 1 rank has no group to time collectives or pairs on; launch 2 or "
+                         "more (mpirun -np N), one per GPU");
+    if (!o.out.empty() && o.base.empty())
+      throw InputError("1 rank times no collective, so --out needs --base NAME|FILE to take the links from");
+    ops.colls.clear();
+    ops.send_recv = false;
+    say("measure: 1 rank: no collective or pair to time (2 ranks at least); the host link, GEMMs and memory only");
+  }
   std::string out_problem = output_problem("--out", o.out);
   if (out_problem.empty()) out_problem = output_problem("--raw", o.raw);
   agree(rank != 0 || out_problem.empty(), out_problem);
@@ -360,7 +383,9 @@ int run(int argc, char** argv, int rank, int ranks) {
   Node node = detect_node(o, rank, ranks);
   int per_node = node.per_node, nodes = ranks / per_node;
   std::vector<ff::Geometry> geometries;
-  if (o.intra.empty() && o.inter.empty()) {
+  if (alone) {
+    // nothing to time on
+  } else if (o.intra.empty() && o.inter.empty()) {
     geometries = default_geometries(ranks, per_node);
   } else {
     auto intra = parse_geometries(o.intra.empty() ? "none" : o.intra, false);
@@ -371,7 +396,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   }
   for (const auto& g : geometries)
     if (std::string why = geometry_problem(g, ranks, per_node); !why.empty()) throw InputError(why);
-  if (geometries.empty())
+  if (geometries.empty() && !alone)
     throw InputError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
                      std::to_string(per_node) + " per node");
   std::vector<ff::Geometry> pairs;
@@ -421,15 +446,18 @@ int run(int argc, char** argv, int rank, int ranks) {
   for (bool nb : {false, true})
     if (!nb || (o.nonblocking && backend->has_nonblocking() && !(o.poll_us > 0)))
       for (Coll op : ops.colls) forms.push_back({op, nb});
-  say("measure: " + std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node (" + node.source +
-      "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " + backend->name() + "; " +
+  say("measure: " + std::to_string(ranks) + (alone ? " rank, " : " ranks, ") + std::to_string(per_node) +
+      " per node (" + node.source + "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " +
+      backend->name() + "; " +
       (forms.empty() ? "" : std::to_string(geometries.size()) + " geometries x " + std::to_string(forms.size()) +
                                 " collectives" + (forms.size() > ops.colls.size() ? " (blocking and non-blocking)" : "")) +
       (ops.send_recv ? (forms.empty() ? "" : " and ") + std::to_string(pairs.size()) + " pair geometries (send-recv)" : "") +
-      " x " +
-      std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) + " .. " +
-      human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) + " repeats of " + std::to_string(o.iters) +
-      " iterations after " + std::to_string(o.warmup) + " warm-up" +
+      (alone ? (o.skip_host ? "no host link" : "the host link") : "") +
+      (alone && o.skip_host ? ""
+                            : " x " + std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) +
+                                  " .. " + human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) +
+                                  " repeats of " + std::to_string(o.iters) + " iterations after " +
+                                  std::to_string(o.warmup) + " warm-up") +
       (!gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : "") +
       (o.gap_us > 0 ? "; each iteration alone after " + fmt("%g", o.gap_us) + " us idle (--gap-us)" : ""));
   std::vector<GeometryRun> runs;

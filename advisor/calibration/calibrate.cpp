@@ -96,7 +96,7 @@ std::string measured_source(const Measurement& m) {
   if (!m.command.empty()) s += " by `" + m.command + "`";
   if (!m.host.empty()) s += " on " + m.host;
   if (!m.date.empty()) s += " at " + m.date;
-  return s + " (" + m.backend + " backend, " + std::to_string(m.ranks) + " ranks, " +
+  return s + " (" + m.backend + " backend, " + std::to_string(m.ranks) + (m.ranks == 1 ? " rank, " : " ranks, ") +
          std::to_string(m.gpus_per_node) + " per node)";
 }
 
@@ -602,12 +602,14 @@ void measured_memory(nlohmann::json& mem, const Measurement& m) {
   std::vector<std::string> measured;
   if (m.stream_bytes_per_s > 0) {
     mem["hbm_GBps"] = m.stream_bytes_per_s / GB;
-    measured.push_back("hbm_GBps (stream bandwidth per rank)");
+    measured.push_back(m.backend == "nccl" ? "hbm_GBps (a device-to-device copy's read + write rate)"
+                                           : "hbm_GBps (stream bandwidth per rank)");
   }
   if (m.memory_bytes_per_rank > 0) {
     double cap = m.memory_bytes_per_rank / GiB;
     mem["capacity_GiB"] = cap;
-    measured.push_back("capacity_GiB (node memory / ranks per node)");
+    measured.push_back(m.backend == "nccl" ? "capacity_GiB (the GPU's memory)"
+                                           : "capacity_GiB (node memory / ranks per node)");
     if (mem.value("reserve_GiB", 0.0) >= cap) {
       mem["reserve_GiB"] = 0.1 * cap;
       measured.push_back("reserve_GiB lowered to 10% of capacity (an assumption)");
@@ -663,7 +665,9 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
     p["description"] = describe(m) + " (CPU ranks)";
   }
   p["name"] = name;
-  p["gpus_per_node"] = m.gpus_per_node;  // the placement the geometries were measured under
+  // The placement the geometries were measured under; a measurement with
+  // none (one rank: a GPU's GEMMs, memory and host link) keeps the base's.
+  if (!b || !m.collectives.empty() || !m.p2p.empty()) p["gpus_per_node"] = m.gpus_per_node;
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);

@@ -92,7 +92,8 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
   };
   rows("intra", p["intra_node"], "stride");
   rows("inter", p["inter_node"], "groups_per_node");
-  std::cout << t.str("  ");
+  if (t.empty()) std::cout << "  no collective measured: the links are the base's\n";  // one rank
+  else std::cout << t.str("  ");
   const auto& g = p["gemm"];
   std::cout << "\n  GEMM table " << g["m"].size() << "×" << g["n"].size() << "×" << g["k"].size() << " (m×n×k), "
             << g.value("kind", std::string("kind not stated")) << "; peak";

@@ -13,6 +13,7 @@ class Table {
   explicit Table(std::vector<std::string> headers);
   void row(std::vector<std::string> cells);
   std::string str(const std::string& indent = "") const;
+  bool empty() const { return rows_.empty(); }
 
  private:
   std::vector<std::string> headers_;

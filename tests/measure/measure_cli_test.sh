@@ -211,7 +211,8 @@ bad 2 "--max-bytes '1T': unknown unit" --max-bytes 1T
 bad 2 "--backend 'gloo': expected mpi" --backend gloo
 bad 2 '--backend nccl: ' --backend nccl
 bad 2 "--ops 'all-to-all': unknown operation 'all-to-all' (all-reduce, all-gather, reduce-scatter, send-recv)" --ops all-to-all
-bad 1 'measure needs at least 2 ranks (send-recv: 2 to a pair)' --ops send-recv
+bad 1 '--ops: 1 rank has no group to time collectives or pairs on' --ops send-recv
+bad 1 '--intra: 1 rank has no group' --intra 1x2
 bad 3 '--gpus-per-node 2: 3 ranks do not fill whole nodes of 2' --gpus-per-node 2 --ops send-recv
 bad 4 '--ops send-recv: no pair among the geometries measured' --gpus-per-node 4 --ops send-recv --intra 1x4 --inter none
 # Pairs by default only where the geometries asked for hold one: --intra 1x4 alone times no pair.
@@ -221,10 +222,32 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert 'p2p' not in
   "$T/nopair.json" || fail "--intra 1x4 without --ops timed pairs"
 bad 4 '--ops send-recv times no collective, so --out needs --base' --gpus-per-node 2 --ops send-recv
 bad 4 '--gpus-per-node 3: 4 ranks do not fill whole nodes of 3' --gpus-per-node 3
-bad 1 'measure needs at least 2 ranks' --quick
+bad 1 '1 rank times no collective, so --out needs --base' --quick
+# Every process of a job a foreign launcher started sees a world of 1: said, not measured N times.
+PMI_SIZE=4 bad 1 'MPI sees 1 rank but the launcher started 4 (PMI_SIZE)' --quick --base dgx-h100
 bad 2 "--raw '$T/nodir/x.json': directory" --raw "$T/nodir/x.json"
 bad 2 '--poll-us -5: expected microseconds >= 0' --poll-us -5
 bad 2 '--gap-us -1: expected microseconds from 0 (back to back) to 1e6' --gap-us -1
+
+# 4b. One rank (a machine with one GPU): the host link, GEMMs and memory are measured, the
+# links and the ranks per node are the base's.
+run 1 --backend mpi --quick --base dgx-h100 --out "$T/one.json" --raw "$T/oneraw.json" >"$T/oout" 2>"$T/oerr" ||
+  { fail "1-rank run with --base exited non-zero"; cat "$T/oerr"; }
+grep -q '^measure: 1 rank: no collective or pair to time' "$T/oerr" || fail "1-rank run does not say what it skips"
+python3 - "$T/oneraw.json" "$T/one.json" "$ROOT/profiles/dgx-h100.json" <<'PY' || fail "1-rank record or profile has the wrong shape"
+import json, sys
+raw, prof, base = (json.load(open(f)) for f in sys.argv[1:])
+assert raw["ranks"] == 1 and not raw.get("collectives") and "p2p" not in raw, raw.get("collectives")
+h = raw["host_link"]["samples"]
+assert len(h) == 2 * 7 and {s["gpus"] for s in h} == {1}
+assert len(raw["gemm"]["samples"]) == 27 and raw["stream_GBps"] > 0
+assert prof["gpus_per_node"] == base["gpus_per_node"] == 8
+for k in ("intra_node", "inter_node", "p2p"):
+    assert prof.get(k) == base.get(k), k
+assert prof["host"]["kind"] == "measured" and prof["gemm"]["kind"] == "measured"
+PY
+"$ADVISOR" predict --model "$ROOT/examples/models/gpt-small.json" --gpus 1 --grid 1,1,1,1 --machine "$T/one.json" >/dev/null 2>"$T/operr" ||
+  { fail "the advisor does not load the 1-rank profile"; cat "$T/operr"; }
 
 # 5. Interrupted: Ctrl-C mid-run leaves nothing behind.
 "$MPIRUN" -np 2 --oversubscribe "$MEASURE" --max-bytes 1M --repeats 500 --out "$T/int.json" >/dev/null 2>"$T/ierr" &
