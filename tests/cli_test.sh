@@ -13,6 +13,8 @@ expect 0 'evaluated [0-9,]+ configurations' -- "$advisor" recommend --model gpt-
 expect 0 'gpt-640b' -- "$advisor" models
 expect 0 'perlmutter \(default\)' -- "$advisor" machines
 expect 0 'Time per iteration' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 4,2,16,8 --recompute --overlap all
+# A profile measure --backend nccl made on one GPU (examples/gpu/): the links are its base's.
+expect 0 'Time per iteration' -- "$advisor" predict --model "$(dirname "$0")/../examples/models/gpt-1.3b.json" --gpus 1 --grid 1,1,1,1 --machine "$(dirname "$0")/../examples/gpu/h200.json" --dtype bf16 --micro-batch 4 --batch 8
 # The issue's large cases: a ranked answer whose numbers are physically possible.
 cat >"$tmp/sensible.py" <<'PY'
 import json, sys

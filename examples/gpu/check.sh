@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check.sh — the engine's cuda backend on one GPU, in one command: its tests,
-# then the benchmark runs engine/README.md reports.
+# the benchmark runs engine/README.md reports, and a profile of this GPU.
 #
 #   examples/gpu/check.sh OUT_DIR
 #   BUILD=/path/to/build STEPS=6 examples/gpu/check.sh /tmp/gpu
@@ -12,7 +12,12 @@
 # 3. engine --device cuda --bench: gpt-small (4,096 tokens a step), gpt-small
 #    with --offload, and gpt-1.3b (micro-batch 1, batch 2; micro-batch 4,
 #    batch 8), fp32, then gpt-small (with and without --offload) and gpt-1.3b
-#    at micro-batch 4 in bf16, each writing its record to OUT_DIR/<run>.json.
+#    at micro-batch 4 in bf16 (and with --offload), each writing its record
+#    to OUT_DIR/<run>.json;
+# 4. measure --backend nccl on this one GPU: its GEMMs (cuBLAS bf16, the
+#    grid and gpt-1.3b's shapes), memory and host link, the links from
+#    --base (BASE, default dgx-h100), into OUT_DIR/profile.json, for
+#    `advisor predict --machine OUT_DIR/profile.json` with the runs' flags.
 #
 # One GPU, one rank: each binary starts as an MPI singleton (no mpirun;
 # NCCL refuses two ranks on one GPU, so the two-rank test is not run here:
@@ -72,6 +77,11 @@ run gpt-small-offload-bf16 "${LIMIT_SMALL:-60}" "$engine" --device cuda --model 
 run gpt-1.3b-mb4-bf16 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
   --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --dtype bf16 --data synthetic \
   --record "$out/gpt-1.3b-mb4-bf16.json"
+run gpt-1.3b-mb4-offload-bf16 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
+  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --offload --dtype bf16 --data synthetic \
+  --record "$out/gpt-1.3b-mb4-offload-bf16.json"
+run profile "${LIMIT_PROFILE:-150}" "$build/measure/measure" --backend nccl --base "${BASE:-dgx-h100}" \
+  --model examples/models/gpt-1.3b.json --gemm-grids 1x1 --out "$out/profile.json" --raw "$out/profile-raw.json"
 
 echo
 printf '%s\n' "${summary[@]}"
