@@ -665,9 +665,9 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
     p["description"] = describe(m) + " (CPU ranks)";
   }
   p["name"] = name;
-  // The placement the geometries were measured under; a measurement with
-  // none (one rank: a GPU's GEMMs, memory and host link) keeps the base's.
-  if (!b || !m.collectives.empty() || !m.p2p.empty()) p["gpus_per_node"] = m.gpus_per_node;
+  // The placement the geometries were measured under: one rank measured a
+  // node of one GPU, whose host memory is that GPU's alone.
+  p["gpus_per_node"] = m.gpus_per_node;
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);

@@ -230,7 +230,7 @@ bad 2 '--poll-us -5: expected microseconds >= 0' --poll-us -5
 bad 2 '--gap-us -1: expected microseconds from 0 (back to back) to 1e6' --gap-us -1
 
 # 4b. One rank (a machine with one GPU): the host link, GEMMs and memory are measured, the
-# links and the ranks per node are the base's.
+# links are the base's, and the profile is of a node of one GPU.
 run 1 --backend mpi --quick --base dgx-h100 --out "$T/one.json" --raw "$T/oneraw.json" >"$T/oout" 2>"$T/oerr" ||
   { fail "1-rank run with --base exited non-zero"; cat "$T/oerr"; }
 grep -q '^measure: 1 rank: no collective or pair to time' "$T/oerr" || fail "1-rank run does not say what it skips"
@@ -241,7 +241,7 @@ assert raw["ranks"] == 1 and not raw.get("collectives") and "p2p" not in raw, ra
 h = raw["host_link"]["samples"]
 assert len(h) == 2 * 7 and {s["gpus"] for s in h} == {1}
 assert len(raw["gemm"]["samples"]) == 27 and raw["stream_GBps"] > 0
-assert prof["gpus_per_node"] == base["gpus_per_node"] == 8
+assert prof["gpus_per_node"] == 1 and base["gpus_per_node"] == 8
 for k in ("intra_node", "inter_node", "p2p"):
     assert prof.get(k) == base.get(k), k
 assert prof["host"]["kind"] == "measured" and prof["gemm"]["kind"] == "measured"
