@@ -74,6 +74,24 @@ class PacedDevice final : public Device {
     }
   }
   bool host_is_device() const override { return false; }
+  // A copy engine per way, as a GPU has: a copy starts once it is issued,
+  // its way's engine is free and every `after` event is reached, and lasts
+  // bytes / the host link's pace, whatever the kernels and the other way
+  // do. The host makes it at once (the values are the host's already); a
+  // host slower than the pace delays it, as it does a kernel.
+  Event copy(void* dst, const void* src, size_t bytes, CopyWay way, std::initializer_list<Event> after,
+             const std::function<void(double)>& timed) override {
+    double start = std::max(now_s(), engine_free_[int(way)]);
+    for (Event e : after) start = std::max(start, e);
+    std::memcpy(dst, src, bytes);
+    const double duration = double(bytes) / pace_.host_bytes_per_s;
+    const double done = complete(start + duration, now_s());
+    engine_free_[int(way)] = done;
+    if (timed) timed(duration);
+    return done;
+  }
+  // Kernels launched from now on start after `e`.
+  void stream_wait(Event e) override { free_ = std::max(free_, e); }
 
  protected:
   double begin() override { return now_s(); }
@@ -83,12 +101,7 @@ class PacedDevice final : public Device {
   double end(const Kernel& k, double launched) override {
     const double host_done = now_s();
     const double duration = k.flops / flops_ + k.bytes / pace_.bytes_per_s;
-    double done = std::max(launched, free_) + duration;
-    if (host_done > done) {
-      stats.late_s += host_done - done;
-      done = host_done;
-    }
-    free_ = done;
+    free_ = complete(std::max(launched, free_) + duration, host_done);
     ++stats.kernels;
     stats.busy_s += duration;
     stats.host_s += host_done - launched;
@@ -96,9 +109,17 @@ class PacedDevice final : public Device {
   }
 
  private:
+  // Work due at `due` on the device clock whose host part ended at
+  // `host_done`: done then, or when the host is, if later (late_s).
+  double complete(double due, double host_done) {
+    if (host_done > due) stats.late_s += host_done - due;
+    return std::max(due, host_done);
+  }
+
   DevicePace pace_;
   double flops_;
   double free_ = 0;  // the device clock: when the last launched kernel completes
+  double engine_free_[2] = {0, 0};  // each copy engine's: when its last copy completes
 };
 
 }  // namespace

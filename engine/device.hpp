@@ -107,7 +107,8 @@ class Device {
   // 0: none), and returns its own event for wait() and stream_wait().
   // `timed` gets the copy's seconds once they are known, at the latest when
   // a wait() has passed it. Where the host computes the kernels (cpu,
-  // paced), the host copies at once, after waiting for `after`.
+  // paced), the host copies at once: the cpu after waiting for `after`,
+  // the paced device completing it on its way's copy engine's clock.
   virtual Event copy(void* dst, const void* src, size_t bytes, CopyWay way, std::initializer_list<Event> after,
                      const std::function<void(double)>& timed);
   // Kernels launched from now on start after `e` (a copy's event); the host

@@ -25,7 +25,8 @@ nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
   }
   if (r.device != "paced") return d;
   const DevicePace& p = o.pace;
-  d["pace"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6}};
+  d["pace"] = {{"gemm_gflops", p.gemm_flops / 1e9}, {"gbps", p.bytes_per_s / 1e9}, {"poll_us", p.poll_s * 1e6},
+               {"host_gbps", p.host_bytes_per_s / 1e9}};
   d["busy_s_per_rank"] = r.device_busy_s;
   d["host_work_s_per_rank"] = r.host_work_s;
   d["late_s_per_rank"] = r.late_s;

@@ -51,6 +51,7 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.pace_gflops = 3.5;
   a.pace_gbps = 0.75;
   a.poll_us = 20;
+  a.pace_host_gbps = 0.03;
   CHECK(parse(ff::engine_argv(a)) == a);
   CHECK(parse(ff::engine_argv(ff::EngineArgs{})) == ff::EngineArgs{});
 }
@@ -107,16 +108,33 @@ TEST_CASE("a machine with NVIDIA GPUs gets launch lines on the engine's cuda dev
 TEST_CASE("a pace given in the flags' units comes back as written, on the launch line and in the paced profile") {
   // 50 µs → 5e-5 s → 49.99999999999999 µs by plain arithmetic; a launch line
   // and a report say what was given.
-  ff::DevicePace p{2e9, 0.5e9, 50 * 1e-6};
+  ff::DevicePace p{2e9, 0.5e9, 50 * 1e-6, 0.3e9};
   ff::EngineArgs a;
   a.device = "paced";
   ff::set_pace(a, p);
   CHECK(a.poll_us == 50);
   CHECK(a.pace_gflops == 2);
   CHECK(a.pace_gbps == 0.5);
-  CHECK(ff::join_args(ff::engine_argv(a)).find("--device paced --pace-gflops 2 --pace-gbps 0.5 --poll-us 50 --dtype fp32") !=
+  CHECK(a.pace_host_gbps == 0.3);
+  CHECK(ff::join_args(ff::engine_argv(a))
+            .find("--device paced --pace-gflops 2 --pace-gbps 0.5 --poll-us 50 --pace-host-gbps 0.3 --dtype fp32") !=
         std::string::npos);
   for (double us : {15.0, 12.5, 123.0, 0.75}) CHECK(ff::as_written(us * 1e-6 * 1e6) == us);
   nlohmann::json j = ff::paced_profile_json(nlohmann::json::object(), p);
-  CHECK(j["paced_device"] == nlohmann::json{{"gemm_gflops", 2}, {"gbps", 0.5}, {"poll_us", 50}});
+  CHECK(j["paced_device"] == nlohmann::json{{"gemm_gflops", 2}, {"gbps", 0.5}, {"poll_us", 50}, {"host_gbps", 0.3}});
+}
+
+TEST_CASE("the paced profile's host link is the pace, for every GPU of a node at once") {
+  // A machine whose node link would share 20 GB/s among 4 GPUs: on the paced
+  // device each rank has its own copy engines at the pace.
+  nlohmann::json m = {{"gpus_per_node", 4},
+                      {"memory", {{"capacity_GiB", 16}}},
+                      {"host", {{"link_GBps", 25}, {"node_link_GBps", 20}, {"memory_GiB", 256}}}};
+  nlohmann::json j = ff::paced_profile_json(m, ff::DevicePace{2e9, 0.5e9, 50e-6, 0.1e9});
+  CHECK(j["host"]["link_GBps"] == 0.1);
+  CHECK_FALSE(j["host"].contains("node_link_GBps"));
+  CHECK(j["host"]["memory_GiB"] == 256);  // the host's RAM is the host's
+  CHECK(j["host"]["kind"] == "paced");
+  m.erase("host");  // none measured: the ranks' RAM (4 ranks of 16 GiB) stands for the node's
+  CHECK(ff::paced_profile_json(m, ff::DevicePace{2e9, 0.5e9, 50e-6, 0.1e9})["host"]["memory_GiB"] == 64);
 }

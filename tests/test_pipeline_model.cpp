@@ -368,17 +368,19 @@ TEST_CASE("offload: the host link's time against the data-parallel all-reduce, b
     staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, g.total(), 1, 1), st);
     return combine_staged(sp, st, Overlap{}, {offload, false}, tokens);
   };
-  // One rank (no data parallelism): the copies, 117,504·12 bytes each way at
-  // 10 GB/s = 141.0048 µs, are not hidden at all.
+  // One rank (no data parallelism): 117,504·12 bytes each way at 10 GB/s =
+  // 141.0048 µs, in one bucket, so in and then out: C = 2 × 141.0048 µs, not
+  // hidden at all.
   job.gpus = 1;
+  const double C = 2 * 117504.0 * 12 / 10e9;
   Estimate a = price(Grid{1, 1, 1, 1}, false), b = price(Grid{1, 1, 1, 1}, true);
-  CHECK(b.host_s == rel(117504.0 * 12 / 10e9));
-  CHECK(b.time_s == rel(a.time_s + 117504.0 * 12 / 10e9));
-  // Two data-parallel ranks inside a node: the parameters fit one bucket, so
-  // one chunk: max(A, C) + min(A, C)/1 + 1·2·(2 − 1)·α − A = C + 2α, α = 5 µs.
+  CHECK(b.host_s == rel(C));
+  CHECK(b.time_s == rel(a.time_s + C));
+  // Two data-parallel ranks inside a node: one bucket, so one chunk:
+  // max(A, C) + min(A, C)/1 + 1·2·(2 − 1)·α − A = C + 2α, α = 5 µs.
   job.gpus = 2;
   Estimate c = price(Grid{1, 1, 1, 2}, false), d = price(Grid{1, 1, 1, 2}, true);
-  CHECK(d.host_s == rel(117504.0 * 12 / 10e9 + 2 * 5e-6));
+  CHECK(d.host_s == rel(C + 2 * 5e-6));
   CHECK(d.time_s == rel(c.time_s + d.host_s));
   CHECK(d.exposed_comm_s[int(Axis::D)] == rel(c.exposed_comm_s[int(Axis::D)]));
 }

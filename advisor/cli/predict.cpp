@@ -307,7 +307,9 @@ void run(const PredictOptions& o) {
               << ", exposed " << seconds(e.exposed_comm_s[int(Axis::D)]) << "\n";
   if (c.offload)
     std::cout << "\nOffload: " << bytes_h(pr.plan.host_copy_bytes) << " each way per iteration over the host link at "
-              << bandwidth(pr.plan.host_bw) << " (every GPU of a node copying at once): " << seconds(pr.host_copy_s)
+              << bandwidth(pr.plan.host_bw) << " (every GPU of a node copying at once), both ways at once in "
+              << fixed(pr.plan.offload_buckets, 0) << " bucket" << (pr.plan.offload_buckets > 1 ? "s" : "")
+              << " (the first in and the last out alone): " << seconds(pr.host_copy_s)
               << ", overlapped with the data-parallel all-reduce in " << fixed(pr.plan.offload_chunks, 0)
               << " chunks of " << kOffloadChunk << " buckets; exposed " << seconds(e.host_s) << "\n";
 

@@ -46,11 +46,12 @@ struct ValidateOptions {
   std::vector<int> micro_batches;
   std::vector<int> pipelines;  // stage counts; empty: every one dividing the layers and ranks
   bool recompute_only = false, no_recompute = false, resume = false, json = false;
+  bool offload = false;  // every run with the optimizer offloaded
   double run_timeout = 300;
   std::string device = "cpu";
   // The paced device, in the engine's flags' units (GFLOP/s, GB/s, µs).
   double pace_gflops = default_pace().gemm_flops / 1e9, pace_gbps = default_pace().bytes_per_s / 1e9,
-         poll_us = default_pace().poll_s * 1e6;
+         poll_us = default_pace().poll_s * 1e6, pace_host_gbps = default_pace().host_bytes_per_s / 1e9;
   std::string pace_flag;  // the first --pace-*/--poll-us given, if any (refused without --device paced)
 };
 
@@ -117,7 +118,7 @@ Setup setup(const ValidateOptions& o) {
   s.device = o.device;
   s.device_json = {{"name", o.device}};
   if (o.device == "paced") {
-    s.pace = {o.pace_gflops * 1e9, o.pace_gbps * 1e9, o.poll_us * 1e-6};
+    s.pace = {o.pace_gflops * 1e9, o.pace_gbps * 1e9, o.poll_us * 1e-6, o.pace_host_gbps * 1e9};
     check_pace(s.pace);
     // The links must have been measured the way the paced engine waits:
     // every MPI wait MPI_Test + sleep Δ, a sleeping rank making no progress.
@@ -144,6 +145,8 @@ Setup setup(const ValidateOptions& o) {
     std::cerr << "advisor: warning: " << origin << "'s links were measured polling every "
               << micros_text(*s.machine.poll_s * 1e6) << " us (poll_us), but the cpu engine waits in MPI_Wait\n";
   }
+  if (std::string why = optimizer_state_problem(s.machine, OptimizerState{o.offload, false}); !why.empty())
+    input_error(why);
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
   if (find_program(s.launcher[0]).empty())
@@ -194,11 +197,15 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
           Overlap ov{bool(f & 1), bool(f & 2), bool(f & 4)};
           if (ov.oar && g.x == 1 && g.y == 1) continue;
           if ((ov.ors || ov.oag) && g.z == 1) continue;
-          if (memory_use(job, p, g, mb, rc, ov).total() > p.hbm_capacity) {
+          const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{o.offload, false});
+          if (use.total() > p.hbm_capacity || use.host > host_memory_per_gpu(p)) {
             ++skipped["does not fit in memory"];
             continue;
           }
-          for (const Order& ord : distinct_orders(g)) cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+          for (const Order& ord : distinct_orders(g)) {
+            cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+            cs.back().offload = o.offload;
+          }
         }
       }
     if (!cs.empty()) out.push_back(std::move(cs));
@@ -305,6 +312,9 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   EngineArgs args = engine_args(s.model_path, c, s.job.batch);
   args.device = s.device;
   if (s.device == "paced") set_pace(args, s.pace);  // spelled out on every launch line
+  // Offload as MODEL.md §9 prices it, AxoNN's CPUAdam's way: no clipping,
+  // so each chunk's optimizer and copies run under the chunks in flight.
+  if (c.offload) args.clip = 0;
   args.steps = o.steps;
   args.record = rec;
   args.quiet = true;
@@ -575,6 +585,9 @@ void setup_validate(CLI::App& app) {
   sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
   auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only runs with full recompute [both]");
   sub->add_flag("--no-recompute", o->no_recompute, "Only runs without recompute [both]")->excludes(rc);
+  sub->add_flag("--offload", o->offload,
+                "Every run with the optimizer offloaded (MODEL.md §9) and, as the model prices it, no clipping "
+                "(--clip 0); on the paced device its copies cross a host link paced at --pace-host-gbps");
   sub->add_option("--run-timeout", o->run_timeout, "Seconds before a run is stopped and recorded as failed")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
@@ -589,8 +602,11 @@ void setup_validate(CLI::App& app) {
                   "Paced device: µs slept between MPI_Test calls while waiting; the --machine profile's links must "
                   "have been measured with the same (measure --poll-us, the profile's poll_us)")
       ->capture_default_str();
+  sub->add_option("--pace-host-gbps", o->pace_host_gbps,
+                  "Paced device: GB/s of offload's copies each way, both ways at once (the predictions' host link)")
+      ->capture_default_str();
   sub->callback([o, sub] {
-    for (const char* flag : {"--pace-gflops", "--pace-gbps", "--poll-us"})
+    for (const char* flag : {"--pace-gflops", "--pace-gbps", "--poll-us", "--pace-host-gbps"})
       if (o->pace_flag.empty() && sub->count(flag) > 0) o->pace_flag = flag;
     run(*o);
   });

@@ -228,8 +228,8 @@ void print_validation_text(const json& report) {
   if (device.value("name", "cpu") == "paced" && device.contains("pace")) {
     const json& p = device["pace"];
     std::cout << "Device: paced, " << p.value("gemm_gflops", 0.0) << " GFLOP/s, " << p.value("gbps", 0.0)
-              << " GB/s, MPI waits poll every " << p.value("poll_us", 0.0)
-              << " us: compute is known by construction, the communication part is scored on its own\n";
+              << " GB/s, MPI waits poll every " << p.value("poll_us", 0.0) << " us, host link "
+              << p.value("host_gbps", 0.0) << " GB/s each way: compute is known by construction, the communication part is scored on its own\n";
   }
   std::cout << "In sample (the profile as given, nothing fitted), " << s["n"] << " runs: MAPE " << pct(s["mape"])
             << ", Spearman " << num2(s["spearman"]) << ", Kendall " << num2(s["kendall"]) << "; top pick "

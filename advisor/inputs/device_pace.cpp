@@ -13,6 +13,7 @@ DevicePace default_pace() {
   p.gemm_flops = kDefaultPaceGflops * 1e9;
   p.bytes_per_s = kDefaultPaceGbps * 1e9;
   p.poll_s = kDefaultPollUs * 1e-6;
+  p.host_bytes_per_s = kDefaultPaceHostGbps * 1e9;
   return p;
 }
 
@@ -25,12 +26,13 @@ void check_pace(const DevicePace& p) {
   positive(p.gemm_flops, "--pace-gflops");
   positive(p.bytes_per_s, "--pace-gbps");
   positive(p.poll_s, "--poll-us");
+  positive(p.host_bytes_per_s, "--pace-host-gbps");
 }
 
 std::string pace_label(const DevicePace& p) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%g GFLOP/s, %g GB/s, poll %g us", p.gemm_flops / 1e9, p.bytes_per_s / 1e9,
-                p.poll_s * 1e6);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%g GFLOP/s, %g GB/s, poll %g us, host %g GB/s", p.gemm_flops / 1e9,
+                p.bytes_per_s / 1e9, p.poll_s * 1e6, p.host_bytes_per_s / 1e9);
   return buf;
 }
 
@@ -55,9 +57,18 @@ nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
   nlohmann::json& ov = j["overlap"];
   ov["efficiency"] = 1.0;
   ov["source"] = "1 on the paced device: it computes while its rank polls MPI (DESIGN §11)";
+  // The host link: each rank's copy engines, whatever its node's others do.
+  nlohmann::json& host = j["host"];
+  if (!host.contains("memory_GiB"))  // the arena lives in this host's RAM, as the ranks' memory does
+    host["memory_GiB"] = mem.value("capacity_GiB", 0.0) * j.value("gpus_per_node", 1);
+  host["kind"] = "paced";
+  host["link_GBps"] = as_written(p.host_bytes_per_s / 1e9);
+  host.erase("node_link_GBps");
+  host["source"] = why;
   j["paced_device"] = {{"gemm_gflops", as_written(p.gemm_flops / 1e9)},
                        {"gbps", as_written(p.bytes_per_s / 1e9)},
-                       {"poll_us", as_written(p.poll_s * 1e6)}};
+                       {"poll_us", as_written(p.poll_s * 1e6)},
+                       {"host_gbps", as_written(p.host_bytes_per_s / 1e9)}};
   return j;
 }
 

@@ -194,7 +194,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.dp_bytes = 0;
   for (const CommTerm& c : plan.comm)
     if (c.axis == Axis::D && c.per_step) plan.dp_bytes += c.bytes() * c.count;
-  plan.offload_chunks = std::max(1.0, std::ceil(std::ceil(params / kOffloadBucket) / kOffloadChunk));
+  plan.offload_buckets = std::max(1.0, std::ceil(params / kOffloadBucket));
+  plan.offload_chunks = std::max(1.0, std::ceil(plan.offload_buckets / kOffloadChunk));
 
   plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = 0;
   for (const auto& c : plan.compute) {

@@ -64,10 +64,11 @@ struct Plan {
   double compute_step_s = 0;                    // once per iteration (the optimizer)
   double message_elements = 0; // a stage message: the activation shard [t, H/G_x] (MODEL.md §9)
   // Offload (MODEL.md §9): host-link bytes each way per iteration, the
-  // bandwidth one GPU gets while its node's GPUs all copy, and the chunks the
-  // data-parallel all-reduce is split into (0 bandwidth: the profile has no host link).
+  // bandwidth one GPU gets while its node's GPUs all copy, the optimizer's
+  // buckets, and the chunks the data-parallel all-reduce is split into (0
+  // bandwidth: the profile has no host link).
   double host_copy_bytes = 0, host_bw = 0;
-  double offload_chunks = 1;
+  double offload_buckets = 1, offload_chunks = 1;
   double dp_bucket_bytes = 0;  // ODP's bucket size (MODEL.md §10)
   double dp_bytes = 0;         // the data-parallel reductions' bytes per iteration, what ODP buckets
   double model_flops = 0;      // per iteration, the Narayanan et al. count

@@ -1,6 +1,8 @@
 #include "engine_args.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +23,7 @@ DevicePace pace_of(const EngineArgs& a) {
   p.gemm_flops = a.pace_gflops * 1e9;
   p.bytes_per_s = a.pace_gbps * 1e9;
   p.poll_s = a.poll_us * 1e-6;
+  p.host_bytes_per_s = a.pace_host_gbps * 1e9;
   return p;
 }
 
@@ -28,6 +31,7 @@ void set_pace(EngineArgs& a, const DevicePace& p) {
   a.pace_gflops = as_written(p.gemm_flops / 1e9);
   a.pace_gbps = as_written(p.bytes_per_s / 1e9);
   a.poll_us = as_written(p.poll_s * 1e6);
+  a.pace_host_gbps = as_written(p.host_bytes_per_s / 1e9);
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note,
@@ -66,15 +70,20 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
-  auto real = [](double x) {
+  auto real = [](double x) {  // the shortest decimal that reads back as x: 0.1, not 0.10000000000000001
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
+    // At least the integer digits: 50, not 5e+01.
+    const int whole = std::abs(x) >= 1 && std::isfinite(x) ? int(std::floor(std::log10(std::abs(x)))) + 1 : 1;
+    for (int digits = std::min(whole, 17); digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+      if (std::strtod(buf, nullptr) == x) break;
+    }
     return std::string(buf);
   };
   v.insert(v.end(), {"--overlap", a.overlap, "--device", a.device});
   if (a.device == "paced")  // the pace is part of what ran: always spelled out, next to the device
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
-                       real(a.poll_us)});
+                       real(a.poll_us), "--pace-host-gbps", real(a.pace_host_gbps)});
   v.insert(v.end(), {"--dtype", a.dtype});
   if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
   if (a.offload_bucket != d.offload_bucket) v.insert(v.end(), {"--offload-bucket", num(a.offload_bucket)});
@@ -130,6 +139,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
       ->capture_default_str();
   app.add_option("--pace-gbps", a.pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
   app.add_option("--poll-us", a.poll_us, "Paced device: µs slept between MPI_Test calls while waiting")
+      ->capture_default_str();
+  app.add_option("--pace-host-gbps", a.pace_host_gbps,
+                 "Paced device: GB/s of offload's copies each way (both ways at once)")
       ->capture_default_str();
   app.add_option("--dtype", a.dtype, "Scalar: fp32, bf16 (fp32 master weights), or fp64 (exactness checks)")
       ->capture_default_str();

@@ -35,6 +35,7 @@ struct EngineArgs {
   double pace_gflops = kDefaultPaceGflops;
   double pace_gbps = kDefaultPaceGbps;
   double poll_us = kDefaultPollUs;
+  double pace_host_gbps = kDefaultPaceHostGbps;
   std::string dtype = "fp32";
   long batch = 0;  // 0: one micro-step, micro_batch·G_z·G_data sequences
   int steps = 10;

@@ -53,7 +53,7 @@ p = json.load(open(os.path.join(d, "profile.json")))
 assert p["poll_us"] == 50 and p["raw"]["poll_us"] == 50 and p["gpus_per_node"] == 2, p.get("poll_us")
 assert p["raw"]["nodes"] == 4 and p["raw"]["ranks"] == 8
 r = json.load(open(os.path.join(d, "report.json")))
-assert r["device"] == {"name": "paced", "pace": {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50}}, r["device"]
+assert r["device"] == {"name": "paced", "pace": {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50, "host_gbps": 0.1}}, r["device"]
 assert r["job"]["ranks"] == 8 and r["job"]["batch_sequences"] == 16 and r["job"]["model"]["name"] == "gpt-comm"
 assert len(r["runs"]) == 3 and all(x["status"] == "ok" for x in r["runs"]), [x.get("error") for x in r["runs"]]
 for x in r["runs"]:

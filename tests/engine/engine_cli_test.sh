@@ -196,7 +196,7 @@ assert r["steps"][0]["loss"] == c["steps"][0]["loss"], (r["steps"], c["steps"])
 for a, b in zip(r["steps"], c["steps"]):
     assert abs(a["loss"] / b["loss"] - 1) < 1e-6, (a, b)
 d = r["device"]
-assert d["name"] == "paced" and d["pace"] == {"gemm_gflops": 4, "gbps": 1, "poll_us": 40}, d
+assert d["name"] == "paced" and d["pace"] == {"gemm_gflops": 4, "gbps": 1, "poll_us": 40, "host_gbps": 0.1}, d
 assert len(d["busy_s_per_rank"]) == 8 and len(d["late_s_per_rank"]) == 8
 for s in r["steps"]:
     assert 0 < s["device_s"] <= s["time_s"], s

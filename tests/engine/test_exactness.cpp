@@ -169,7 +169,7 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.buckets.offload_chunk = 2;
       o.opt.clip = extra.clip;
       // A pace far above the host's: exactness, not timing, is under test.
-      o.pace = DevicePace{1e12, 1e12, 20e-6};
+      o.pace = DevicePace{1e12, 1e12, 20e-6, 1e12};
       RunResult r = train<double>(sub, o, true);
       if (sub_rank == 0) {
         auto want = expected_elements(m, o);

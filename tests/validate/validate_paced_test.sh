@@ -32,7 +32,7 @@ import json, math, sys
 r = json.load(open(sys.argv[1]))
 d = r["device"]
 assert d["name"] == "paced", d
-assert d["pace"] == {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50}, d
+assert d["pace"] == {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50, "host_gbps": 0.1}, d
 mp = r["machine_profile"]
 assert mp["compute"]["kind"] == "paced" and mp["compute"]["peak_tflops"]["fp32"] == 0.002, mp["compute"]
 assert mp["memory"]["hbm_GBps"] == 0.5 and mp["overlap"]["efficiency"] == 1.0 and mp["paced_device"] == d["pace"]
@@ -134,8 +134,29 @@ expect 0 'refitted to 4 measured runs' -- "$advisor" calibrate --from-runs "$tmp
 check "the refitted profile keeps the pace" '
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert p["paced_device"] == {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50} and p["fitted"]["kind"] == "fitted"
+assert p["paced_device"] == {"gemm_gflops": 2, "gbps": 0.5, "poll_us": 50, "host_gbps": 0.1} and p["fitted"]["kind"] == "fitted"
 ' "$tmp/fitted.json"
+
+# Offloaded: every run with --offload and, as the model prices it, --clip 0;
+# the copies cross the paced host link, each way at the pace, and the
+# predictions price the same link.
+expect 0 ' offload' -- "$advisor" validate "${job[@]}" --device paced --offload --pace-host-gbps 0.05 --max-configs 3 \
+  --repeats 1 --out "$tmp/o.json"
+check "offloaded validation: launch lines, the paced copies, the profile's host link" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["device"]["pace"]["host_gbps"] == 0.05 and r["machine_profile"]["host"]["link_GBps"] == 0.05, r["device"]
+assert len(r["runs"]) == 3, len(r["runs"])
+for run in r["runs"]:
+    assert run["status"] == "ok" and run["config"]["offload"], (run.get("error"), run["config"])
+    cmd = run["repeats"][0]["command"]
+    assert " --offload" in cmd and " --clip 0" in cmd and " --pace-host-gbps 0.05" in cmd, cmd
+    off = json.load(open(run["repeats"][0]["record"]))["offload"]
+    # Both ways, each bytes / 0.05 GB/s: summed per step.
+    want = 2 * off["copy_bytes_each_way"] / 0.05e9
+    assert off["enabled"] and abs(off["copy_s_per_step"] - want) <= 1e-9 * want, (off, want)
+    assert run["predicted"]["time_s"] > 0 and run["measured"]["time_s"] > want / 2, (run["predicted"], want)
+' "$tmp/o.json"
 
 # --- refusals: exit 2, a clear message ----------------------------------------
 python3 -c '
@@ -149,6 +170,10 @@ expect 2 'its links were measured with poll_us 20, but the paced engine waits wi
 expect 2 '--pace-gflops describes the paced device: give --device paced' -- \
   "$advisor" validate "${paced_bad[@]}" --pace-gflops 4
 expect 2 '--pace-gbps: expected a number > 0' -- "$advisor" validate "${paced_bad[@]}" --device paced --pace-gbps 0
+expect 2 '--pace-host-gbps: expected a number > 0' -- \
+  "$advisor" validate "${paced_bad[@]}" --device paced --pace-host-gbps -1
+expect 2 "--offload: machine 'frontier' gives no host link" -- \
+  "$advisor" validate "${paced_bad[@]}" --machine frontier --offload
 expect 2 "--device 'gpu': expected cpu" -- "$advisor" validate "${paced_bad[@]}" --device gpu
 [[ -e $tmp/b.json ]] && { echo "FAIL: a refused validation wrote a report"; failures=$((failures + 1)); }
 cp "$tmp/r.json" "$tmp/before.json"
