@@ -33,7 +33,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   // start-up touches only the weights and what the forward pass needs.
   shard_w_.assign(layout_.shard_total, T(0));
   rep_w_.assign(layout_.vector_total, T(0));
-  for (auto* v : {&rep_g_, &rep_m_, &rep_v_}) v->assign(layout_.vector_total, M(0));
+  rep_g_.assign(layout_.vector_total, M(0));
   init_parameters(seed);
   set_grads_zero();
 
@@ -98,8 +98,6 @@ void Gpt<T>::build_buckets() {
   rep_hi_ = sharded() ? part_begin(nv, g, d + 1) : nv;
   if (sharded()) {
     rep_part_.assign(rep_hi_ - rep_lo_, M(0));
-    rep_m_.assign(rep_hi_ - rep_lo_, M(0));
-    rep_v_.assign(rep_hi_ - rep_lo_, M(0));
   }
   for (Bucket& b : buckets_) {
     const size_t n = b.hi - b.lo;
@@ -653,41 +651,52 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
     elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
 }
 
+// AdamW's traffic on n parameters: master, gradient, m and v read and
+// written (8 values of M each), and the weight written where it is not the
+// master (`w` non-null).
+template <typename T>
+double Gpt<T>::adamw_bytes(size_t n, const T* w) {
+  return double(n) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0));
+}
+
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
-  // Under offload the matrices' m, v and masters are the host arena from the
-  // moment they exist (pinned, on a GPU): made on the device, they would
-  // hold through the first step as much device memory as offload saves.
-  auto arena = [&](const std::function<void()>& allocate) {
-    if (c_.offload) dev_.allocate_on_host(allocate);
-    else allocate();
-  };
-  if (shard_m_.empty()) {  // sharded: this rank's parts only (ZeRO-1's saving)
+  if (adam_steps_ == 0) {
+    // The optimizer's state, at the first step: m and v of this rank's parts
+    // (sharded: ZeRO-1's saving) and, where T ≠ M, their masters, the
+    // weights as initialised. Under offload it is the host arena from the
+    // moment it exists (pinned, on a GPU): made on the device, it would hold
+    // through the first step as much device memory as offload saves; the
+    // device gets two sets of bucket buffers, which only kernels and copies
+    // touch.
     const size_t owned =
         buckets_.empty() ? 0 : buckets_.back().moment + buckets_.back().own_hi - buckets_.back().own_lo;
-    arena([&] { shard_m_.assign(owned, M(0)), shard_v_.assign(owned, M(0)); });
-  }
-  if (kMasterCopy && adam_steps_ == 0) {  // the masters of this rank's parts: the weights as initialised
-    arena([&] { shard_master_.assign(shard_m_.size(), M(0)), rep_master_.assign(rep_hi_ - rep_lo_, M(0)); });
-    elementwise(0, [&] {
-      for (const Bucket& b : buckets_)
-        k_->widen(&shard_w_[b.own_lo], &shard_master_[b.moment], b.own_hi - b.own_lo);
-      k_->widen(&rep_w_[rep_lo_], rep_master_.data(), rep_master_.size());
-    });
-    dev_.synchronize();  // offload's copies, on other streams, read them
-  }
-  if (c_.offload && offload_slots_[0].m.empty()) {
-    const size_t B = std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total));
-    dev_.allocate_on_device([&] {  // only kernels and copies touch them
-      for (OffloadSlot& sl : offload_slots_) {
-        sl.m.assign(B, M(0)), sl.v.assign(B, M(0));
-        if (kMasterCopy) sl.master.assign(B, M(0));
-      }
-    });
-    dev_.allocate_on_host([&] {  // the vectors' moments, made with the model (small), join the arena
-      for (Buffer<M>* a : {&rep_m_, &rep_v_}) Buffer<M>(a->begin(), a->end()).swap(*a);
-    });
+    const size_t vectors = rep_hi_ - rep_lo_;
+    auto state = [&] {
+      for (Buffer<M>* a : {&shard_m_, &shard_v_}) a->assign(owned, M(0));
+      for (Buffer<M>* a : {&rep_m_, &rep_v_}) a->assign(vectors, M(0));
+      if (kMasterCopy) shard_master_.assign(owned, M(0)), rep_master_.assign(vectors, M(0));
+    };
+    if (c_.offload) dev_.allocate_on_host(state);
+    else state();
+    if (kMasterCopy) {
+      elementwise(0, [&] {
+        for (const Bucket& b : buckets_)
+          k_->widen(&shard_w_[b.own_lo], &shard_master_[b.moment], b.own_hi - b.own_lo);
+        k_->widen(&rep_w_[rep_lo_], rep_master_.data(), vectors);
+      });
+      dev_.synchronize();  // offload's copies, on other streams, read them
+    }
+    if (c_.offload) {
+      const size_t B = std::min(sizes_.offload_elements, std::max(layout_.shard_total, layout_.vector_total));
+      dev_.allocate_on_device([&] {
+        for (OffloadSlot& sl : offload_slots_) {
+          sl.m.assign(B, M(0)), sl.v.assign(B, M(0));
+          if (kMasterCopy) sl.master.assign(B, M(0));
+        }
+      });
+    }
   }
   ++adam_steps_;
   AdamWStep<M> s;
@@ -701,13 +710,10 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // as soon as its own all-reduce is in, under the chunks still in flight.
   // Clipping by the global norm needs every chunk first.
   const bool update_per_chunk = c_.offload && !clipping;
-  // AdamW on n parameters (master, gradient, m and v read and written: 8
-  // values each, and the weight written where it is not the master), or
-  // offloaded, through the bucket buffers.
+  // AdamW on n parameters, or offloaded, through the bucket buffers.
   auto adam = [&](M* master, M* g, M* m, M* v, T* w, size_t n) {
     if (c_.offload) update_offloaded(master, g, m, v, w, n, s);
-    else elementwise(double(n) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0)),
-                     [&] { k_->adamw_update(master, g, m, v, w, n, s); });
+    else elementwise(adamw_bytes(n, w), [&] { k_->adamw_update(master, g, m, v, w, n, s); });
   };
   auto adam_bucket = [&](const Bucket& b) {
     adam(shard_master(b.own_lo, b.moment), &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment],
@@ -815,9 +821,8 @@ void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const
     const size_t lo = j * B, k = std::min(B, n - lo);
     dev_.stream_wait(sl.in);
     M* const mw = kMasterCopy ? sl.master.data() : master + lo;  // T = M: the weight itself, on the device
-    elementwise(double(k) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0)), [&] {
-      k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), w ? w + lo : nullptr, k, s);
-    });
+    T* const wk = w ? w + lo : nullptr;
+    elementwise(adamw_bytes(k, wk), [&] { k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), wk, k, s); });
     sl.out = offload_copy(arena, lo, sl, k, CopyWay::ToHost, dev_.record(), last_chunk);
     ++offload_stats.buckets;
     dev_.progress();

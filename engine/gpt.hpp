@@ -135,6 +135,7 @@ class Gpt {
     Comm::Ticket ticket = 0;
   };
   void build_buckets();
+  static double adamw_bytes(size_t n, const T* w);
   void update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const AdamWStep<M>& s);
   void gradient_done(int mi);
   void begin_backward(bool last_of_step);

@@ -154,8 +154,8 @@ void run(const PredictOptions& o) {
   Prediction pr = predict(job, m, c);
   const Plan& plan = pr.plan;
   const Estimate& e = pr.estimate;
-  const bool host_fits = !c.offload || pr.memory.host <= host_memory_per_gpu(m);
-  const bool fits = pr.memory.total() <= m.hbm_capacity && host_fits;
+  const bool host_fits = pr.memory.host <= host_memory_per_gpu(m);  // 0 without offload
+  const bool fits = fits_in_memory(pr.memory, m);
 
   if (o.json) {
     nlohmann::json out = to_json(c);

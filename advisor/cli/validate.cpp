@@ -198,7 +198,7 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
           if (ov.oar && g.x == 1 && g.y == 1) continue;
           if ((ov.ors || ov.oag) && g.z == 1) continue;
           const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{o.offload, false});
-          if (use.total() > p.hbm_capacity || use.host > host_memory_per_gpu(p)) {
+          if (!fits_in_memory(use, p)) {
             ++skipped["does not fit in memory"];
             continue;
           }

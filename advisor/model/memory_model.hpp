@@ -53,5 +53,9 @@ MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int
                      const Overlap& ov, OptimizerState os = {});
 // Host memory one GPU's offloaded state may use: the node's, shared.
 inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }
+// Whether `u` fits the GPU's memory and, offloaded, its share of the host's.
+inline bool fits_in_memory(const MemoryUse& u, const MachineProfile& p) {
+  return u.total() <= p.hbm_capacity && u.host <= host_memory_per_gpu(p);
+}
 
 }  // namespace ff
