@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "bf16.hpp"
+#include "engine/runtime/bf16.hpp"
 
 namespace ff::engine {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "bf16.hpp"
-#include "device.hpp"
-#include "fatal.hpp"
-#include "grid.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/device.hpp"
+#include "engine/runtime/fatal.hpp"
+#include "advisor/core/grid.hpp"
 
 namespace ff::engine {
 

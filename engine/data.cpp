@@ -1,12 +1,12 @@
-#include "data.hpp"
+#include "engine/data.hpp"
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
-#include "error.hpp"
-#include "rng.hpp"
+#include "advisor/core/error.hpp"
+#include "engine/rng.hpp"
 
 namespace ff::engine {
 

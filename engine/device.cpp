@@ -1,17 +1,17 @@
-#include "device.hpp"
+#include "engine/device.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
-#include "check.hpp"
-#include "clock.hpp"
-#include "device_kernels.hpp"
-#include "huge_pages.hpp"
-#include "mpi_poll.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/runtime/clock.hpp"
+#include "engine/device_kernels.hpp"
+#include "engine/runtime/huge_pages.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 #ifdef FF_CUDA_DEVICE
-#include "cuda_device.hpp"
-#include "gpu.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/runtime/gpu.hpp"
 #endif
 
 namespace ff::engine {

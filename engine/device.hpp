@@ -1,5 +1,5 @@
 #pragma once
-// One rank's device (DESIGN §11): the model code launches kernels on it in
+// One rank's device (MODEL.md §11): the model code launches kernels on it in
 // order, and waits for them through events; collectives wait for the kernels
 // launched before them, as a communication stream waits on the compute
 // stream's event. One schedule (gpt.cpp) drives every backend:
@@ -22,7 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "device_pace.hpp"
+#include "advisor/core/device_pace.hpp"
 
 namespace ff::engine {
 

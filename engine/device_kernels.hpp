@@ -10,11 +10,11 @@
 #include <cstring>
 #include <memory>
 
-#include "adamw.hpp"
-#include "bf16.hpp"
-#include "device.hpp"
-#include "layers.hpp"
-#include "matmul.hpp"
+#include "engine/adamw.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/device.hpp"
+#include "engine/layers.hpp"
+#include "engine/matmul.hpp"
 
 namespace ff::engine {
 

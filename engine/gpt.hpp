@@ -7,20 +7,22 @@
 // dtype T: fp32 or bf16 for runs, fp64 for the exactness tests. Master
 // weights, gradient accumulators, Adam's moments and reduction statistics
 // are in M = master_t<T> (fp32 for bf16, where the weights the GEMMs read
-// are the masters rounded after each step; T itself otherwise).
+// are the masters rounded after each step; T itself otherwise). gpt.cpp holds
+// the schedule; optimizer.cpp the optimizer step, the data-parallel gradient
+// buckets, the sharded optimizer and offload's bucket pipeline.
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "config.hpp"
-#include "adamw.hpp"
-#include "bf16.hpp"
-#include "comm.hpp"
-#include "device_kernels.hpp"
-#include "huge_pages.hpp"
-#include "model_spec.hpp"
-#include "params.hpp"
+#include "advisor/core/config.hpp"
+#include "engine/adamw.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/comm.hpp"
+#include "engine/device_kernels.hpp"
+#include "engine/runtime/huge_pages.hpp"
+#include "advisor/core/model_spec.hpp"
+#include "engine/params.hpp"
 
 namespace ff::engine {
 

@@ -1,4 +1,4 @@
-#include "init_normal.hpp"
+#include "engine/init_normal.hpp"
 
 namespace ff::engine {
 

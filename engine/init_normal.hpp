@@ -20,11 +20,11 @@
 #include <cstddef>
 #include <vector>
 
-#include "bf16.hpp"
+#include "engine/runtime/bf16.hpp"
 #include <cstdint>
 #include <type_traits>
 
-#include "rng.hpp"
+#include "engine/rng.hpp"
 
 namespace ff::engine {
 

@@ -16,10 +16,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "bf16.hpp"
-#include "device.hpp"
-#include "matmul.hpp"
-#include "vecmath.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/device.hpp"
+#include "engine/matmul.hpp"
+#include "engine/vecmath.hpp"
 
 namespace ff::engine {
 

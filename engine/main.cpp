@@ -14,13 +14,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "atomic_file.hpp"
-#include "data.hpp"
-#include "engine_args.hpp"
-#include "error.hpp"
-#include "record.hpp"
-#include "train.hpp"
-#include "version.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "engine/data.hpp"
+#include "advisor/core/engine_args.hpp"
+#include "advisor/core/error.hpp"
+#include "engine/record.hpp"
+#include "engine/train.hpp"
+#include "engine/version.hpp"
 
 using namespace ff;
 using namespace ff::engine;
@@ -178,44 +178,18 @@ int main(int argc, char** argv) {
   std::string error;
   try {
     opts.model = load_model(cli.model);
-    Config& c = opts.config;
-    c.grid = parse_grid(cli.grid);
-    c.offload = cli.offload;
-    if (cli.offload_bucket <= 0) input_error("--offload-bucket: expected elements >= 1");
-    if (cli.offload_chunk <= 0) input_error("--offload-chunk: expected buckets >= 1");
-    if (cli.offload && cli.shard_optimizer)
-      input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
-                  "is not implemented, as the advisor does not price it; drop one");
+    opts.config = config_of(cli);
+    const Config& c = opts.config;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);
     opts.buckets.offload_chunk = cli.offload_chunk;
-    if (!(cli.clip >= 0) || !std::isfinite(cli.clip)) input_error("--clip: expected a norm >= 0 (0: no clipping)");
-    opts.opt.clip = cli.clip;
-    if (cli.pipeline < 1) input_error("--pipeline " + std::to_string(cli.pipeline) + ": expected stages >= 1");
-    c.grid.p = cli.pipeline;
-    c.order = parse_order(cli.order);
-    c.micro_batch = cli.micro_batch;
-    c.recompute = cli.recompute;
-    c.shard_optimizer = cli.shard_optimizer;
-    if (!(cli.dp_bucket_mib > 0) || !std::isfinite(cli.dp_bucket_mib))
-      input_error("--dp-bucket-mib: expected a size in MiB > 0");
     opts.buckets.dp_bytes = cli.dp_bucket_mib * 1048576.0;
-    c.overlap = parse_overlap(cli.overlap);
-    c.dtype = cli.dtype == "bf16" ? Dtype::BF16 : Dtype::FP32;  // fp64 (exactness) is no training dtype
-    if (std::find(engine_devices().begin(), engine_devices().end(), cli.device) == engine_devices().end())
-      input_error("--device " + cli.device + ": expected cpu, paced or cuda");
+    opts.opt.clip = cli.clip;
     opts.device = cli.device;
     opts.pace = pace_of(cli);
-    if (cli.device == "paced") check_pace(opts.pace);
-    if (!engine_device_computes(cli.device, cli.dtype))
-      input_error("--dtype " + cli.dtype + ": the " + cli.device + " device computes in fp32, bf16 or fp64" +
-                  (cli.dtype == "fp16" ? " (fp16, with its loss scaling, is to come)" : ""));
     if (c.grid.total() != ranks)
       input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
                   std::to_string(ranks) + " ranks were launched");
-    if (cli.micro_batch <= 0) input_error("--micro-batch must be positive");
-    if (cli.steps <= 0) input_error("--steps must be positive");
-    if (cli.lr <= 0 || !std::isfinite(cli.lr)) input_error("--lr must be positive");
-    opts.batch = cli.batch ? cli.batch : long(cli.micro_batch) * c.grid.z * c.grid.d;
+    opts.batch = cli.batch ? cli.batch : long(c.micro_batch) * c.grid.z * c.grid.d;
     opts.steps = cli.steps;
     opts.data = cli.data;
     opts.seed = cli.seed;

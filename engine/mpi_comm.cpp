@@ -1,12 +1,12 @@
-#include "mpi_comm.hpp"
+#include "engine/mpi_comm.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "clock.hpp"
-#include "mpi_poll.hpp"
+#include "engine/runtime/clock.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 
 namespace ff::engine {
 

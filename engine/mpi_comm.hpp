@@ -10,8 +10,8 @@
 #include <deque>
 #include <vector>
 
-#include "check.hpp"
-#include "comm.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/comm.hpp"
 
 namespace ff::engine {
 

@@ -1,10 +1,10 @@
-#include "params.hpp"
+#include "engine/params.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "error.hpp"
-#include "job.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/job.hpp"
 
 namespace ff::engine {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "grid.hpp"
-#include "model_spec.hpp"
+#include "advisor/core/grid.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace ff::engine {
 

@@ -1,4 +1,4 @@
-#include "pipeline.hpp"
+#include "engine/pipeline.hpp"
 
 #include <algorithm>
 

@@ -12,8 +12,8 @@
 #include <functional>
 #include <vector>
 
-#include "comm.hpp"
-#include "gpt.hpp"
+#include "engine/comm.hpp"
+#include "engine/gpt.hpp"
 
 namespace ff::engine {
 

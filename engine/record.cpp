@@ -1,8 +1,8 @@
-#include "record.hpp"
+#include "engine/record.hpp"
 
-#include "measurement.hpp"  // median
-#include "memory_json.hpp"
-#include "memory_model.hpp"
+#include "advisor/core/measurement.hpp"  // median
+#include "advisor/model/memory_json.hpp"
+#include "advisor/model/memory_model.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train.hpp"
+#include "engine/train.hpp"
 
 namespace ff::engine {
 

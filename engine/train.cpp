@@ -1,4 +1,4 @@
-#include "train.hpp"
+#include "engine/train.hpp"
 
 #include <sys/resource.h>
 #include <time.h>
@@ -8,14 +8,14 @@
 #include <memory>
 #include <type_traits>
 
-#include "data.hpp"
-#include "error.hpp"
-#include "mpi_comm.hpp"
-#include "mpi_poll.hpp"
-#include "pipeline.hpp"
+#include "engine/data.hpp"
+#include "advisor/core/error.hpp"
+#include "engine/mpi_comm.hpp"
+#include "engine/runtime/mpi_poll.hpp"
+#include "engine/pipeline.hpp"
 #ifdef FF_CUDA_DEVICE
-#include "cuda_device.hpp"
-#include "nccl_comm.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/cuda/nccl_comm.hpp"
 #endif
 
 namespace ff::engine {

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "check.hpp"  // MPI_CHECK, for train()'s callers too
-#include "config.hpp"
-#include "gpt.hpp"
-#include "model_spec.hpp"
+#include "engine/runtime/check.hpp"  // MPI_CHECK, for train()'s callers too
+#include "advisor/core/config.hpp"
+#include "engine/gpt.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace ff::engine {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm_model.hpp"
+#include "advisor/core/collective.hpp"
 
 namespace ff::measure {
 

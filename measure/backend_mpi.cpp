@@ -2,14 +2,14 @@
 // (non-blocking forms are waited for at once), so sync() has nothing to wait for.
 // Its "device" is host memory, so its host link is a memcpy standing in.
 // With a poll interval Δ > 0 every timed operation is issued non-blocking and
-// waited for by MPI_Test + sleep Δ, as a paced engine's ranks wait (DESIGN §11):
+// waited for by MPI_Test + sleep Δ, as a paced engine's ranks wait (MODEL.md §11):
 // a sleeping rank makes no MPI progress, so Δ is part of what the links cost.
 #include <cstdlib>
 #include <cstring>
 
-#include "backend.hpp"
-#include "check.hpp"
-#include "mpi_poll.hpp"
+#include "measure/backend.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 
 namespace ff::measure {
 

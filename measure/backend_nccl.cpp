@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "backend.hpp"
-#include "cuda_check.hpp"
-#include "gpu.hpp"
+#include "measure/backend.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/runtime/gpu.hpp"
 
 namespace ff::measure {
 

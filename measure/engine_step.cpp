@@ -1,9 +1,9 @@
-#include "engine_step.hpp"
+#include "measure/engine_step.hpp"
 
 #include <mpi.h>
 
-#include "memory_model.hpp"
-#include "train.hpp"  // and engine's MPI_CHECK
+#include "advisor/model/memory_model.hpp"
+#include "engine/train.hpp"  // and engine's MPI_CHECK
 
 namespace ff::measure {
 

@@ -6,8 +6,8 @@
 // efficiency to this step rather than assuming it.
 #include <string>
 
-#include "measurement.hpp"
-#include "model_spec.hpp"
+#include "advisor/core/measurement.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace ff::measure {
 

@@ -1,4 +1,4 @@
-#include "gemm.hpp"
+#include "measure/gemm.hpp"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "check.hpp"
-#include "harness.hpp"
-#include "job.hpp"
+#include "engine/runtime/check.hpp"
+#include "measure/harness.hpp"
+#include "advisor/core/job.hpp"
 
 namespace ff::measure {
 

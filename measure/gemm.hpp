@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "measurement.hpp"
-#include "model_spec.hpp"
+#include "advisor/core/measurement.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace ff::measure {
 

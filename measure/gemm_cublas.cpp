@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "cublas_api.hpp"
-#include "cublas_gemm.hpp"
-#include "cuda_check.hpp"
-#include "gemm.hpp"
-#include "harness.hpp"
-#include "stream.hpp"
+#include "engine/runtime/cublas_api.hpp"
+#include "engine/runtime/cublas_gemm.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "measure/gemm.hpp"
+#include "measure/harness.hpp"
+#include "measure/stream.hpp"
 
 namespace ff::measure {
 

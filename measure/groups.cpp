@@ -1,12 +1,12 @@
-#include "groups.hpp"
+#include "measure/groups.hpp"
 
 #include <array>
 #include <cstdio>
 #include <sstream>
 
-#include "check.hpp"
-#include "error.hpp"
-#include "grid.hpp"
+#include "engine/runtime/check.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/grid.hpp"
 
 namespace ff::measure {
 

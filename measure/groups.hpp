@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "error.hpp"
-#include "measurement.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/measurement.hpp"
 
 namespace ff::measure {
 

@@ -1,10 +1,10 @@
-#include "harness.hpp"
+#include "measure/harness.hpp"
 
 #include <algorithm>
 #include <numeric>
 
-#include "check.hpp"
-#include "mpi_poll.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 
 namespace ff::measure {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "check.hpp"
+#include "measure/backend.hpp"
+#include "engine/runtime/check.hpp"
 
 namespace ff::measure {
 

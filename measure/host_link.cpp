@@ -1,9 +1,9 @@
-#include "host_link.hpp"
+#include "measure/host_link.hpp"
 
 #include <cstdio>
 #include <stdexcept>
 
-#include "check.hpp"
+#include "engine/runtime/check.hpp"
 
 namespace ff::measure {
 

@@ -19,20 +19,20 @@
 #include <iostream>
 #include <sstream>
 
-#include "atomic_file.hpp"
-#include "backend.hpp"
-#include "calibrate.hpp"
-#include "check.hpp"
-#include "error.hpp"
-#include "gemm.hpp"
-#include "groups.hpp"
-#include "harness.hpp"
-#include "host_link.hpp"
-#include "engine_step.hpp"
-#include "p2p.hpp"
-#include "stream.hpp"
-#include "table.hpp"
-#include "topology.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "measure/backend.hpp"
+#include "advisor/calibration/calibrate.hpp"
+#include "engine/runtime/check.hpp"
+#include "advisor/core/error.hpp"
+#include "measure/gemm.hpp"
+#include "measure/groups.hpp"
+#include "measure/harness.hpp"
+#include "measure/host_link.hpp"
+#include "measure/engine_step.hpp"
+#include "measure/p2p.hpp"
+#include "measure/stream.hpp"
+#include "measure/table.hpp"
+#include "measure/topology.hpp"
 
 namespace ff::measure {
 namespace {
@@ -232,23 +232,25 @@ void print_table(const std::vector<Row>& rows) {
   print_table(table);
 }
 
-int run(int argc, char** argv, int rank, int ranks) {
-  Options o;
-  CLI::App app{
-      "measure: microbenchmarks that calibrate a fourfold machine profile.\n\n"
-      "Launch it like the training job, one rank per GPU, ranks placed on nodes in blocks:\n"
-      "  srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json\n"
-      "  mpirun -np 8 --oversubscribe measure --backend mpi --gpus-per-node 4 --out local.json\n"
-      "then: advisor recommend --model gpt-80b --gpus 1024 --machine mine.json\n\n"
-      "It times all-reduce, all-gather and reduce-scatter on every group geometry the advisor prices\n"
-      "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
-      "node, with one member or several on each node), with all groups of a geometry running at once,\n"
-      "each blocking and (mpi backend) issued non-blocking then waited for, as the overlap flags issue it;\n"
-      "pairs exchanging a message each way at once (send-recv: pipeline stages) on the 2-rank geometries;\n"
-      "the host link (pinned host<->GPU copies, one GPU and all at once; a memcpy stands in on CPU ranks);\n"
-      "then GEMM throughput (OpenBLAS sgemm, or cuBLAS bf16) and memory bandwidth with every rank busy.\n"
-      "Progress goes to stderr, the results table to stdout, the fitted profile to --out (written once,\n"
-      "at the end)."};
+// What --help says above the options.
+constexpr const char* kAbout =
+    "measure: microbenchmarks that calibrate a fourfold machine profile.\n\n"
+    "Launch it like the training job, one rank per GPU, ranks placed on nodes in blocks:\n"
+    "  srun -N 4 --ntasks-per-node 4 -m block measure --backend nccl --out mine.json\n"
+    "  mpirun -np 8 --oversubscribe measure --backend mpi --gpus-per-node 4 --out local.json\n"
+    "then: advisor recommend --model gpt-80b --gpus 1024 --machine mine.json\n\n"
+    "It times all-reduce, all-gather and reduce-scatter on every group geometry the advisor prices\n"
+    "(inside a node: each stride and size that fits; across nodes: each count of groups sharing a\n"
+    "node, with one member or several on each node), with all groups of a geometry running at once,\n"
+    "each blocking and (mpi backend) issued non-blocking then waited for, as the overlap flags issue it;\n"
+    "pairs exchanging a message each way at once (send-recv: pipeline stages) on the 2-rank geometries;\n"
+    "the host link (pinned host<->GPU copies, one GPU and all at once; a memcpy stands in on CPU ranks);\n"
+    "then GEMM throughput (OpenBLAS sgemm, or cuBLAS bf16) and memory bandwidth with every rank busy.\n"
+    "Progress goes to stderr, the results table to stdout, the fitted profile to --out (written once,\n"
+    "at the end).";
+
+// The flags, into `o`, whose initial values are the defaults --help shows.
+void add_options(CLI::App& app, Options& o) {
   app.option_defaults()->always_capture_default();
   app.add_option("--backend", o.backend, "mpi (CPU buffers) or nccl (GPU buffers, one GPU per rank)");
   app.add_option("--gpus-per-node", o.gpus_per_node,
@@ -304,13 +306,32 @@ int run(int argc, char** argv, int rank, int ranks) {
   app.add_option("--name", o.name, "profile name [default: --out's file name without .json]");
   app.add_option("--out", o.out, "write the calibrated profile here (for advisor --machine FILE)");
   app.add_option("--raw", o.raw, "write the raw measurement record here (advisor calibrate --from FILE refits it)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::ostringstream quiet;
-    return rank == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
-  }
+}
 
+// What a run measures, settled from the options and the ranks' placement
+// before anything is timed, so that the phases below only carry it out.
+struct Plan {
+  // As given, with --quick's and the backend's defaults filled in, --name
+  // derived from --out and --gap-us 0 where the backend ignores it.
+  Options o;
+  int rank = 0, ranks = 1;
+  bool gpu = false;    // --backend nccl
+  bool alone = false;  // 1 rank: the host link, GEMMs and memory only
+  Ops ops;
+  size_t min_bytes = 0, max_bytes = 0;
+  std::vector<size_t> sizes;  // min_bytes .. max_bytes, the powers of two
+  SweepOptions sweep;
+  Node node;
+  int per_node = 0, nodes = 0;
+  std::vector<ff::Geometry> geometries;      // the collectives' (none when pairs only)
+  std::vector<ff::Geometry> pairs;           // send-recv's
+  std::vector<std::pair<int, int>> gemm_xy;  // with --model: the grids whose GEMMs are timed
+  ff::ModelSpec model;
+  nlohmann::json base;
+};
+
+// The options checked, the ranks placed on nodes and the geometries chosen.
+Plan make_plan(Options o, const CLI::App& app, int rank, int ranks) {
   // Arguments: every rank checks the same things the same way, so all agree
   // without talking.
   if (o.backend != "mpi" && o.backend != "nccl")
@@ -427,72 +448,124 @@ int run(int argc, char** argv, int rank, int ranks) {
         "with CPU-rank assumptions; on GPUs pass --base NAME|FILE (e.g. --base perlmutter)");
   std::vector<size_t> sizes;
   for (size_t b = min_bytes; b <= max_bytes; b *= 2) sizes.push_back(b);
+  // Without --gemm-grids, --model's GEMMs on every power-of-two grid within a node.
+  if (!o.model.empty() && gemm_xy.empty())
+    for (int x = 1; x <= per_node; x *= 2)
+      for (int y = 1; x * y <= per_node; y *= 2) gemm_xy.push_back({x, y});
+  SweepOptions sweep{o.warmup, o.iters, o.repeats, !o.no_check, o.gap_us * 1e-6};
+  return Plan{.o = std::move(o),
+              .rank = rank,
+              .ranks = ranks,
+              .gpu = gpu,
+              .alone = alone,
+              .ops = std::move(ops),
+              .min_bytes = min_bytes,
+              .max_bytes = max_bytes,
+              .sizes = std::move(sizes),
+              .sweep = sweep,
+              .node = node,
+              .per_node = per_node,
+              .nodes = nodes,
+              .geometries = std::move(geometries),
+              .pairs = std::move(pairs),
+              .gemm_xy = std::move(gemm_xy),
+              .model = std::move(model),
+              .base = std::move(base)};
+}
 
-  // The backend, and memory for two buffers of the largest message.
+// What the run measures with: the backend, and the memory each rank has.
+struct Rig {
   std::unique_ptr<Backend> backend;
-  std::string why;
-  if (gpu) backend = make_nccl_backend(node.comm, &why);
-  else backend = make_mpi_backend(o.poll_us * 1e-6);
-  agree(backend != nullptr, why);
-  double node_memory = node_memory_bytes();
-  double memory_per_rank = gpu ? gpu_memory_bytes() : node_memory / node.host_ranks;
-  if (memory_per_rank > 0 && 2.0 * double(max_bytes) > 0.5 * memory_per_rank)
-    throw InputError("--max-bytes " + o.max_bytes + ": two buffers of it need more than half of the " +
-                     human_bytes(memory_per_rank) + " each rank has");
+  double node_memory = 0;      // the host's RAM
+  double memory_per_rank = 0;  // this rank's GPU, or its share of the host's RAM
+};
 
-  // Waiting by polling, the blocking form is the non-blocking call waited
-  // for: one form, timed once.
+// The backend, and memory for two buffers of the largest message.
+Rig open_backend(const Plan& p) {
+  Rig rig;
+  std::string why;
+  if (p.gpu) rig.backend = make_nccl_backend(p.node.comm, &why);
+  else rig.backend = make_mpi_backend(p.o.poll_us * 1e-6);
+  agree(rig.backend != nullptr, why);
+  rig.node_memory = node_memory_bytes();
+  rig.memory_per_rank = p.gpu ? gpu_memory_bytes() : rig.node_memory / p.node.host_ranks;
+  if (rig.memory_per_rank > 0 && 2.0 * double(p.max_bytes) > 0.5 * rig.memory_per_rank)
+    throw InputError("--max-bytes " + p.o.max_bytes + ": two buffers of it need more than half of the " +
+                     human_bytes(rig.memory_per_rank) + " each rank has");
+  return rig;
+}
+
+// Waiting by polling, the blocking form is the non-blocking call waited
+// for: one form, timed once.
+std::vector<Form> collective_forms(const Plan& p, const Backend& backend) {
   std::vector<Form> forms;
   for (bool nb : {false, true})
-    if (!nb || (o.nonblocking && backend->has_nonblocking() && !(o.poll_us > 0)))
-      for (Coll op : ops.colls) forms.push_back({op, nb});
-  say("measure: " + std::to_string(ranks) + (alone ? " rank, " : " ranks, ") + std::to_string(per_node) +
-      " per node (" + node.source + "), " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + "; backend " +
-      backend->name() + "; " +
-      (forms.empty() ? "" : std::to_string(geometries.size()) + " geometries x " + std::to_string(forms.size()) +
-                                " collectives" + (forms.size() > ops.colls.size() ? " (blocking and non-blocking)" : "")) +
-      (ops.send_recv ? (forms.empty() ? "" : " and ") + std::to_string(pairs.size()) + " pair geometries (send-recv)" : "") +
-      (alone ? (o.skip_host ? "no host link" : "the host link") : "") +
-      (alone && o.skip_host ? ""
-                            : " x " + std::to_string(sizes.size()) + " sizes (" + human_bytes(double(min_bytes)) +
-                                  " .. " + human_bytes(double(max_bytes)) + "), " + std::to_string(o.repeats) +
-                                  " repeats of " + std::to_string(o.iters) + " iterations after " +
-                                  std::to_string(o.warmup) + " warm-up") +
-      (!gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : "") +
+    if (!nb || (p.o.nonblocking && backend.has_nonblocking() && !(p.o.poll_us > 0)))
+      for (Coll op : p.ops.colls) forms.push_back({op, nb});
+  return forms;
+}
+
+// What the run will time, and how, in one line.
+void announce(const Plan& p, const Backend& backend, const std::vector<Form>& forms) {
+  const Options& o = p.o;
+  say("measure: " + std::to_string(p.ranks) + (p.alone ? " rank, " : " ranks, ") + std::to_string(p.per_node) +
+      " per node (" + p.node.source + "), " + std::to_string(p.nodes) + " node" + (p.nodes == 1 ? "" : "s") +
+      "; backend " + backend.name() + "; " +
+      (forms.empty() ? ""
+                     : std::to_string(p.geometries.size()) + " geometries x " + std::to_string(forms.size()) +
+                           " collectives" + (forms.size() > p.ops.colls.size() ? " (blocking and non-blocking)" : "")) +
+      (p.ops.send_recv
+           ? (forms.empty() ? "" : " and ") + std::to_string(p.pairs.size()) + " pair geometries (send-recv)"
+           : "") +
+      (p.alone ? (o.skip_host ? "no host link" : "the host link") : "") +
+      (p.alone && o.skip_host ? ""
+                              : " x " + std::to_string(p.sizes.size()) + " sizes (" + human_bytes(double(p.min_bytes)) +
+                                    " .. " + human_bytes(double(p.max_bytes)) + "), " + std::to_string(o.repeats) +
+                                    " repeats of " + std::to_string(o.iters) + " iterations after " +
+                                    std::to_string(o.warmup) + " warm-up") +
+      (!p.gpu && o.poll_us > 0 ? "; every wait MPI_Test + sleep " + fmt("%g", o.poll_us) + " us (--poll-us)" : "") +
       (o.gap_us > 0 ? "; each iteration alone after " + fmt("%g", o.gap_us) + " us idle (--gap-us)" : ""));
+}
+
+// Every geometry's groups, and this rank's part in them.
+std::vector<GeometryRun> join_groups(const Plan& p, Backend& backend) {
   std::vector<GeometryRun> runs;
-  for (const auto& geo : geometries) {
-    GeometryRun r{geo, geometry_groups(geo, ranks, per_node), {}};
-    r.mine = join_group(*backend, r.groups, rank);
+  for (const auto& geo : p.geometries) {
+    GeometryRun r{geo, geometry_groups(geo, p.ranks, p.per_node), {}};
+    r.mine = join_group(backend, r.groups, p.rank);
     runs.push_back(std::move(r));
   }
-  size_t max_floats = max_bytes / sizeof(float);
-  float* send = backend->alloc(max_floats);
-  float* recv = backend->alloc(max_floats);
+  return runs;
+}
 
-  // Contents first (nccl-tests' -c): a wrong result makes every timing moot.
-  if (!o.no_check && !forms.empty()) {
-    for (auto& r : runs)
-      for (Form f : forms)
-        for (size_t bytes : {min_bytes, max_bytes}) {
-          size_t count = op_count(f.op, bytes, r.geometry.size);
-          long long wrong = 0, total = 0;
-          if (r.mine.group && count > 0)
-            wrong = check_collective(*backend, *r.mine.group, f.op, f.nonblocking, r.mine.members, send, recv, count);
-          MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-          if (total > 0)
-            throw std::runtime_error(form_name(f.op, f.nonblocking) + " " + geometry_name(r.geometry) + " at " +
-                                     human_bytes(double(bytes)) + ": " + std::to_string(total) +
-                                     " wrong elements; the " + backend->name() + " library or this machine is broken");
-        }
-    say("contents checked: every collective on every geometry, at " + human_bytes(double(min_bytes)) + " and " +
-        human_bytes(double(max_bytes)));
-  }
+// Every form on every geometry at the smallest and the largest size; throws
+// at the first wrong result.
+void check_contents(const Plan& p, Backend& backend, const std::vector<GeometryRun>& runs,
+                    const std::vector<Form>& forms, float* send, float* recv) {
+  for (auto& r : runs)
+    for (Form f : forms)
+      for (size_t bytes : {p.min_bytes, p.max_bytes}) {
+        size_t count = op_count(f.op, bytes, r.geometry.size);
+        long long wrong = 0, total = 0;
+        if (r.mine.group && count > 0)
+          wrong = check_collective(backend, *r.mine.group, f.op, f.nonblocking, r.mine.members, send, recv, count);
+        MPI_CHECK(MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+        if (total > 0)
+          throw std::runtime_error(form_name(f.op, f.nonblocking) + " " + geometry_name(r.geometry) + " at " +
+                                   human_bytes(double(bytes)) + ": " + std::to_string(total) +
+                                   " wrong elements; the " + backend.name() + " library or this machine is broken");
+      }
+  say("contents checked: every collective on every geometry, at " + human_bytes(double(p.min_bytes)) + " and " +
+      human_bytes(double(p.max_bytes)));
+}
 
-  // Timings. Repeats outermost, so each point's repeats are spread over the
-  // whole run and a noisy minute spoils one repeat of many points, not all
-  // repeats of one.
-  SweepOptions sweep{o.warmup, o.iters, o.repeats, !o.no_check, o.gap_us * 1e-6};
+// Timings. Repeats outermost, so each point's repeats are spread over the
+// whole run and a noisy minute spoils one repeat of many points, not all
+// repeats of one.
+std::vector<Row> sweep_collectives(const Plan& p, Backend& backend, const std::vector<GeometryRun>& runs,
+                                   const std::vector<Form>& forms, float* send, float* recv) {
+  const Options& o = p.o;
+  const std::vector<size_t>& sizes = p.sizes;
   std::vector<Row> rows;
   std::vector<std::vector<size_t>> row_of(runs.size() * forms.size(), std::vector<size_t>(sizes.size(), SIZE_MAX));
   for (size_t gi = 0; gi < runs.size(); ++gi)
@@ -522,8 +595,8 @@ int run(int argc, char** argv, int rank, int ranks) {
           size_t ri = row_of[gi * forms.size() + oi][si];
           if (ri == SIZE_MAX) continue;
           Row& row = rows[ri];
-          Timing t = time_collective(*backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
-                                     row.count, sweep);
+          Timing t = time_collective(backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
+                                     row.count, p.sweep);
           row.sample.times_s.push_back(t.per_op_s);
           row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
           last = &row;
@@ -533,30 +606,54 @@ int run(int argc, char** argv, int rank, int ranks) {
           double busbw = last->sample.bytes / last->sample.times_s.back() * ff::busbw_factor(forms[oi].op, last->sample.geometry.size);
           say("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + form_name(forms[oi].op, forms[oi].nonblocking) + " " +
               geometry_name(runs[gi].geometry) + ", repeat " + std::to_string(rep + 1) + "/" +
-              std::to_string(o.repeats) + ": " + human_bytes(double(min_bytes)) + " .. " +
+              std::to_string(o.repeats) + ": " + human_bytes(double(p.min_bytes)) + " .. " +
               human_bytes(last->sample.bytes) + ", busbw " + fmt("%.3g", busbw / 1e9) + " GB/s at " +
               human_bytes(last->sample.bytes) + "  (" + fmt("%.0f", MPI_Wtime() - start) + " s)");
         }
       }
-  backend->release(send);
-  backend->release(recv);
+  return rows;
+}
+
+// The collectives: every form checked, then timed, on every geometry's
+// groups, in buffers of the largest message; the table on stdout.
+std::vector<Row> time_collectives(const Plan& p, Backend& backend, const std::vector<GeometryRun>& runs,
+                                  const std::vector<Form>& forms) {
+  size_t max_floats = p.max_bytes / sizeof(float);
+  float* send = backend.alloc(max_floats);
+  float* recv = backend.alloc(max_floats);
+
+  // Contents first (nccl-tests' -c): a wrong result makes every timing moot.
+  if (!p.o.no_check && !forms.empty()) check_contents(p, backend, runs, forms, send, recv);
+  std::vector<Row> rows = sweep_collectives(p, backend, runs, forms, send, recv);
+  backend.release(send);
+  backend.release(recv);
   print_table(rows);
+  return rows;
+}
 
-  // Pairs, then the host link: the same harness, sizes and conventions.
-  ff::Measurement m;
-  if (ops.send_recv) {
-    PairResults p2p = measure_send_recv(*backend, pairs, sizes, rank, ranks, per_node, sweep, say);
+// Pairs, then the host link (time_host_link): the same harness, sizes and
+// conventions.
+void time_pairs(const Plan& p, Backend& backend, ff::Measurement& m) {
+  if (p.ops.send_recv) {
+    PairResults p2p = measure_send_recv(backend, p.pairs, p.sizes, p.rank, p.ranks, p.per_node, p.sweep, say);
     m.p2p = p2p.samples;
-    if (rank == 0) print_table(p2p.table);
+    if (p.rank == 0) print_table(p2p.table);
   }
-  if (!o.skip_host) {
-    HostLinkResults host = measure_host_link(*backend, sizes, rank, ranks, per_node, sweep, say);
-    m.host_link = host.samples;
-    m.host_link_kind = backend->host_link_kind();
-    if (rank == 0) print_table(host.table);
-  }
+}
 
-  // GEMM and memory bandwidth, every rank at once.
+void time_host_link(const Plan& p, Backend& backend, ff::Measurement& m) {
+  if (!p.o.skip_host) {
+    HostLinkResults host = measure_host_link(backend, p.sizes, p.rank, p.ranks, p.per_node, p.sweep, say);
+    m.host_link = host.samples;
+    m.host_link_kind = backend.host_link_kind();
+    if (p.rank == 0) print_table(host.table);
+  }
+}
+
+// GEMM and memory bandwidth (time_memory), every rank at once.
+void time_gemms(const Plan& p, ff::Measurement& m) {
+  const Options& o = p.o;
+  bool gpu = p.gpu;
   m.gemm_dtype = gpu ? ff::Dtype::BF16 : ff::Dtype::FP32;
   if (!o.skip_gemm) {
     std::vector<long long> dims = gpu ? (o.quick ? std::vector<long long>{256, 512, 1024}
@@ -565,10 +662,7 @@ int run(int argc, char** argv, int rank, int ranks) {
                                                  : std::vector<long long>{64, 256, 1024});
     std::vector<GemmShape> shapes = grid_gemm_shapes(dims);
     if (!o.model.empty()) {
-      if (gemm_xy.empty())
-        for (int x = 1; x <= per_node; x *= 2)
-          for (int y = 1; x * y <= per_node; y *= 2) gemm_xy.push_back({x, y});
-      auto more = model_gemm_shapes(model, gemm_xy, o.micro_batch);
+      auto more = model_gemm_shapes(p.model, p.gemm_xy, o.micro_batch);
       shapes.insert(shapes.end(), more.begin(), more.end());
     }
     int gemm_repeats = std::min(o.repeats, 3);
@@ -586,64 +680,111 @@ int run(int argc, char** argv, int rank, int ranks) {
     m.gemm_peak_flops = best_gemm_rate(m.gemm);
     say("gemm: best " + fmt("%.3g", m.gemm_peak_flops / 1e9) + " GFLOP/s per rank");
   }
-  if (gpu) {
+}
+
+void time_memory(const Plan& p, ff::Measurement& m) {
+  const Options& o = p.o;
+  if (p.gpu) {
     m.stream_bytes_per_s = measure_device_copy(o.quick ? (size_t(64) << 20) : (size_t(1) << 30), std::max(3, o.repeats));
     say("memory: device copy " + fmt("%.4g", m.stream_bytes_per_s / 1e9) + " GB/s per GPU (read + write)");
   } else {
     size_t doubles = o.quick ? (size_t(1) << 20) : (size_t(1) << 22);  // 3 arrays of 8 or 32 MiB
     m.stream_bytes_per_s = measure_stream(doubles, std::max(3, o.repeats));
     say("stream: triad " + fmt("%.3g", m.stream_bytes_per_s / 1e9) + " GB/s per rank with " +
-        std::to_string(node.host_ranks) + " ranks on this host");
+        std::to_string(p.node.host_ranks) + " ranks on this host");
   }
-  if (!gpu && !o.model.empty() && o.engine_steps > 0) {
+}
+
+// The engine's own steps on CPU ranks with --model, for the element-wise
+// efficiency.
+void time_engine_step(const Plan& p, double memory_per_rank, ff::Measurement& m) {
+  const Options& o = p.o;
+  if (!p.gpu && !o.model.empty() && o.engine_steps > 0) {
     int steps = o.engine_steps + 1;  // the first warms up
-    std::string why = engine_step_problem(model, o.micro_batch, steps, memory_per_rank, m.gemm_peak_flops);
+    std::string why = engine_step_problem(p.model, o.micro_batch, steps, memory_per_rank, m.gemm_peak_flops);
     if (!why.empty()) {
       say("engine step: skipped, " + why + "; the element-wise efficiency stays an assumption");
     } else {
-      ff::EngineStepSample e = measure_engine_step(model, o.micro_batch, steps);
+      ff::EngineStepSample e = measure_engine_step(p.model, o.micro_batch, steps);
       double c = ff::median(std::vector<double>(e.compute_s.begin() + 1, e.compute_s.end()));
       double g = ff::median(std::vector<double>(e.gemm_s.begin() + 1, e.gemm_s.end()));
-      say("engine step: " + model.name + ", micro-batch " + std::to_string(o.micro_batch) + " on one rank each, " +
+      say("engine step: " + p.model.name + ", micro-batch " + std::to_string(o.micro_batch) + " on one rank each, " +
           fmt("%.3g", c * 1e3) + " ms of compute per step, " + fmt("%.3g", g * 1e3) + " ms of it in GEMM (median of " +
           std::to_string(o.engine_steps) + " steps)");
       m.engine_steps.push_back(e);
     }
   }
+}
 
-  // The record; rank 0 holds the same maxima as everyone and writes.
-  m.backend = backend->name();
-  if (!gpu) m.poll_s = o.poll_us * 1e-6;  // how every MPI wait was done; NCCL's are not MPI's
-  if (!gpu) m.gap_s = o.gap_us * 1e-6;    // and how the iterations followed one another
-  m.ranks = ranks;
-  m.gpus_per_node = per_node;
-  m.nodes = nodes;
+// The record; rank 0 holds the same maxima as everyone and writes
+// (write_outputs).
+void fill_record(const Plan& p, const Rig& rig, const std::vector<Row>& rows, int argc, char** argv,
+                 ff::Measurement& m) {
+  const Options& o = p.o;
+  m.backend = rig.backend->name();
+  if (!p.gpu) m.poll_s = o.poll_us * 1e-6;  // how every MPI wait was done; NCCL's are not MPI's
+  if (!p.gpu) m.gap_s = o.gap_us * 1e-6;    // and how the iterations followed one another
+  m.ranks = p.ranks;
+  m.gpus_per_node = p.per_node;
+  m.nodes = p.nodes;
   m.command = launch_command(argc, argv);
   m.host = host_name();
   m.date = utc_now();
   m.versions = library_versions();
   m.versions.update(cuda_versions());
   m.topology = node_topology();
-  m.topology["ranks_per_node"] = per_node;
-  m.topology["ranks_per_node_from"] = node.source;
-  m.topology["ranks_on_this_host"] = node.host_ranks;
-  m.memory_bytes_per_rank = memory_per_rank;
+  m.topology["ranks_per_node"] = p.per_node;
+  m.topology["ranks_per_node_from"] = p.node.source;
+  m.topology["ranks_on_this_host"] = p.node.host_ranks;
+  m.memory_bytes_per_rank = rig.memory_per_rank;
   // A node's RAM; a host standing for several nodes shares its RAM among them.
-  m.host_memory_bytes = node_memory * std::min(1.0, double(per_node) / node.host_ranks);
+  m.host_memory_bytes = rig.node_memory * std::min(1.0, double(p.per_node) / p.node.host_ranks);
   for (const auto& r : rows) m.collectives.push_back(r.sample);
-  MPI_CHECK(MPI_Comm_free(&node.comm));
-  if (rank != 0) return 0;
+}
+
+void write_outputs(const Plan& p, const ff::Measurement& m) {
+  const Options& o = p.o;
   if (!o.raw.empty()) {
     ff::write_file_atomic(o.raw, ff::to_json(m).dump(1) + "\n");
     say("wrote " + o.raw + " (raw measurement)");
   }
   if (!o.out.empty()) {
-    nlohmann::json profile = ff::calibrate_profile(base, m, o.name);
+    nlohmann::json profile = ff::calibrate_profile(p.base, m, o.name);
     for (const std::string& n : ff::fit_notes(profile)) say("note: " + n);
     ff::write_file_atomic(o.out, profile.dump(1) + "\n");
     say("wrote " + o.out + " (profile '" + o.name + "'); use it with: advisor recommend --model MODEL --gpus N --machine " +
         o.out);
   }
+}
+
+int run(int argc, char** argv, int rank, int ranks) {
+  Options o;
+  CLI::App app{kAbout};
+  add_options(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream quiet;
+    return rank == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
+  }
+  Plan p = make_plan(o, app, rank, ranks);
+  Rig rig = open_backend(p);
+  std::vector<Form> forms = collective_forms(p, *rig.backend);
+  announce(p, *rig.backend, forms);
+  // The groups' communicators are freed as run() returns, after every phase
+  // and the record.
+  std::vector<GeometryRun> runs = join_groups(p, *rig.backend);
+  std::vector<Row> rows = time_collectives(p, *rig.backend, runs, forms);
+  ff::Measurement m;
+  time_pairs(p, *rig.backend, m);
+  time_host_link(p, *rig.backend, m);
+  time_gemms(p, m);
+  time_memory(p, m);
+  time_engine_step(p, rig.memory_per_rank, m);
+  fill_record(p, rig, rows, argc, argv, m);
+  MPI_CHECK(MPI_Comm_free(&p.node.comm));
+  if (rank != 0) return 0;
+  write_outputs(p, m);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // A build without CUDA/NCCL: the GPU paths say so instead of existing.
-#include "backend.hpp"
-#include "gemm.hpp"
-#include "stream.hpp"
+#include "measure/backend.hpp"
+#include "measure/gemm.hpp"
+#include "measure/stream.hpp"
 
 namespace ff::measure {
 

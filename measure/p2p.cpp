@@ -1,10 +1,10 @@
-#include "p2p.hpp"
+#include "measure/p2p.hpp"
 
 #include <cstdint>
 #include <stdexcept>
 
-#include "check.hpp"
-#include "groups.hpp"
+#include "engine/runtime/check.hpp"
+#include "measure/groups.hpp"
 
 namespace ff::measure {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "harness.hpp"
-#include "measurement.hpp"
-#include "table.hpp"
+#include "measure/backend.hpp"
+#include "measure/harness.hpp"
+#include "advisor/core/measurement.hpp"
+#include "measure/table.hpp"
 
 namespace ff::measure {
 

@@ -1,12 +1,12 @@
-#include "stream.hpp"
+#include "measure/stream.hpp"
 
 #include <mpi.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "check.hpp"
-#include "harness.hpp"
+#include "engine/runtime/check.hpp"
+#include "measure/harness.hpp"
 
 namespace ff::measure {
 

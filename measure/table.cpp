@@ -1,9 +1,9 @@
-#include "table.hpp"
+#include "measure/table.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "measurement.hpp"
+#include "advisor/core/measurement.hpp"
 
 namespace ff::measure {
 

@@ -1,4 +1,4 @@
-#include "topology.hpp"
+#include "measure/topology.hpp"
 
 #include <cblas.h>
 #include <hwloc.h>

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "error.hpp"
-#include "machine_profile.hpp"
-#include "model_spec.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace fftest {
 

@@ -5,9 +5,9 @@
 #include <random>
 #include <set>
 
-#include "calibrate.hpp"
-#include "compute_model.hpp"
-#include "helpers.hpp"
+#include "advisor/calibration/calibrate.hpp"
+#include "advisor/model/compute_model.hpp"
+#include "tests/helpers.hpp"
 
 using fftest::contains;
 using fftest::input_error_of;

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <memory>
 
-#include "comm_model.hpp"
-#include "helpers.hpp"
+#include "advisor/model/comm_model.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::hand_all_reduce;

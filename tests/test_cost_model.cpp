@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "prediction.hpp"
-#include "helpers.hpp"
+#include "advisor/model/prediction.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::rel;

@@ -4,10 +4,10 @@
 // whether the model matches the engine is what validation runs measure.
 #include <doctest/doctest.h>
 
-#include "calibrate.hpp"
-#include "prediction.hpp"
-#include "elementwise_fit.hpp"
-#include "helpers.hpp"
+#include "advisor/calibration/calibrate.hpp"
+#include "advisor/model/prediction.hpp"
+#include "advisor/calibration/elementwise_fit.hpp"
+#include "tests/helpers.hpp"
 
 using fftest::rel;
 

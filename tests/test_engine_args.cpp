@@ -4,9 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine_args.hpp"
-#include "helpers.hpp"
-#include "launch.hpp"
+#include "advisor/core/engine_args.hpp"
+#include "tests/helpers.hpp"
+#include "advisor/output/launch.hpp"
 
 namespace {
 
@@ -137,4 +137,46 @@ TEST_CASE("the paced profile's host link is the pace, for every GPU of a node at
   CHECK(j["host"]["kind"] == "paced");
   m.erase("host");  // none measured: the ranks' RAM (4 ranks of 16 GiB) stands for the node's
   CHECK(ff::paced_profile_json(m, ff::DevicePace{2e9, 0.5e9, 50e-6, 0.1e9})["host"]["memory_GiB"] == 64);
+}
+
+// config_of is engine_args' inverse: a configuration spelled as the engine's
+// flags and parsed back is the configuration, stages and all.
+TEST_CASE("a configuration → the engine's argv → config_of: the same configuration") {
+  std::vector<ff::Config> cs;
+  cs.push_back(ff::Config{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, true, ff::Overlap{false, true, false}, ff::Dtype::BF16});
+  cs.push_back(ff::Config{{2, 1, 1, 2, 4}, ff::parse_order("pxyzd"), 1, false, ff::Overlap{true, true, true, true},
+                          ff::Dtype::FP32});
+  cs.back().offload = true;
+  cs.push_back(ff::Config{{1, 1, 2, 4}, ff::parse_order("dzyx"), 4, false, ff::Overlap{}, ff::Dtype::FP32});
+  cs.back().shard_optimizer = true;
+  for (const ff::Config& c : cs) {
+    CAPTURE(ff::config_label(c));
+    CHECK(ff::config_of(parse(ff::engine_argv(ff::engine_args("gpt-tiny", c, 16)))) == c);
+  }
+}
+
+TEST_CASE("--grid: four sizes take the stages from --pipeline, five spell them (xyzpd)") {
+  ff::ConfigFlags f;
+  f.grid = "2,1,1,4,2";
+  CHECK(ff::config_of(f).grid == ff::Grid{2, 1, 1, 2, 4});  // Grid's fields: x, y, z, d, p
+  f.pipeline = 4;  // the same count twice is one
+  CHECK(ff::config_of(f).grid == ff::Grid{2, 1, 1, 2, 4});
+  f.pipeline = 2;
+  CHECK(fftest::input_error_of([&] { ff::config_of(f); }) ==
+        "--grid 2,1,1,4,2 says 4 pipeline stages and --pipeline 2 says otherwise: give one");
+  f.grid = "2,1,1,2";
+  CHECK(ff::config_of(f).grid == ff::Grid{2, 1, 1, 2, 2});
+  f.pipeline = 0;
+  CHECK(fftest::input_error_of([&] { ff::config_of(f); }) == "--pipeline 0: expected a number of stages >= 1");
+  f.pipeline = 1;
+  f.micro_batch = 0;
+  CHECK(fftest::input_error_of([&] { ff::config_of(f); }) == "--micro-batch 0: expected sequences per rank >= 1");
+  f.micro_batch = 1;
+  f.grid = "2,1,1";
+  CHECK(fftest::input_error_of([&] { ff::config_of(f); }) ==
+        "--grid '2,1,1': expected four sizes X,Y,Z,D, e.g. 4,2,16,8 (stages from --pipeline P), or five X,Y,Z,P,D");
+  f.grid = "1,1,1,1";
+  f.overlap = "oar,xyz";
+  CHECK(fftest::input_error_of([&] { ff::config_of(f); }) ==
+        "--overlap 'oar,xyz': unknown 'xyz' (expected a list of oar, ors, oag, odp; or none, all)");
 }

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "grid.hpp"
-#include "helpers.hpp"
+#include "advisor/core/grid.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::input_error_of;
@@ -237,18 +237,19 @@ TEST_CASE("grid: parse_grid and parse_order") {
   CHECK(parse_order("dxyz").str() == "pdxyz");
   CHECK(parse_order("pxyzd").str() == "pxyzd");
 
-  for (const char* bad : {"", "4,2,16", "4,2,16,8,1", "4,0,1,1", "-1,1,1,1", "a,1,1,1", "4.5,1,1,1", "4,,1,1",
+  CHECK(parse_grid("4,2,16,3,8") == Grid{4, 2, 16, 8, 3});  // five: X,Y,Z,P,D
+  for (const char* bad : {"", "4,2,16", "4,2,16,8,1,1", "4,0,1,1", "-1,1,1,1", "a,1,1,1", "4.5,1,1,1", "4,,1,1",
                           "4;2;16;8", "4,2,16,8x"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_grid(bad), InputError);
   }
   CHECK(fftest::contains(input_error_of([] { parse_grid("4,2,16"); }), "4,2,16"));
   CHECK(input_error_of([] { parse_grid("4,2,16"); }) ==
-        "--grid '4,2,16': expected four sizes X,Y,Z,D, e.g. 4,2,16,8 (pipeline stages are --pipeline P)");
+        "'4,2,16': expected four sizes X,Y,Z,D, e.g. 4,2,16,8 (stages from --pipeline P), or five X,Y,Z,P,D");
   CHECK(input_error_of([] { parse_grid("4,a,1,1"); }) ==
-        "--grid '4,a,1,1': 'a' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
+        "'4,a,1,1': 'a' is not a positive integer (expected X,Y,Z,D, e.g. 4,2,16,8)");
   CHECK(input_error_of([] { parse_order("xyz"); }) ==
-        "--order 'xyz': expected a permutation of the letters x, y, z, p, d (innermost first, e.g. xyzpd; four letters "
+        "'xyz': expected a permutation of the letters x, y, z, p, d (innermost first, e.g. xyzpd; four letters "
         "without p place it just inside d)");
   for (const char* bad : {"", "xyz", "xyzz", "xyzdd", "abcd", "XYZD", "x y z d", "xyzp", "xyzpdd", "pxyz"}) {
     CAPTURE(bad);
@@ -260,4 +261,5 @@ TEST_CASE("grid: parse_grid and parse_order") {
 // parses as 4,2,16,8. Input is silently accepted that the message says is wrong.
 TEST_CASE("grid: parse_grid rejects a trailing comma") {
   CHECK_THROWS_AS(parse_grid("4,2,16,8,"), InputError);
+  CHECK_THROWS_AS(parse_grid("4,2,16,2,8,"), InputError);
 }

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "bundled_profiles.hpp"
-#include "config.hpp"
-#include "helpers.hpp"
-#include "machine_profile.hpp"
-#include "model_spec.hpp"
+#include "advisor/core/bundled_profiles.hpp"
+#include "advisor/core/config.hpp"
+#include "tests/helpers.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/core/model_spec.hpp"
 
 using namespace ff;
 using fftest::contains;

@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "helpers.hpp"
-#include "job.hpp"
-#include "memory_model.hpp"
+#include "tests/helpers.hpp"
+#include "advisor/core/job.hpp"
+#include "advisor/model/memory_model.hpp"
 
 using namespace ff;
 using fftest::rel;

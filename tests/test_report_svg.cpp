@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "report_svg.hpp"
+#include "advisor/output/report_svg.hpp"
 
 using namespace ff;
 

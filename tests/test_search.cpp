@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "helpers.hpp"
-#include "search.hpp"
+#include "tests/helpers.hpp"
+#include "advisor/model/search.hpp"
 
 using namespace ff;
 using fftest::rel;

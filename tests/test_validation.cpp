@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "calibrate.hpp"
-#include "error.hpp"
-#include "helpers.hpp"
-#include "refit.hpp"
-#include "search.hpp"
-#include "validation_placement.hpp"
-#include "validation_stats.hpp"
+#include "advisor/calibration/calibrate.hpp"
+#include "advisor/core/error.hpp"
+#include "tests/helpers.hpp"
+#include "advisor/calibration/refit.hpp"
+#include "advisor/model/search.hpp"
+#include "advisor/validation/validation_placement.hpp"
+#include "advisor/validation/validation_stats.hpp"
 
 using fftest::contains;
 using fftest::rel;

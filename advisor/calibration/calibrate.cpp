@@ -1,4 +1,4 @@
-#include "calibrate.hpp"
+#include "advisor/calibration/calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "compute_model.hpp"
-#include "device_pace.hpp"  // as_written
-#include "elementwise_fit.hpp"
-#include "json_fields.hpp"
+#include "advisor/model/compute_model.hpp"
+#include "advisor/core/device_pace.hpp"  // as_written
+#include "advisor/calibration/elementwise_fit.hpp"
+#include "advisor/core/json_fields.hpp"
 
 namespace ff {
 

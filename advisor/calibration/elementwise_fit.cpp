@@ -1,9 +1,9 @@
-#include "elementwise_fit.hpp"
+#include "advisor/calibration/elementwise_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "prediction.hpp"
+#include "advisor/model/prediction.hpp"
 
 namespace ff {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "machine_profile.hpp"
-#include "measurement.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/core/measurement.hpp"
 
 namespace ff {
 

@@ -1,4 +1,4 @@
-#include "nccl_tests_log.hpp"
+#include "advisor/calibration/nccl_tests_log.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "error.hpp"
-#include "json_fields.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/json_fields.hpp"
 
 namespace ff {
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "measurement.hpp"
+#include "advisor/core/measurement.hpp"
 
 namespace ff {
 

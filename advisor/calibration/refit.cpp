@@ -1,11 +1,11 @@
-#include "refit.hpp"
+#include "advisor/calibration/refit.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "error.hpp"
-#include "measurement.hpp"  // coll_from_name
+#include "advisor/core/error.hpp"
+#include "advisor/core/measurement.hpp"  // coll_from_name
 
 namespace ff {
 

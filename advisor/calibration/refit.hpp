@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "prediction.hpp"
-#include "validation_stats.hpp"
+#include "advisor/model/prediction.hpp"
+#include "advisor/validation/validation_stats.hpp"
 
 namespace ff {
 

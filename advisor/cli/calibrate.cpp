@@ -7,15 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.hpp"
-#include "calibrate.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "json_fields.hpp"
-#include "nccl_tests_log.hpp"
-#include "refit.hpp"
-#include "subcommands.hpp"
-#include "validation_report.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "advisor/calibration/calibrate.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/core/json_fields.hpp"
+#include "advisor/calibration/nccl_tests_log.hpp"
+#include "advisor/calibration/refit.hpp"
+#include "advisor/cli/subcommands.hpp"
+#include "advisor/validation/validation_report.hpp"
 
 namespace ff::advisor {
 

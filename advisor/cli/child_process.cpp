@@ -1,4 +1,4 @@
-#include "child_process.hpp"
+#include "advisor/cli/child_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "error.hpp"
+#include "advisor/core/error.hpp"
 
 extern char** environ;
 

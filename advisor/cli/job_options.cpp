@@ -1,23 +1,27 @@
-#include "job_options.hpp"
+#include "advisor/cli/job_options.hpp"
 
 #include <iostream>
 
-#include "error.hpp"
-#include "format.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/option_groups.hpp"
+#include "advisor/output/format.hpp"
 
 namespace ff::advisor {
 
 void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
-  app->add_option("--model", o.model, "A preset (see `advisor models`) or a model JSON file")->capture_default_str();
-  auto* g = app->add_option("--gpus", o.gpus, "Number of GPUs (ranks) the job runs on");
+  auto group = [](CLI::Option* opt) { return opt->group(kJobGroup); };
+  group(app->add_option("--model", o.model, "A preset (see `advisor models`) or a model JSON file")->capture_default_str());
+  auto* g = group(app->add_option("--gpus", o.gpus, "Number of GPUs (ranks) the job runs on"));
   if (gpus_required) g->required();
-  app->add_option("--machine", o.machine,
-                  std::string("A bundled machine (see `advisor machines`) or a profile JSON file [") +
-                      default_machine() + "]");
-  auto* b = app->add_option("--batch", o.batch, "Global batch in sequences per iteration [max(4 Mi tokens, GPUs/2 sequences)]");
-  app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
-      ->excludes(b);
-  app->add_option("--dtype", o.dtype, "Training precision: bf16, fp16 (V100 and older) or fp32 [bf16, or fp16 where the machine has no bf16]");
+  group(app->add_option("--machine", o.machine,
+                        std::string("A bundled machine (see `advisor machines`) or a profile JSON file [") +
+                            default_machine() + "]"));
+  auto* b = group(
+      app->add_option("--batch", o.batch, "Global batch in sequences per iteration [max(4 Mi tokens, GPUs/2 sequences)]"));
+  group(app->add_option("--batch-tokens", o.batch_tokens, "Global batch in tokens (a multiple of the sequence length)")
+            ->excludes(b));
+  group(app->add_option("--dtype", o.dtype,
+                        "Training precision: bf16, fp16 (V100 and older) or fp32 [bf16, or fp16 where the machine has no bf16]"));
 }
 
 long long default_batch(const ModelSpec& m, long long gpus) {
@@ -40,7 +44,7 @@ long long parse_gpus(const std::string& text) {
 
 LoadedJob load_job(const JobOptions& o) {
   LoadedJob l;
-  if (!o.dtype.empty()) l.job.dtype = parse_dtype(o.dtype);
+  if (!o.dtype.empty()) l.job.dtype = flag_value("--dtype", [&] { return parse_dtype(o.dtype); });
   l.job.gpus = parse_gpus(o.gpus);
   l.job.model = load_model(o.model);
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
@@ -70,9 +74,22 @@ LoadedJob load_job(const JobOptions& o) {
   return l;
 }
 
+void check_optimizer_state(const MachineProfile& m, OptimizerState os) {
+  const std::string why = optimizer_state_problem(m, os);
+  if (why.empty()) return;
+  if (os.sharded) input_error("--offload with --shard-optimizer: " + why + "; choose one");
+  input_error("--offload: " + why + ", or drop --offload");
+}
+
+void check_grid_gpus(const Job& job, const Grid& g) {
+  if (g.total() != job.gpus)
+    input_error("--grid " + g.label() + " has " + std::to_string(g.total()) + " ranks, not --gpus " +
+                std::to_string(job.gpus));
+}
+
 void check_pipelines(const Job& job, const std::vector<int>& stages) {
   for (int P : stages) {
-    if (P < 1) input_error("--pipeline " + std::to_string(P) + ": expected a number of stages >= 1");
+    at_least("--pipeline", P, 1, "a number of stages");
     if (job.model.layers % P || job.gpus % P)
       input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + std::to_string(job.model.layers) +
                   " layers and the " + grouped(job.gpus) + " GPUs");

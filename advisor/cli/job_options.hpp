@@ -2,9 +2,12 @@
 // The options every job-shaped subcommand shares, spelled as MODEL.md §3 says.
 #include <CLI/CLI.hpp>
 
-#include "cost_model.hpp"
+#include "advisor/model/cost_model.hpp"
 
 namespace ff::advisor {
+
+// The job group's heading in --help (recommend, predict, bench).
+inline constexpr const char* kJobGroup = "Job";
 
 struct JobOptions {
   std::string model = "gpt-80b";
@@ -32,6 +35,9 @@ long long parse_gpus(const std::string& text);
 // --pipeline's stage counts: each >= 1 and dividing the layers and the GPUs;
 // throws InputError.
 void check_pipelines(const Job& job, const std::vector<int>& stages);
+// The model's answers to a configuration, in the flags' words; throw InputError.
+void check_optimizer_state(const MachineProfile& m, OptimizerState os);  // --offload, --shard-optimizer
+void check_grid_gpus(const Job& job, const Grid& g);                      // --grid against --gpus
 long long default_batch(const ModelSpec& m, long long gpus);
 
 }  // namespace ff::advisor

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "format.hpp"
-#include "machine_profile.hpp"
-#include "model_spec.hpp"
-#include "subcommands.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/core/model_spec.hpp"
+#include "advisor/cli/subcommands.hpp"
 
 namespace ff::advisor {
 

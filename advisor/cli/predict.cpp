@@ -6,13 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "format.hpp"
-#include "job_options.hpp"
-#include "launch.hpp"
-#include "memory_json.hpp"
-#include "prediction.hpp"
-#include "subcommands.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/option_groups.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/cli/job_options.hpp"
+#include "advisor/output/launch.hpp"
+#include "advisor/model/memory_json.hpp"
+#include "advisor/model/prediction.hpp"
+#include "advisor/cli/subcommands.hpp"
 
 namespace ff::advisor {
 
@@ -20,12 +21,7 @@ namespace {
 
 struct PredictOptions {
   JobOptions job;
-  std::string grid, order = Order().str(), overlap = "none";
-  int micro_batch = 1;
-  int pipeline = 1;
-  bool recompute = false;
-  bool offload = false;
-  bool shard_optimizer = false;
+  ConfigFlags config;
   bool json = false;
 };
 
@@ -137,18 +133,10 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
 
 void run(const PredictOptions& o) {
   LoadedJob l = load_job(o.job);
-  Config c;
-  c.grid = parse_grid(o.grid);
-  if (o.pipeline < 1) input_error("--pipeline " + std::to_string(o.pipeline) + ": expected a number of stages >= 1");
-  c.grid.p = o.pipeline;
-  c.order = parse_order(o.order);
-  if (o.micro_batch < 1) input_error("--micro-batch " + std::to_string(o.micro_batch) + ": expected >= 1");
-  c.micro_batch = o.micro_batch;
-  c.recompute = o.recompute;
-  c.overlap = parse_overlap(o.overlap);
+  Config c = config_of(o.config);
   c.dtype = l.job.dtype;
-  c.offload = o.offload;
-  c.shard_optimizer = o.shard_optimizer;
+  check_grid_gpus(l.job, c.grid);
+  check_optimizer_state(l.machine, {c.offload, c.shard_optimizer});
   const Job& job = l.job;
   const MachineProfile& m = l.machine;
   Prediction pr = predict(job, m, c);
@@ -340,15 +328,8 @@ void setup_predict(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* sub = app.add_subcommand("predict", "Explain one configuration: every collective, compute, memory");
   add_job_options(sub, o->job);
-  sub->add_option("--grid", o->grid, "X,Y,Z,D grid sizes")->required();
-  sub->add_option("--pipeline", o->pipeline, "Pipeline stages P (G = X·Y·Z·P·D)")->capture_default_str();
-  sub->add_option("--order", o->order, "Placement, innermost first")->capture_default_str();
-  sub->add_option("--micro-batch", o->micro_batch, "Sequences per rank per micro-step")->capture_default_str();
-  sub->add_flag("--recompute", o->recompute, "Full activation recomputation");
-  sub->add_flag("--offload", o->offload, "Master weights and Adam state in host memory, copied over the host link");
-  sub->add_flag("--shard-optimizer", o->shard_optimizer,
-                "Master weights and Adam state divided over the data axis (ZeRO-1, Megatron's distributed optimizer)");
-  sub->add_option("--overlap", o->overlap, "oar,ors,oag | none | all")->capture_default_str();
+  add_config_options(*sub, o->config);
+  sub->get_option("--grid")->required();  // no default: the grid is what predict explains
   sub->add_flag("--json", o->json, "Print JSON");
   sub->callback([o] { run(*o); });
 }

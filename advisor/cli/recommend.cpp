@@ -5,15 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "job_options.hpp"
-#include "launch.hpp"
-#include "report_svg.hpp"
-#include "search.hpp"
-#include "sensitivity.hpp"
-#include "subcommands.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/cli/filter_options.hpp"
+#include "advisor/cli/job_options.hpp"
+#include "advisor/output/launch.hpp"
+#include "advisor/output/report_svg.hpp"
+#include "advisor/model/search.hpp"
+#include "advisor/model/sensitivity.hpp"
+#include "advisor/cli/subcommands.hpp"
 
 namespace ff::advisor {
 
@@ -26,13 +27,7 @@ struct RecommendOptions {
   std::string plot;
   double tokens = 0;  // 0: 20 tokens per parameter
   bool show_infeasible = false;
-  std::vector<int> micro_batches;
-  int max_micro_batch = 16;
-  bool recompute_only = false, no_recompute = false;
-  std::string order, overlap;
-  std::vector<int> pipelines;
-  bool offload_only = false, no_offload = false;
-  bool shard_only = false, no_shard = false;
+  FilterFlags filters;
   int threads = 0;  // 0: every core
 };
 
@@ -95,24 +90,9 @@ void run(const RecommendOptions& o) {
   const Job& job = l.job;
   const MachineProfile& m = l.machine;
   if (o.top < 1) input_error("--top " + std::to_string(o.top) + ": expected at least 1");
-  SearchOptions so;
+  SearchOptions so = search_filters(o.filters, job, m);
   so.top = o.top;
-  so.max_micro_batch = o.max_micro_batch;
-  so.micro_batches = o.micro_batches;
-  so.recompute_on = !o.no_recompute;
-  so.recompute_off = !o.recompute_only;
   so.keep_rejected = o.show_infeasible;
-  if (!o.order.empty()) so.fixed_order = true, so.order = parse_order(o.order);
-  if (!o.overlap.empty()) so.fixed_overlap = true, so.overlap = parse_overlap(o.overlap);
-  for (int mb : o.micro_batches)
-    if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
-  check_pipelines(job, o.pipelines);
-  so.pipelines = o.pipelines;
-  if (std::string why = optimizer_state_problem(m, {o.offload_only, o.shard_only}); !why.empty()) input_error(why);
-  so.offload_off = !o.offload_only;
-  so.offload_on = !o.no_offload;
-  so.shard_off = !o.shard_only;
-  so.shard_on = !o.no_shard;
   if (o.threads < 0) input_error("--threads " + std::to_string(o.threads) + ": expected 0 (every core) or more");
   so.threads = o.threads;
 
@@ -249,20 +229,7 @@ void setup_recommend(CLI::App& app) {
   sub->add_option("--plot", o->plot, "Write the top configurations' time breakdown as an SVG file");
   sub->add_option("--tokens", o->tokens, "Training tokens for the days column [20 per parameter]");
   sub->add_flag("--show-infeasible", o->show_infeasible, "Also list what did not fit or divide, and why");
-  sub->add_option("--micro-batch", o->micro_batches, "Only these micro-batch sizes (sequences per rank)")
-      ->delimiter(',');
-  sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
-  auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only configurations with full recompute");
-  sub->add_flag("--no-recompute", o->no_recompute, "Only configurations without recompute")->excludes(rc);
-  sub->add_option("--order", o->order, "Only this placement order (innermost first, e.g. xyzpd; xyzd places p inside d)");
-  auto* off = sub->add_flag("--offload", o->offload_only, "Only configurations with the optimizer state offloaded to host memory");
-  sub->add_flag("--no-offload", o->no_offload, "Only configurations without offload")->excludes(off);
-  auto* zero = sub->add_flag("--shard-optimizer", o->shard_only,
-                             "Only configurations with the optimizer state sharded over data (ZeRO-1)");
-  sub->add_flag("--no-shard-optimizer", o->no_shard, "Only configurations without a sharded optimizer")->excludes(zero);
-  sub->add_option("--pipeline", o->pipelines, "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
-      ->delimiter(',');
-  sub->add_option("--overlap", o->overlap, "Only these overlap flags (oar,ors,oag | none | all)");
+  add_filter_options(*sub, o->filters);
   sub->add_option("--threads", o->threads, "Threads for the search; the answer does not depend on it [0: every core]")
       ->capture_default_str();
   sub->callback([o] { run(*o); });

@@ -1,7 +1,7 @@
 // advisor validate: run the engine on the configurations of one job and hold
 // the measured time per step against the prediction (MODEL.md §8), in sample
 // and, after refitting on one half, out of sample on the other. On the paced
-// device (DESIGN §11) compute is known by construction: the profile's compute
+// device (MODEL.md §11) compute is known by construction: the profile's compute
 // is the pace's, and the communication part is scored on its own.
 #include <algorithm>
 #include <chrono>
@@ -16,20 +16,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.hpp"
-#include "child_process.hpp"
-#include "engine_args.hpp"
-#include "error.hpp"
-#include "format.hpp"
-#include "job_options.hpp"
-#include "json_fields.hpp"
-#include "measurement.hpp"
-#include "search.hpp"
-#include "subcommands.hpp"
-#include "validation_report.hpp"
-#include "validation_scores.hpp"
-#include "validation_placement.hpp"
-#include "validation_stats.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "advisor/cli/child_process.hpp"
+#include "advisor/core/engine_args.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/option_groups.hpp"
+#include "advisor/cli/filter_options.hpp"
+#include "advisor/validation/run_record.hpp"
+#include "advisor/validation/validation_plan.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/cli/job_options.hpp"
+#include "advisor/core/json_fields.hpp"
+#include "advisor/core/measurement.hpp"
+#include "advisor/model/search.hpp"
+#include "advisor/cli/subcommands.hpp"
+#include "advisor/validation/validation_report.hpp"
+#include "advisor/validation/validation_scores.hpp"
+#include "advisor/validation/validation_placement.hpp"
+#include "advisor/validation/validation_stats.hpp"
 
 namespace ff::advisor {
 
@@ -43,15 +47,13 @@ struct ValidateOptions {
   long long ranks = 0, batch = 0;
   int steps = 5, max_configs = 64, max_micro_batch = 16, repeats = 3;
   unsigned long long seed = 1;
-  std::vector<int> micro_batches;
-  std::vector<int> pipelines;  // stage counts; empty: every one dividing the layers and ranks
-  bool recompute_only = false, no_recompute = false, resume = false, json = false;
-  bool offload = false;  // every run with the optimizer offloaded
+  bool resume = false, json = false;
+  // Offload and the sharded optimizer only where a filter asks for them: a
+  // validation sweeps one kind of run at a time.
+  FilterFlags filters;
   double run_timeout = 300;
   std::string device = "cpu";
-  // The paced device, in the engine's flags' units (GFLOP/s, GB/s, µs).
-  double pace_gflops = default_pace().gemm_flops / 1e9, pace_gbps = default_pace().bytes_per_s / 1e9,
-         poll_us = default_pace().poll_s * 1e6, pace_host_gbps = default_pace().host_bytes_per_s / 1e9;
+  PaceFlags pace;
   std::string pace_flag;  // the first --pace-*/--poll-us given, if any (refused without --device paced)
 };
 
@@ -65,6 +67,7 @@ struct Setup {
   json device_json;      // the report's "device"
   std::vector<std::string> launcher;
   std::string engine, model_path, logs;
+  SearchOptions filters;  // which configurations run
 };
 
 // A number of µs as a person writes it: 50, 12.5.
@@ -101,12 +104,9 @@ Setup setup(const ValidateOptions& o) {
   if (o.max_configs < 1) input_error("--max-configs " + std::to_string(o.max_configs) + ": expected at least 1");
   if (!(o.run_timeout > 0)) input_error("--run-timeout: expected seconds > 0");
   if (o.batch < 0) input_error("--batch " + std::to_string(o.batch) + ": expected sequences >= 1");
-  for (int mb : o.micro_batches)
-    if (mb < 1) input_error("--micro-batch " + std::to_string(mb) + ": expected sequences per rank >= 1");
   Setup s;
   s.job.model = load_model(o.model);
   s.job.gpus = o.ranks;
-  check_pipelines(s.job, o.pipelines);
   s.job.batch = o.batch > 0 ? o.batch : 2 * o.ranks;
   s.job.dtype = Dtype::FP32;  // the CPU engine computes in fp32
   // Priced as the engine computes: its attention is unfused (full S×S
@@ -118,11 +118,11 @@ Setup setup(const ValidateOptions& o) {
   s.device = o.device;
   s.device_json = {{"name", o.device}};
   if (o.device == "paced") {
-    s.pace = {o.pace_gflops * 1e9, o.pace_gbps * 1e9, o.poll_us * 1e-6, o.pace_host_gbps * 1e9};
+    s.pace = pace_of(o.pace);
     check_pace(s.pace);
     // The links must have been measured the way the paced engine waits:
     // every MPI wait MPI_Test + sleep Δ, a sleeping rank making no progress.
-    const std::string pace_poll = micros_text(o.poll_us);
+    const std::string pace_poll = micros_text(o.pace.poll_us);
     if (s.machine.poll_s && std::abs(*s.machine.poll_s - s.pace.poll_s) > 1e-9) {
       const double had = *s.machine.poll_s * 1e6;
       input_error("--machine " + origin + ": its links were measured with poll_us " + micros_text(had) +
@@ -138,15 +138,16 @@ Setup setup(const ValidateOptions& o) {
     s.machine = machine_from_json(s.machine_json, origin + " on the paced device");
     s.device_json["pace"] = s.machine_json["paced_device"];
   } else if (o.device != "cpu") {
-    input_error("--device '" + o.device + "': expected cpu (the engine computes on the host) or paced (DESIGN §11)");
+    input_error("--device '" + o.device + "': expected cpu (the engine computes on the host) or paced (MODEL.md §11)");
   } else if (!o.pace_flag.empty()) {
     input_error(o.pace_flag + " describes the paced device: give --device paced with it");
   } else if (s.machine.poll_s && *s.machine.poll_s > 0) {
     std::cerr << "advisor: warning: " << origin << "'s links were measured polling every "
               << micros_text(*s.machine.poll_s * 1e6) << " us (poll_us), but the cpu engine waits in MPI_Wait\n";
   }
-  if (std::string why = optimizer_state_problem(s.machine, OptimizerState{o.offload, false}); !why.empty())
-    input_error(why);
+  s.filters = search_filters(o.filters, s.job, s.machine);
+  s.filters.offload_on = o.filters.offload;
+  s.filters.shard_on = o.filters.shard_optimizer;
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
   if (find_program(s.launcher[0]).empty())
@@ -157,130 +158,7 @@ Setup setup(const ValidateOptions& o) {
   return s;
 }
 
-// --- which configurations --------------------------------------------------
-
-std::vector<int> micro_batches(const ValidateOptions& o, long long share) {
-  std::vector<int> out;
-  for (int mb = 1; mb <= share; ++mb) {
-    bool wanted = o.micro_batches.empty() ? mb <= o.max_micro_batch
-                                          : std::count(o.micro_batches.begin(), o.micro_batches.end(), mb) > 0;
-    if (wanted && share % mb == 0) out.push_back(mb);
-  }
-  return out;
-}
-
-// Every configuration the engine can run and memory holds, per grid shape.
-// Overlap flags with nothing to act on are folded, as the search does.
-std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineProfile& p, const ValidateOptions& o,
-                                                  std::map<std::string, int>& skipped) {
-  SearchOptions stage_counts;
-  stage_counts.pipelines = o.pipelines;
-  std::vector<Grid> grids;
-  for (int P : pipeline_choices(job, stage_counts))
-    for (Grid g : factorizations(job.gpus / P)) {
-      g.p = P;
-      grids.push_back(g);
-    }
-  std::vector<std::vector<Config>> out;
-  for (const Grid& g : grids) {
-    std::string why = split_problem(job, g, 1);
-    if (why.empty()) why = engine_split_problem(job.model, g);
-    if (!why.empty()) {
-      ++skipped[why.substr(0, why.find_first_of("=%"))];
-      continue;
-    }
-    std::vector<Config> cs;
-    for (int mb : micro_batches(o, job.batch / (1LL * g.z * g.d)))
-      for (bool rc : {false, true}) {
-        if ((rc && o.no_recompute) || (!rc && o.recompute_only)) continue;
-        for (int f = 0; f < 8; ++f) {
-          Overlap ov{bool(f & 1), bool(f & 2), bool(f & 4)};
-          if (ov.oar && g.x == 1 && g.y == 1) continue;
-          if ((ov.ors || ov.oag) && g.z == 1) continue;
-          const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{o.offload, false});
-          if (!fits_in_memory(use, p)) {
-            ++skipped["does not fit in memory"];
-            continue;
-          }
-          for (const Order& ord : distinct_orders(g)) {
-            cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
-            cs.back().offload = o.offload;
-          }
-        }
-      }
-    if (!cs.empty()) out.push_back(std::move(cs));
-  }
-  return out;
-}
-
-// Round-robin over grid shapes, each shape's configurations in a seeded
-// shuffle: the first k runs cover min(k, shapes) shapes, so an interrupted
-// validation is still broad, and a larger --max-configs extends a smaller one.
-std::vector<Config> run_order(std::vector<std::vector<Config>> by_grid, unsigned long long seed) {
-  std::mt19937_64 rng(seed);  // specified bit for bit: the same sample everywhere
-  for (auto& cs : by_grid)
-    for (size_t i = cs.size(); i > 1; --i) std::swap(cs[i - 1], cs[rng() % i]);
-  std::vector<Config> out;
-  for (size_t round = 0;; ++round) {
-    bool any = false;
-    for (const auto& cs : by_grid)
-      if (round < cs.size()) out.push_back(cs[round]), any = true;
-    if (!any) return out;
-  }
-}
-
 // --- one run ---------------------------------------------------------------
-
-// Time per step: the median over the steps after the first (which warms
-// caches and allocations); compute and communication: their mean. On the
-// paced device compute is the device's busy time, known by construction (the
-// host's view of it, which includes waiting for the device, is kept as
-// host_compute_s); the cpu device's record has device_s too, but there it is
-// the host's own kernel time and not a separate clock.
-json measured_of(const json& record, const std::string& origin) {
-  Fields f(record, origin);
-  const auto& steps = f.array("steps");
-  if (steps.size() < 2) input_error(origin + ": " + std::to_string(steps.size()) + " steps recorded, need 2 or more");
-  std::vector<double> times;
-  double compute = 0, device = 0;
-  // The paced device's time in every step kept (records before it have none).
-  bool all_device = record.value("device", json::object()).value("name", "") == "paced";
-  PerAxis<double> comm{};
-  for (size_t i = 1; i < steps.size(); ++i) {
-    Fields s(steps[i], origin, "steps[" + std::to_string(i) + "]");
-    times.push_back(s.positive("time_s"));
-    compute += s.number("compute_s");
-    if (s.has("device_s")) device += s.number("device_s");
-    else all_device = false;
-    Fields c = s.object("comm_s");
-    PerAxis<double> step = per_axis_numbers(c);
-    for (int a = 0; a < kAxisCount; ++a) comm[a] += step[a];
-  }
-  double n = double(times.size());
-  for (double& c : comm) c /= n;
-  json m = {{"time_s", median(times)}, {"compute_s", compute / n}, {"comm_s", per_axis_json(comm)},
-            {"steps_discarded", 1},
-            {"bytes_per_step", record.value("bytes_per_step", json(nullptr))}};
-  if (all_device) {
-    m["host_compute_s"] = m["compute_s"];
-    m["compute_s"] = m["device_s"] = device / n;
-  }
-  return m;
-}
-
-// The measurement in the record a run of `c` on `device` wrote; throws InputError.
-json record_measured(const std::string& rec, const Config& c, const std::string& device) {
-  json record = read_json_file(rec);
-  Fields f(record, rec);
-  if (config_from_json(f.object("config").json(), rec) != c)
-    input_error(rec + ": the record's config is not the one launched");
-  // Engines from before --device write no "device"; one that does must have
-  // run on the device it was given.
-  if (f.has("device") && f.object("device").string("name") != device)
-    input_error(rec + ": the record's device is '" + f.object("device").string("name") + "', the run was launched with "
-                "--device " + device);
-  return measured_of(record, rec);
-}
 
 json predicted_of(const Prediction& p) {
   const Estimate& e = p.estimate;
@@ -344,63 +222,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   return r;
 }
 
-// --- report and output -----------------------------------------------------
-
-json load_resumed(const ValidateOptions& o, const json& fresh) {
-  json old = read_json_file(o.out);
-  auto differs = [&](const char* what, const json& a, const json& b) {
-    if (a != b)
-      input_error(o.out + " is a validation of another job (its " + what + " is " + a.dump() + ", this one's " +
-                  b.dump() + "); give another --out, or the same options to resume it");
-  };
-  if (!old.is_object() || !old.contains("job") || !old.contains("runs") || !old["runs"].is_array())
-    input_error(o.out + ": not an advisor validate report (no \"job\" and \"runs\")");
-  for (const char* k : {"model", "ranks", "batch_sequences", "steps", "dtype"})
-    differs(k, old["job"].value(k, json(nullptr)), fresh["job"][k]);
-  // Reports from before --device ran on the cpu device.
-  const json old_device = old.value("device", json{{"name", "cpu"}});
-  if (old_device != fresh.at("device"))
-    input_error(o.out + " was measured on another device (" + old_device.dump() + ", this one " +
-                fresh.at("device").dump() + "); resume with the same --device and pace, or give another --out");
-  if (old.value("machine_profile", json(nullptr)) != fresh["machine_profile"])
-    input_error(o.out + " was priced with another machine profile (" + old.value("machine", std::string("?")) +
-                "); resume with the same --machine");
-  return old;
-}
-
-// --- the plan --------------------------------------------------------------
-
-// The sample in run order, with the placement check's pair always in it.
-std::vector<Config> plan_of(const std::vector<std::vector<Config>>& by_grid, const ValidateOptions& o,
-                            const PlacementCheck& pc) {
-  std::vector<Config> order = run_order(by_grid, o.seed);
-  auto at = [&](const Config& c) { return size_t(std::find(order.begin(), order.end(), c) - order.begin()); };
-  std::vector<size_t> forced = {at(pc.top_pick)};
-  if (pc.has_counterpart) forced.push_back(at(pc.counterpart));
-  std::vector<Config> plan;
-  for (size_t i : sample_with(order.size(), size_t(o.max_configs), forced)) plan.push_back(order[i]);
-  return plan;
-}
-
-// The runs of an earlier report worth keeping: those with a finished
-// repeat, only their finished repeats (a failed one is run again), in the
-// report's order.
-json kept_runs(const json& old) {
-  json out = json::array();
-  std::map<std::string, bool> seen;
-  for (const auto& r : old["runs"]) {
-    json reps = finished_repeats(r);
-    std::string key = r.value("key", "");
-    if (reps.empty() || seen[key]) continue;
-    seen[key] = true;
-    json run = r;
-    for (const char* k : {"log", "record", "wall_s", "command"}) run.erase(k);  // per repeat now
-    run["repeats"] = reps;
-    summarize_run(run);
-    out.push_back(run);
-  }
-  return out;
-}
+// --- progress and the report -----------------------------------------------
 
 void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, const Config& c, const json& rep,
                     const json& run, double elapsed, double left) {
@@ -423,7 +245,7 @@ void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, cons
 void run(const ValidateOptions& o) {
   const Setup s = setup(o);
   std::map<std::string, int> skipped;
-  std::vector<std::vector<Config>> by_grid = feasible_by_grid(s.job, s.machine, o, skipped);
+  std::vector<std::vector<Config>> by_grid = feasible_by_grid(s.job, s.machine, s.filters, skipped);
   std::vector<Config> feasible;
   for (const auto& cs : by_grid) feasible.insert(feasible.end(), cs.begin(), cs.end());
   if (feasible.empty()) {
@@ -433,7 +255,7 @@ void run(const ValidateOptions& o) {
                 std::to_string(s.job.batch) + " can run on the engine:" + why);
   }
   const PlacementCheck pc = placement_check(s.job, s.machine, feasible);
-  const std::vector<Config> plan = plan_of(by_grid, o, pc);
+  const std::vector<Config> plan = plan_of(by_grid, o.seed, o.max_configs, pc);
   const bool sampled = feasible.size() > size_t(o.max_configs);
 
   json report = {{"format", "fourfold-validation/2"},
@@ -452,7 +274,7 @@ void run(const ValidateOptions& o) {
                                       "(first) and counterpart (right after it) moved in when they would be left out"}}},
                  {"runs", json::array()}};
   if (o.resume && fs::exists(o.out)) {
-    report["runs"] = kept_runs(load_resumed(o, report));
+    report["runs"] = kept_runs(load_resumed(o.out, report));
     // Priced by this advisor, as the scores are: a report resumed after the
     // model changed then shows the predictions it scores.
     for (json& r : report["runs"])
@@ -575,39 +397,21 @@ void setup_validate(CLI::App& app) {
   sub->add_option("--repeats", o->repeats,
                   "Runs per configuration, in interleaved passes; the report holds their median")
       ->capture_default_str();
-  sub->add_option("--pipeline", o->pipelines,
-                  "Only these pipeline stage counts, e.g. 1,2 [every divisor of the layers and ranks]")
-      ->delimiter(',');
   sub->add_option("--max-configs", o->max_configs, "At most this many configurations (a stated sample beyond)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of the sample's shuffle")->capture_default_str();
-  sub->add_option("--micro-batch", o->micro_batches, "Only these micro-batch sizes")->delimiter(',');
-  sub->add_option("--max-micro-batch", o->max_micro_batch, "Largest micro-batch tried")->capture_default_str();
-  auto* rc = sub->add_flag("--recompute", o->recompute_only, "Only runs with full recompute [both]");
-  sub->add_flag("--no-recompute", o->no_recompute, "Only runs without recompute [both]")->excludes(rc);
-  sub->add_flag("--offload", o->offload,
-                "Every run with the optimizer offloaded (MODEL.md §9) and, as the model prices it, no clipping "
-                "(--clip 0); on the paced device its copies cross a host link paced at --pace-host-gbps");
+  add_filter_options(*sub, o->filters);
   sub->add_option("--run-timeout", o->run_timeout, "Seconds before a run is stopped and recorded as failed")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON instead of a table");
   sub->add_option("--device", o->device,
-                  "The engine's device: cpu (computes on the host), or paced (DESIGN §11: each kernel completes on a "
+                  "The engine's device: cpu (computes on the host), or paced (MODEL.md §11: each kernel completes on a "
                   "virtual clock at the --pace-* rates, MPI waits poll every --poll-us; the predictions use the "
                   "pace for compute and the communication part is scored on its own)")
       ->capture_default_str();
-  sub->add_option("--pace-gflops", o->pace_gflops, "Paced device: GFLOP/s of every fp32 GEMM")->capture_default_str();
-  sub->add_option("--pace-gbps", o->pace_gbps, "Paced device: GB/s of element-wise kernels")->capture_default_str();
-  sub->add_option("--poll-us", o->poll_us,
-                  "Paced device: µs slept between MPI_Test calls while waiting; the --machine profile's links must "
-                  "have been measured with the same (measure --poll-us, the profile's poll_us)")
-      ->capture_default_str();
-  sub->add_option("--pace-host-gbps", o->pace_host_gbps,
-                  "Paced device: GB/s of offload's copies each way, both ways at once (the predictions' host link)")
-      ->capture_default_str();
+  add_pace_options(*sub, o->pace);
   sub->callback([o, sub] {
-    for (const char* flag : {"--pace-gflops", "--pace-gbps", "--poll-us", "--pace-host-gbps"})
-      if (o->pace_flag.empty() && sub->count(flag) > 0) o->pace_flag = flag;
+    o->pace_flag = pace_flag_given(*sub);
     run(*o);
   });
 }

@@ -1,4 +1,4 @@
-#include "compute_model.hpp"
+#include "advisor/model/compute_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 #pragma once
 // Compute time: GEMMs from the profile's efficiency table, attention at the
 // profile's flash-attention efficiency, element-wise work by memory traffic.
-#include "machine_profile.hpp"
+#include "advisor/core/machine_profile.hpp"
 
 namespace ff {
 

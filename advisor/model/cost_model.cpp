@@ -1,11 +1,11 @@
-#include "cost_model.hpp"
+#include "advisor/model/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string_view>
 
-#include "compute_model.hpp"
-#include "error.hpp"
+#include "advisor/model/compute_model.hpp"
+#include "advisor/core/error.hpp"
 
 namespace ff {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "comm_model.hpp"
-#include "job.hpp"
-#include "memory_model.hpp"
+#include "advisor/model/comm_model.hpp"
+#include "advisor/core/job.hpp"
+#include "advisor/model/memory_model.hpp"
 
 namespace ff {
 

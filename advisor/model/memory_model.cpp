@@ -1,4 +1,4 @@
-#include "memory_model.hpp"
+#include "advisor/model/memory_model.hpp"
 
 #include <algorithm>
 
@@ -51,11 +51,10 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
 
 std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os) {
   if (os.offload && !p.has_host)
-    return "--offload: machine '" + p.name + "' gives no host link (host.link_GBps, host.memory_GiB); measure it or "
-           "add the figures, or drop --offload";
+    return "machine '" + p.name + "' gives no host link (host.link_GBps, host.memory_GiB) to offload over; measure "
+           "it or add the figures";
   if (os.offload && os.sharded)
-    return "--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) is not "
-           "priced yet; choose one";
+    return "the pair (reduce-scatter, optimizer on the host, all-gather) is not priced yet";
   return "";
 }
 

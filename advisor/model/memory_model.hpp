@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "job.hpp"
-#include "machine_profile.hpp"
+#include "advisor/core/job.hpp"
+#include "advisor/core/machine_profile.hpp"
 
 namespace ff {
 

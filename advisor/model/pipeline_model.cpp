@@ -1,4 +1,4 @@
-#include "pipeline_model.hpp"
+#include "advisor/model/pipeline_model.hpp"
 
 #include <algorithm>
 #include <cmath>

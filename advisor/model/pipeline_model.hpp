@@ -5,7 +5,7 @@
 #include <array>
 #include <vector>
 
-#include "cost_model.hpp"
+#include "advisor/model/cost_model.hpp"
 
 namespace ff {
 

@@ -1,6 +1,6 @@
-#include "prediction.hpp"
+#include "advisor/model/prediction.hpp"
 
-#include "error.hpp"
+#include "advisor/core/error.hpp"
 
 namespace ff {
 
@@ -16,7 +16,7 @@ Job job_in_dtype(const Job& job_in, const Config& c) {
 // `job` carries the configuration's dtype.
 Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c, Prediction& pr, StagedTimes& st) {
   if (c.grid.total() != job.gpus)
-    input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not --gpus " +
+    input_error("grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " ranks, not the job's " +
                 std::to_string(job.gpus));
   if (std::string why = optimizer_state_problem(p, {c.offload, c.shard_optimizer}); !why.empty()) input_error(why);
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())

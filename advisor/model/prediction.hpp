@@ -4,7 +4,7 @@
 #include <array>
 #include <vector>
 
-#include "pipeline_model.hpp"
+#include "advisor/model/pipeline_model.hpp"
 
 namespace ff {
 

@@ -1,4 +1,4 @@
-#include "search.hpp"
+#include "advisor/model/search.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <tuple>
 
-#include "error.hpp"
+#include "advisor/core/error.hpp"
 
 namespace ff {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "prediction.hpp"
+#include "advisor/model/prediction.hpp"
 
 namespace ff {
 

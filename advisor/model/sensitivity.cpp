@@ -1,4 +1,4 @@
-#include "sensitivity.hpp"
+#include "advisor/model/sensitivity.hpp"
 
 #include <cmath>
 #include <map>

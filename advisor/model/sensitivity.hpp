@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "search.hpp"
+#include "advisor/model/search.hpp"
 
 namespace ff {
 

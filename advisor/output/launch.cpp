@@ -1,10 +1,10 @@
-#include "launch.hpp"
+#include "advisor/output/launch.hpp"
 
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
-#include "engine_args.hpp"
+#include "advisor/core/engine_args.hpp"
 
 namespace ff {
 

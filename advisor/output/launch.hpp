@@ -7,8 +7,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "job.hpp"
-#include "machine_profile.hpp"
+#include "advisor/core/job.hpp"
+#include "advisor/core/machine_profile.hpp"
 
 namespace ff {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "grid.hpp"
+#include "advisor/core/grid.hpp"
 
 namespace ff {
 

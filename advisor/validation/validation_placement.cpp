@@ -1,10 +1,10 @@
-#include "validation_placement.hpp"
+#include "advisor/validation/validation_placement.hpp"
 
-#include "prediction.hpp"
+#include "advisor/model/prediction.hpp"
 
 #include <algorithm>
 
-#include "error.hpp"
+#include "advisor/core/error.hpp"
 
 namespace ff {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model.hpp"
+#include "advisor/model/cost_model.hpp"
 
 namespace ff {
 

@@ -1,12 +1,12 @@
-#include "validation_stats.hpp"
+#include "advisor/validation/validation_stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-#include "error.hpp"
-#include "measurement.hpp"  // median
+#include "advisor/core/error.hpp"
+#include "advisor/core/measurement.hpp"  // median
 
 namespace ff {
 

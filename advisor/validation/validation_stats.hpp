@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "grid.hpp"
+#include "advisor/core/grid.hpp"
 
 namespace ff {
 
@@ -38,7 +38,7 @@ struct Scores {
 // non-positive measured time.
 Scores score(const std::vector<double>& predicted, const std::vector<double>& measured);
 
-// The communication part of a step (DESIGN §11): on the paced device compute
+// The communication part of a step (MODEL.md §11): on the paced device compute
 // is known by construction, so the step's error is scored without it too,
 // MAPE of (measured time − measured device time) against (predicted time −
 // predicted compute). Otherwise a slow pace dilutes the error under compute
@@ -48,7 +48,7 @@ Scores score(const std::vector<double>& predicted, const std::vector<double>& me
 double comm_mape(const std::vector<double>& predicted_time, const std::vector<double>& predicted_compute,
                  const std::vector<double>& measured_time, const std::vector<double>& measured_device);
 // The share of a step that is not device time, 1 − device / time: where a
-// paced validation's configurations lie (DESIGN §11 asks for 20–80%).
+// paced validation's configurations lie (MODEL.md §11 asks for 20–80%).
 double comm_share(double measured_time, double measured_device);
 
 // Two halves for out-of-sample scoring, decided by the keys alone: indices

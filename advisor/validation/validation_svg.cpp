@@ -1,4 +1,4 @@
-#include "validation_svg.hpp"
+#include "advisor/validation/validation_svg.hpp"
 
 #include <algorithm>
 #include <cmath>

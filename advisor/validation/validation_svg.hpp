@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "report_svg.hpp"
+#include "advisor/output/report_svg.hpp"
 
 namespace ff {
 

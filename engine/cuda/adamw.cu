@@ -1,8 +1,8 @@
 // AdamW on the GPU (kernels.hpp); the twin of adamw.hpp's adamw_update: one
 // thread per parameter, on the master (M), the gradient left zero, and the
 // result rounded into the weight in T where there is one.
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

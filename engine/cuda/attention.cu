@@ -8,9 +8,9 @@
 // next GEMM reads as T: probs and dS.
 #include <cfloat>
 
-#include "cublas_gemm.hpp"
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/runtime/cublas_gemm.hpp"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

@@ -5,8 +5,8 @@
 // each divided from the M value of the stored e.
 #include <cfloat>
 
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

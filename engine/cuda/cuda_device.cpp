@@ -1,4 +1,4 @@
-#include "cuda_device.hpp"
+#include "engine/cuda/cuda_device.hpp"
 
 #include <cuda_runtime.h>
 
@@ -8,12 +8,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "clock.hpp"
-#include "cublas_api.hpp"
-#include "cublas_gemm.hpp"
-#include "cuda_check.hpp"
-#include "huge_pages.hpp"
-#include "kernels.hpp"
+#include "engine/runtime/clock.hpp"
+#include "engine/runtime/cublas_api.hpp"
+#include "engine/runtime/cublas_gemm.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/runtime/huge_pages.hpp"
+#include "engine/cuda/kernels.hpp"
 
 namespace ff::engine {
 
@@ -68,7 +68,7 @@ void managed_deallocate(void* p, size_t bytes) {
 const BufferMemory kManaged{managed_allocate, managed_deallocate, true};
 
 // A cuBLAS handle in the engine's math mode: fp32 GEMMs in fp32, no TF32
-// (DESIGN §6: a round-off gradient moves AdamW by ±lr).
+// (MODEL.md §6: a round-off gradient moves AdamW by ±lr).
 cublasHandle_t engine_blas_handle() {
   cublasHandle_t h = nullptr;
   CUBLAS_CHECK(cuda::cublas().create(&h));

@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "device.hpp"
-#include "device_kernels.hpp"
+#include "engine/device.hpp"
+#include "engine/device_kernels.hpp"
 
 struct CUstream_st;
 struct cublasContext;

@@ -1,7 +1,7 @@
 // The embedding on the GPU (kernels.hpp); the twin of layers.hpp's: the
 // lookup and positions in T (the sum computed in M), the gradients into M.
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

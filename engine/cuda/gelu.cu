@@ -1,7 +1,7 @@
 // GELU on the GPU (kernels.hpp); the twin of layers.hpp's, with the
 // hardware's tanh where the cpu has its exp_poly one. Computed in M.
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

@@ -4,9 +4,9 @@
 // the gradient norm. Computed in M, rounded where stored as T.
 #include <algorithm>
 
-#include "cuda_check.hpp"
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

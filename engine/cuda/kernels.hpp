@@ -11,8 +11,8 @@
 // cuBLAS handle.
 #include <cstddef>
 
-#include "adamw.hpp"  // AdamWStep
-#include "bf16.hpp"
+#include "engine/adamw.hpp"  // AdamWStep
+#include "engine/runtime/bf16.hpp"
 
 struct CUstream_st;
 struct cublasContext;

@@ -1,8 +1,8 @@
 // LayerNorm's local steps on the GPU (kernels.hpp); the twin of layers.hpp.
 // Row kernels: one block per token, its threads striding over the hx columns.
 // Statistics in M; x̂ and y rounded to T from the same unrounded value.
-#include "kernels.hpp"
-#include "reduce.cuh"
+#include "engine/cuda/kernels.hpp"
+#include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
 

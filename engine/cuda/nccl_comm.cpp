@@ -1,4 +1,4 @@
-#include "nccl_comm.hpp"
+#include "engine/cuda/nccl_comm.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -6,12 +6,12 @@
 #include <cstring>
 #include <string>
 
-#include "clock.hpp"
-#include "check.hpp"
-#include "cuda_check.hpp"
-#include "cuda_device.hpp"
-#include "gpu.hpp"
-#include "mpi_comm.hpp"
+#include "engine/runtime/clock.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/runtime/gpu.hpp"
+#include "engine/mpi_comm.hpp"
 
 namespace ff::engine {
 

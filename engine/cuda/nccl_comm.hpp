@@ -16,7 +16,7 @@
 #include <functional>
 #include <vector>
 
-#include "comm.hpp"
+#include "engine/comm.hpp"
 
 struct CUstream_st;
 struct CUevent_st;

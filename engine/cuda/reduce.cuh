@@ -3,7 +3,7 @@
 // block per token row). kThreads threads, a power of two.
 #include <cuda_runtime.h>
 
-#include "scalar.cuh"
+#include "engine/cuda/scalar.cuh"
 
 namespace ff::cuda {
 

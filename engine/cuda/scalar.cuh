@@ -7,7 +7,7 @@
 // reads and writes: their kernels compute what they computed before bf16.
 #include <cuda_bf16.h>
 
-#include "bf16.hpp"
+#include "engine/runtime/bf16.hpp"
 
 namespace ff::cuda {
 

@@ -8,7 +8,7 @@
 #
 #   1. emulate.sh up NODES RANKS_PER_NODE RATE (4 nodes x 2 ranks, 200mbit);
 #   2. measure on it with --poll-us Δ, the Δ the paced engine will wait with
-#      (DESIGN §11: a sleeping rank makes no MPI progress, so Δ is part of what
+#      (MODEL.md §11: a sleeping rank makes no MPI progress, so Δ is part of what
 #      a collective costs) and --gap-us GAP_US, writing the profile
 #      OUT_DIR/profile.json (measure fits it itself; no separate `advisor
 #      calibrate`);

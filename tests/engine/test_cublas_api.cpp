@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "cublas_api.hpp"
+#include "engine/runtime/cublas_api.hpp"
 
 namespace {
 

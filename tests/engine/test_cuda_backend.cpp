@@ -1,4 +1,4 @@
-// The cuda device against the cpu device (DESIGN §11): the schedule's glue
+// The cuda device against the cpu device (MODEL.md §11): the schedule's glue
 // kernels through DeviceKernels on the same inputs, and three full training
 // steps of a small model from the same counter-based initialisation — fp64:
 // every step's loss and every parameter to 1e-10; fp32 (TF32 off): the loss
@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "bf16.hpp"
-#include "cuda_device.hpp"
-#include "gpt.hpp"
-#include "train.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/gpt.hpp"
+#include "engine/train.hpp"
 
 using namespace ff;
 using namespace ff::engine;

@@ -17,15 +17,15 @@
 #include <type_traits>
 #include <vector>
 
-#include "adamw.hpp"
-#include "bf16.hpp"
-#include "cublas_api.hpp"
-#include "cublas_gemm.hpp"
-#include "cuda_check.hpp"
-#include "device.hpp"
-#include "kernels.hpp"
-#include "layers.hpp"
-#include "matmul.hpp"
+#include "engine/adamw.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/runtime/cublas_api.hpp"
+#include "engine/runtime/cublas_gemm.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/device.hpp"
+#include "engine/cuda/kernels.hpp"
+#include "engine/layers.hpp"
+#include "engine/matmul.hpp"
 
 using ff::engine::bf16;
 using ff::engine::master_t;

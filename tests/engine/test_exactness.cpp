@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "train.hpp"
+#include "engine/train.hpp"
 
 using namespace ff;
 using namespace ff::engine;

@@ -8,10 +8,10 @@
 #include <functional>
 #include <vector>
 
-#include "gpt.hpp"
-#include "layers.hpp"
-#include "mpi_comm.hpp"
-#include "rng.hpp"
+#include "engine/gpt.hpp"
+#include "engine/layers.hpp"
+#include "engine/mpi_comm.hpp"
+#include "engine/rng.hpp"
 
 using namespace ff;
 using namespace ff::engine;

@@ -11,12 +11,12 @@
 #include <cstring>
 #include <vector>
 
-#include "adamw.hpp"
-#include "gpt.hpp"
-#include "init_normal.hpp"
-#include "mpi_comm.hpp"
-#include "rng.hpp"
-#include "vecmath.hpp"
+#include "engine/adamw.hpp"
+#include "engine/gpt.hpp"
+#include "engine/init_normal.hpp"
+#include "engine/mpi_comm.hpp"
+#include "engine/rng.hpp"
+#include "engine/vecmath.hpp"
 
 using namespace ff;
 using namespace ff::engine;

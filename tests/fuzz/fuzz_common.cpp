@@ -1,4 +1,4 @@
-#include "fuzz_common.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
 
 #include <unistd.h>
 
@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "machine_profile.hpp"
-#include "subcommands.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/cli/subcommands.hpp"
 
 namespace fuzz {
 

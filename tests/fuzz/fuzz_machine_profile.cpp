@@ -3,7 +3,7 @@
 // job with every time a number >= 0, each configuration's time > 0. The job
 // is small (examples/models/gpt-small.json on 8 GPUs, batch 16: 1,820
 // configurations), so it fits most machines and the search stays quick.
-#include "fuzz_common.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch("profile.json"), model = [] {

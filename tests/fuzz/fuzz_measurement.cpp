@@ -2,7 +2,7 @@
 // keeping one in "raw") as `advisor calibrate --from` uses it, alone and over
 // a bundled base: a refused record exits 2 with a message; an accepted one
 // gives a profile the advisor loads, and times >= 0.
-#include "fuzz_common.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch("record.json"), out = fuzz::scratch("fitted.json");

@@ -3,7 +3,7 @@
 // accepted one is ranked on the default machine (8 GPUs, batch 16: the
 // search stays quick) with every time a number >= 0, each configuration's
 // time > 0.
-#include "fuzz_common.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch("model.json");

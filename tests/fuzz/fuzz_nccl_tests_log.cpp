@@ -3,7 +3,7 @@
 // holds collectives only), with the group geometry read from the log and with
 // a size given: a refused log exits 2 with a message; an accepted one gives a
 // profile the advisor loads, and times >= 0.
-#include "fuzz_common.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The name says all-reduce, for logs that do not name their binary.

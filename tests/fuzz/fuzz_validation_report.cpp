@@ -3,8 +3,8 @@
 // calibrate --from-runs` (the refit): a refused report exits 2 with a
 // message; an accepted one gives times >= 0 and a fitted profile the advisor
 // loads.
-#include "fuzz_common.hpp"
-#include "validate_hooks.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
+#include "tests/fuzz/validate_hooks.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch("report.json"), out = fuzz::scratch("refit.json");

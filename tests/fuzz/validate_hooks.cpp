@@ -1,9 +1,20 @@
-// validate.cpp keeps its readers in an anonymous namespace: compiled here,
-// they are reached as the subcommand reaches them, not through a copy.
-#include "../../advisor/cli/validate.cpp"
+// The readers `advisor validate` runs, from the validation library it calls.
+#include <iostream>
+#include <map>
+#include <sstream>
 
-#include "fuzz_common.hpp"
-#include "validate_hooks.hpp"
+#include <nlohmann/json.hpp>
+
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/validation/run_record.hpp"
+#include "advisor/validation/validation_placement.hpp"
+#include "advisor/validation/validation_plan.hpp"
+#include "advisor/validation/validation_report.hpp"
+#include "advisor/validation/validation_scores.hpp"
+#include "advisor/validation/validation_stats.hpp"
+
+#include "tests/fuzz/fuzz_common.hpp"
+#include "tests/fuzz/validate_hooks.hpp"
 
 namespace fuzz {
 
@@ -14,7 +25,8 @@ using namespace ff;
 using namespace ff::advisor;
 
 struct Fixed {
-  ValidateOptions o;
+  std::string model = "gpt-val.json";
+  int steps = 3, repeats = 2;
   Job job;
   json machine_json;
   MachineProfile machine;
@@ -25,12 +37,6 @@ struct Fixed {
 const Fixed& fixed_job() {
   static const Fixed f = [] {
     Fixed x;
-    x.o.model = "gpt-val.json";
-    x.o.ranks = 4;
-    x.o.batch = 8;
-    x.o.steps = 3;
-    x.o.repeats = 2;
-    x.o.resume = true;
     x.job.model = ModelSpec{"gpt-val", 1, 16, 2, 64, 32, 32, 8};
     x.job.gpus = 4;
     x.job.batch = 8;
@@ -40,9 +46,11 @@ const Fixed& fixed_job() {
     x.machine = machine_from_json(x.machine_json, origin);
     std::map<std::string, int> skipped;
     std::vector<Config> feasible;
-    for (const auto& cs : feasible_by_grid(x.job, x.machine, x.o, skipped)) feasible.insert(feasible.end(), cs.begin(), cs.end());
+    SearchOptions plain;  // validate's defaults: neither offload nor a sharded optimizer
+    plain.offload_on = plain.shard_on = false;
+    for (const auto& cs : feasible_by_grid(x.job, x.machine, plain, skipped)) feasible.insert(feasible.end(), cs.begin(), cs.end());
     x.pc = placement_check(x.job, x.machine, feasible);
-    x.fresh = {{"job", job_json(x.job, x.o.model, x.o.steps)}, {"machine_profile", x.machine_json},
+    x.fresh = {{"job", job_json(x.job, x.model, x.steps)}, {"machine_profile", x.machine_json},
                {"device", {{"name", "cpu"}}}, {"runs", json::array()}};
     return x;
   }();
@@ -98,17 +106,15 @@ bool read_run_record(const std::string& path) {
 
 bool resume_report(const std::string& path) {
   const Fixed& f = fixed_job();
-  ValidateOptions o = f.o;
-  o.out = path;
   json report = f.fresh;
   return accepts([&] {
-    report["runs"] = kept_runs(load_resumed(o, report));
+    report["runs"] = kept_runs(load_resumed(path, report));
     // run(): where each configuration's entry is and the repeats it still needs.
     for (const auto& r : report["runs"]) {
       (void)r["key"].get<std::string>();
       std::vector<int> finished;
       for (const auto& x : r["repeats"]) finished.push_back(x.value("repeat", 0));
-      (void)missing_repeats(finished, o.repeats);
+      (void)missing_repeats(finished, f.repeats);
     }
     // save()
     OkRuns ok = ok_runs(report["runs"], f.job, f.machine);

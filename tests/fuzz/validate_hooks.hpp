@@ -1,6 +1,6 @@
 #pragma once
-// The two files `advisor validate` reads, read by its own file-local code
-// (advisor/cli/validate.cpp, compiled into validate_hooks.cpp).
+// The two files `advisor validate` reads, read by the validation library's
+// code the subcommand calls (advisor/validation/).
 #include <string>
 
 namespace fuzz {

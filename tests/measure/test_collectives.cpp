@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend.hpp"
-#include "groups.hpp"
-#include "harness.hpp"
-#include "measurement.hpp"
-#include "mpi_poll.hpp"
-#include "world.hpp"
+#include "measure/backend.hpp"
+#include "measure/groups.hpp"
+#include "measure/harness.hpp"
+#include "advisor/core/measurement.hpp"
+#include "engine/runtime/mpi_poll.hpp"
+#include "tests/measure/world.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gemm.hpp"
+#include "measure/gemm.hpp"
 
 TEST_CASE("model GEMM shapes: toy GPT (H 64, F 256, Vp 128, S 16) on G_x = 2, G_y = 1") {
   ff::ModelSpec toy{"toy", 2, 64, 4, 256, 100, 128, 16};

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backend.hpp"
-#include "harness.hpp"
+#include "measure/backend.hpp"
+#include "measure/harness.hpp"
 
 int main(int argc, char** argv) {
   int devices = 0;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "check.hpp"
-#include "groups.hpp"
+#include "engine/runtime/check.hpp"
+#include "measure/groups.hpp"
 
 using Groups = std::vector<std::vector<int>>;
 using ff::measure::geometry_groups;

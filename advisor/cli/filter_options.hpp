@@ -1,0 +1,35 @@
+#pragma once
+// The filter group: which configurations a search tries, shared by recommend
+// (which prices them) and validate (which runs them). A filter flag keeps the
+// meaning its configuration flag has (option_groups.hpp) and takes a list of
+// its values: --micro-batch 1,2 tries both, --recompute only with it.
+#include <string>
+#include <vector>
+
+#include "advisor/model/search.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace ff::advisor {
+
+inline constexpr const char* kFilterGroup = "Filters";
+
+struct FilterFlags {
+  std::vector<int> micro_batches;
+  int max_micro_batch = 16;
+  bool recompute = false, no_recompute = false;
+  bool offload = false, no_offload = false;
+  bool shard_optimizer = false, no_shard_optimizer = false;
+  std::vector<int> pipelines;  // empty: every stage count dividing the layers and the GPUs
+  std::string order, overlap;  // empty: every one
+};
+void add_filter_options(CLI::App& app, FilterFlags& f);
+
+// The search's options the filters say; throws InputError naming the flag.
+// Offload and the sharded optimizer are tried where the machine allows them
+// unless a flag excludes them.
+SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m);
+
+}  // namespace ff::advisor

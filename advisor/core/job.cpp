@@ -1,0 +1,107 @@
+#include "advisor/core/job.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ff {
+
+std::string split_problem(const Job& job, const Grid& g, int mb) {
+  const ModelSpec& m = job.model;
+  auto s = [](long long v) { return std::to_string(v); };
+  if (m.hidden % g.x) return "hidden " + s(m.hidden) + " is not divisible by G_x=" + s(g.x);
+  if (m.heads % g.y) return "heads " + s(m.heads) + " are not divisible by G_y=" + s(g.y) + " (whole heads per Y rank)";
+  if (m.ffn % g.y) return "FFN size " + s(m.ffn) + " is not divisible by G_y=" + s(g.y);
+  if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " is not divisible by G_y=" + s(g.y);
+  if (g.p > m.layers)
+    return "G_pipe=" + s(g.p) + " stages are more than the " + s(m.layers) + " layers (a stage holds at least one block)";
+  if (m.layers % g.p)
+    return "layers " + s(m.layers) + " are not divisible by G_pipe=" + s(g.p) + " (stages hold equal runs of blocks)";
+  long long per = 1LL * mb * g.z * g.d;
+  if (job.batch % per)
+    return "batch " + s(job.batch) + " is not divisible by micro_batch·G_z·G_data=" + s(mb) + "·" + s(g.z) + "·" +
+           s(g.d);
+  return "";
+}
+
+std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
+  auto s = [](long long v) { return std::to_string(v); };
+  if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
+  if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
+  if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
+  if (m.heads % g.y) return "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)";
+  if (m.ffn % g.y) return "ffn " + s(m.ffn) + " % G_y " + s(g.y) + " != 0";
+  if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " % G_y " + s(g.y) + " != 0";
+  struct W {
+    const char* name;
+    long long k, n;
+    bool transposed;
+  };
+  const long long H = m.hidden, F = m.ffn, Vp = m.padded_vocab;
+  for (W w : {W{"embedding", Vp, H, true}, W{"qkv", H, 3 * H, false}, W{"attention-out", H, H, true},
+              W{"fc1", H, F, false}, W{"fc2", F, H, true}, W{"lm_head", H, Vp, false}}) {
+    long long block = (w.k / (w.transposed ? g.y : g.x)) * (w.n / (w.transposed ? g.x : g.y));
+    if (block % g.z) return std::string(w.name) + " block of " + s(block) + " values % G_z " + s(g.z) + " != 0";
+  }
+  return "";
+}
+
+std::array<LinearLayer, kBlockLayers> block_layers(const ModelSpec& m) {
+  double H = m.hidden, F = m.ffn;
+  return {LinearLayer{"qkv", H, 3 * H, false}, LinearLayer{"attn_out", H, H, true}, LinearLayer{"fc1", H, F, false},
+          LinearLayer{"fc2", F, H, true}};
+}
+
+LinearLayer lm_head(const ModelSpec& m) { return {"lm_head", double(m.hidden), double(m.padded_vocab), false}; }
+
+LocalWeight local_weight(const LinearLayer& l, const Grid& g) {
+  LocalWeight w;
+  w.k_local = l.k / (l.transposed ? g.y : g.x);
+  w.n_local = l.n / (l.transposed ? g.x : g.y);
+  w.shard = std::ceil(w.k_local * w.n_local / g.z);
+  w.gathered = w.shard * g.z;
+  return w;
+}
+
+Stage stage_of(const ModelSpec& m, const Grid& g, int index) {
+  return Stage{index, m.layers / g.p, index == 0, index == g.p - 1};
+}
+
+StageKinds distinct_stages(const ModelSpec& m, const Grid& g) {
+  StageKinds k;
+  k.stages = g.p;
+  auto add = [&](int index, int copies) {
+    k.stage[k.count] = stage_of(m, g, index);
+    k.copies[k.count++] = copies;
+  };
+  add(0, 1);
+  if (g.p > 2) add(1, g.p - 2);
+  if (g.p > 1) add(g.p - 1, 1);
+  return k;
+}
+
+LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s) {
+  LocalParams p;
+  // The embedding's cell block is Vp/G_y × H/G_x, laid out like the LM head.
+  const LinearLayer ends[] = {lm_head(m), LinearLayer{"embedding", double(m.hidden), double(m.padded_vocab), false}};
+  for (const LinearLayer& l : ends) {
+    if (&l == &ends[0] ? !s.last : !s.first) continue;
+    LocalWeight w = local_weight(l, g);
+    p.sharded += w.shard;
+    p.largest_block = std::max(p.largest_block, w.gathered);
+  }
+  for (const LinearLayer& l : block_layers(m)) {
+    LocalWeight w = local_weight(l, g);
+    p.sharded += s.blocks * w.shard;
+    p.largest_block = std::max(p.largest_block, w.gathered);
+  }
+  double H = m.hidden, F = m.ffn, hx = H / g.x;
+  double per_block = 4 * hx          // two LayerNorms' γ, β
+                     + 3 * H / g.y   // QKV bias (output split over Y)
+                     + hx            // attention-out bias (transposed: output over X)
+                     + F / g.y       // FC1 bias
+                     + hx;           // FC2 bias
+  p.replicated = s.blocks * per_block + (s.last ? 2 * hx : 0) + (s.first ? double(m.seq_len) * hx : 0);  // final LayerNorm, positions
+  return p;
+}
+
+}  // namespace ff

@@ -1,0 +1,79 @@
+#pragma once
+// A training job (model, GPUs, batch, dtype) and how a grid lays it out.
+#include <array>
+#include <string>
+
+#include "advisor/core/config.hpp"
+#include "advisor/core/model_spec.hpp"
+
+namespace ff {
+
+struct Job {
+  ModelSpec model;
+  long long gpus = 0;
+  long long batch = 0;  // sequences per iteration
+  Dtype dtype = Dtype::BF16;
+};
+
+// Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.
+std::string split_problem(const Job& job, const Grid& grid, int micro_batch);
+
+// Why engine/ cannot lay `m` out on `grid`, or "". Stricter than
+// split_problem: the engine stores Z shards unpadded, so every weight's grid
+// block (embedding Vp×H and the transposed layers split (Y, X), the others
+// (X, Y)) must divide by G_z. `advisor validate` filters with it so it never
+// launches a run the engine would refuse.
+std::string engine_split_problem(const ModelSpec& m, const Grid& grid);
+
+// One pipeline stage's share of the model (MODEL.md §9): contiguous, equal
+// runs of L/G_p blocks; the first stage also holds the embedding and
+// positions, the last the final LayerNorm, LM head and loss. Without stages
+// the one stage is both.
+struct Stage {
+  int index = 0;
+  int blocks = 0;
+  bool first = true, last = true;
+};
+Stage stage_of(const ModelSpec& m, const Grid& g, int index);
+// The stages whose cost differs: first, one middle (standing for all G_p − 2
+// of them), last; one stage when G_p = 1. `copies` says how many each stands for.
+struct StageKinds {
+  std::array<Stage, 3> stage;
+  std::array<int, 3> copies{};
+  int count = 0;
+  int stages = 1;  // G_p
+  // The kind stage i is: its stage[] entry, whose index is that kind's first.
+  int kind_of(int i) const { return i == 0 ? 0 : i == stages - 1 ? count - 1 : 1; }
+};
+StageKinds distinct_stages(const ModelSpec& m, const Grid& g);
+
+// A linear layer k → n. A "transposed" layer takes its input split over Y
+// and its output over X, so consecutive layers need no redistribution.
+struct LinearLayer {
+  const char* name;
+  double k, n;
+  bool transposed;
+};
+// QKV, attention-out, FC1, FC2: the block's linear layers in forward order.
+inline constexpr int kBlockLayers = 4;
+std::array<LinearLayer, kBlockLayers> block_layers(const ModelSpec& m);
+LinearLayer lm_head(const ModelSpec& m);
+
+// A layer's weight on one rank: the (k_local × n_local) block of its grid
+// cell, sharded over Z into `shard` elements (padded: `gathered` = shard·G_z).
+struct LocalWeight {
+  double k_local, n_local, shard, gathered;
+};
+LocalWeight local_weight(const LinearLayer& l, const Grid& g);
+
+// Parameters one rank holds. Sharded weights are padded up to a multiple of
+// G_z (the padding is stored and communicated, so it is priced).
+struct LocalParams {
+  double sharded = 0;     // weight-shard elements (linear layers, embedding, LM head)
+  double replicated = 0;  // biases, LayerNorm weights, positions
+  double largest_block = 0;  // the largest gathered weight k·n/(G_x·G_y), padded
+};
+LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s);
+inline LocalParams local_params(const ModelSpec& m, const Grid& g) { return local_params(m, g, Stage{0, m.layers}); }
+
+}  // namespace ff

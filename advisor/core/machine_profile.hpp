@@ -1,0 +1,147 @@
+#pragma once
+// A machine profile: what the cost model knows of a machine. Bundled profiles
+// hold nominal and published figures; measure/ writes calibrated ones in the
+// same format (profiles/README.md documents every field).
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "advisor/core/config.hpp"
+
+namespace ff {
+
+// One collective's measured times by message size on one geometry (a table
+// entry's by_op "curve"), and the α and busbw fitted to them: pricing
+// interpolates the times (MODEL.md §2), α·steps of each being latency.
+struct MeasuredCurve {
+  std::vector<double> bytes, seconds;  // ascending bytes; seconds as priced: padded_times of the file's
+  double alpha_s = 0, busbw = 0;       // the fit's, as loaded (beyond the last size: that busbw)
+};
+
+struct LinkParams {
+  double alpha_s = 0;  // latency per ring step
+  double busbw = 0;    // bytes/s, nccl-tests' bus bandwidth
+  // Collectives measured apart, indexed all-reduce, all-gather, reduce-scatter
+  // (an MPI's reduce-scatter may run far below its all-reduce on the same
+  // links); where by_op is false the joint figures above apply.
+  std::array<bool, 3> by_op{};
+  std::array<double, 3> op_alpha_s{}, op_busbw{};
+  // The same collectives issued non-blocking and waited for at once (what
+  // OAR, ORS and OAG issue); where nb_by_op is false the blocking figure applies.
+  std::array<bool, 3> nb_by_op{};
+  std::array<double, 3> nb_alpha_s{}, nb_busbw{};
+  // Measured at this group size (a table entry of a measured section): the
+  // fit holds whatever algorithm the library chose for small messages.
+  // Otherwise an all-reduce is priced as the cheaper of ring and recursive
+  // doubling (MODEL.md §2).
+  bool measured_here = false;
+  // Blocking collectives' measured curves, where the profile has them; what
+  // scale_link does to α and busbw applies to their latency and the rest.
+  std::array<std::shared_ptr<const MeasuredCurve>, 3> curve{};
+  double curve_alpha_factor = 1, curve_bw_factor = 1;
+};
+// Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
+void scale_link(LinkParams& l, double bw_factor, double alpha_factor);
+
+struct IntraEntry {  // a group inside one node
+  long long stride = 1;
+  int size = 2;
+  LinkParams link;
+};
+
+struct InterEntry {  // a group across nodes, `groups_per_node` groups sharing each node's NICs
+  int groups_per_node = 1;
+  int size = 2;
+  LinkParams link;
+  // Members of one group on each of its nodes: size / members_per_node nodes
+  // per group. Not implied by the rest (4 ranks on 4 nodes or on 2).
+  int members_per_node = 1;
+};
+
+// GEMM efficiency (achieved / peak) on a grid of (m, n, k), interpolated
+// linearly in log2 of each dimension and clamped at the edges.
+struct GemmTable {
+  std::vector<double> m, n, k;  // ascending
+  std::vector<double> eff;      // [i_m][i_n][i_k], row-major
+};
+
+// A pair exchanging messages, both directions at once (a pipeline's forward
+// activations and backward gradients): t = α + bytes / bw, bw per direction.
+struct P2PLink {
+  double alpha_s = 0;
+  double bw = 0;  // bytes/s each way
+};
+
+struct MachineProfile {
+  std::string name;
+  std::string description;
+  int gpus_per_node = 1;
+  double peak_flops_bf16 = 0;        // FLOP/s per GPU, dense
+  double peak_flops_fp32 = 0;
+  double attention_efficiency = 0;   // fraction of peak a flash-attention kernel reaches
+  double hbm_bandwidth = 0;          // bytes/s per GPU
+  double elementwise_efficiency = 0; // fraction of hbm_bandwidth element-wise kernels reach
+  double hbm_capacity = 0;           // bytes per GPU
+  double memory_reserve = 0;         // bytes per GPU the framework, NCCL and fragmentation take
+  double overlap_efficiency = 0;     // fraction of a compute window communication can hide under
+  double nonblocking_slowdown = 1;   // a collective issued non-blocking (to be overlapped) takes this × its blocking time
+  double dp_bucket_bytes = 25.0 * 1048576;  // ODP's gradient buckets (PyTorch DDP's default 25 MiB)
+  LinkParams intra_default;          // a group inside a node absent from `intra`
+  std::vector<IntraEntry> intra;
+  LinkParams inter_node;             // one group per node: alpha and the node's busbw
+  std::vector<InterEntry> inter;
+  GemmTable gemm_bf16, gemm_fp32;
+  double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
+  // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a
+  // 2-rank all-gather on the same ranks, whose wire pattern it is (MODEL.md §9).
+  bool has_p2p = false;
+  P2PLink p2p_intra;  // a pair inside a node
+  P2PLink p2p_inter;  // a pair across nodes, alone on its nodes' NICs; c pairs share them
+  // The host link and host memory ("host"), for offload; absent, offload is refused.
+  bool has_host = false;
+  double host_link_bw = 0;   // bytes/s each way, one GPU copying alone
+  double host_node_bw = 0;   // bytes/s each way, all of a node's GPUs copying at once, in total
+  double host_memory = 0;    // bytes per node offloaded state may use
+  // Δ the links were measured with (measure --poll-us: every MPI wait
+  // MPI_Test + sleep Δ, as a paced engine waits; 0: MPI_Wait); unset when
+  // the profile does not say ("poll_us" absent).
+  std::optional<double> poll_s;
+  // The idle time before each timed operation (measure --gap-us; 0: back to
+  // back); unset when the profile does not say ("gap_us" absent).
+  std::optional<double> gap_s;
+  // The engine's device on this machine, for launch lines: "cpu", or "cuda"
+  // where the GPUs are NVIDIA's ("engine_device"; absent: cpu).
+  std::string engine_device = "cpu";
+
+  double peak_flops(Dtype t) const {
+    return t == Dtype::BF16 ? peak_flops_bf16 : t == Dtype::FP16 ? peak_flops_fp16 : peak_flops_fp32;
+  }
+  // fp16 and bf16 run on the same tensor cores at the same rate: one table.
+  const GemmTable& gemm(Dtype t) const { return t == Dtype::FP32 ? gemm_fp32 : gemm_bf16; }
+  // What one GPU gets each way when every GPU of its node copies at once.
+  double host_bw_per_gpu() const { return std::min(host_link_bw, host_node_bw / gpus_per_node); }
+};
+
+// Bundled names (profiles/*.json compiled into the binary), default first.
+std::vector<std::string> bundled_machines();
+const char* default_machine();
+// A bundled name or a path to a profile JSON; throws InputError naming the
+// known machines, or the file and field that is wrong.
+MachineProfile load_machine(const std::string& name_or_file);
+// The same lookup, giving the JSON unparsed into a profile and, in `origin`,
+// how errors should name it.
+nlohmann::json machine_json(const std::string& name_or_file, std::string& origin);
+MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin);
+
+// For "how sure": the same machine with one tier's bandwidth or the GEMM
+// efficiency scaled.
+enum class Tier { Intra, Inter, Gemm };
+const char* tier_name(Tier t);
+MachineProfile scaled(const MachineProfile& p, Tier t, double factor);
+
+}  // namespace ff
