@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
   Cli cli;
-  CLI::App app{"engine: train a GPT on a 4D grid (G_x, G_y, G_z, G_data) of MPI ranks and record what happened.\n"
+  CLI::App app{"engine: train a GPT on a grid of MPI ranks (G_x, G_y, G_z, stages P, G_data) and record what happened.\n"
                "Launch with one rank per grid cell, e.g. mpirun -np 8 --map-by ppr:8:node engine --grid 2,2,1,2 ..."};
   add_engine_options(app, cli);
 

@@ -247,6 +247,25 @@ expect 2 'exists: --resume' -- "$advisor" validate "${job[@]}" --out "$tmp/r.jso
 expect 2 'no successful runs' -- "$advisor" calibrate --from-runs "$tmp/t.json" -o "$tmp/f2.json"
 nothing_at "$tmp/f2.json"
 
+# --- the filter group, recommend's: only what the flags leave runs (~6 s) ------
+expect 0 'In sample' -- "$advisor" validate "${job[@]}" --max-configs 2 --repeats 1 --out "$tmp/f.json" \
+  --shard-optimizer --overlap ors,odp --order xyzd --micro-batch 1 --no-recompute
+check "filters: every run sharded, overlap ors,odp, order xyzd, micro-batch 1, no recompute; none offloaded" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["runs"]) == 2, len(r["runs"])
+for run in r["runs"]:
+    c = run["config"]
+    assert run["status"] == "ok", run
+    assert c["shard_optimizer"] is True and c["offload"] is False, c
+    assert c["grid"]["data"] > 1, c  # nothing to shard over otherwise
+    assert c["overlap"] == {"oar": False, "ors": True, "oag": False, "odp": True}, c
+    assert c["order"] == "xyzpd" and c["micro_batch"] == 1 and c["recompute"] is False, c
+' "$tmp/f.json"
+expect 2 '--micro-batch 0: expected sequences per rank >= 1' -- "$advisor" validate "${job[@]}" --micro-batch 0 \
+  --out "$tmp/f0.json"
+nothing_at "$tmp/f0.json"
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1
