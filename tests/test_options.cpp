@@ -72,7 +72,9 @@ const std::map<std::string, const char*> kOwnMeaning = {
 TEST_CASE("options: within a group a flag has one spelling, default and help") {
   const auto all = every_option();
   int checked = 0;
-  for (const auto& [name, seen] : all) {
+  for (const auto& entry : all) {
+    const std::string& name = entry.first;
+    const std::vector<Seen>& seen = entry.second;
     std::map<std::string, const Seen*> first_in_group;
     for (const Seen& s : seen) {
       CAPTURE(name);
@@ -95,7 +97,9 @@ TEST_CASE("options: within a group a flag has one spelling, default and help") {
 
 TEST_CASE("options: a flag two commands share comes from a group or says why it does not") {
   const auto all = every_option();
-  for (const auto& [name, seen] : all) {
+  for (const auto& entry : all) {
+    const std::string& name = entry.first;
+    const std::vector<Seen>& seen = entry.second;
     std::set<std::string> commands;
     bool outside_group = false;
     for (const Seen& s : seen) {
@@ -107,7 +111,8 @@ TEST_CASE("options: a flag two commands share comes from a group or says why it 
     CHECK_MESSAGE(kOwnMeaning.count(name), name << " is declared by several commands outside the shared groups");
   }
   // The list holds nothing stale: each entry is still spelled by two commands.
-  for (const auto& [name, why] : kOwnMeaning) {
+  for (const auto& entry : kOwnMeaning) {
+    const std::string& name = entry.first;
     CAPTURE(name);
     std::set<std::string> commands;
     for (const Seen& s : all.at(name)) commands.insert(s.command);
@@ -118,7 +123,9 @@ TEST_CASE("options: a flag two commands share comes from a group or says why it 
 TEST_CASE("options: a flag in the configuration and the filters keeps its meaning") {
   const auto all = every_option();
   int both = 0;
-  for (const auto& [name, seen] : all) {
+  for (const auto& entry : all) {
+    const std::string& name = entry.first;
+    const std::vector<Seen>& seen = entry.second;
     const Seen *config = nullptr, *filter = nullptr;
     for (const Seen& s : seen) {
       if (s.group == ff::kConfigGroup) config = &s;

@@ -84,8 +84,8 @@ void add_pace_options(CLI::App& app, PaceFlags& f) {
   const char* help[] = {
       "Paced device: GFLOP/s of every fp32 GEMM (fp64 half)",
       "Paced device: GB/s of element-wise kernels",
-      "Paced device: µs slept between MPI_Test calls while waiting; a profile that prices such a run must have "
-      "been measured with the same (measure --poll-us, the profile's poll_us)",
+      ("Paced device: µs slept between MPI_Test calls while waiting; a profile that prices such a run must have "
+       "been measured with the same (measure --poll-us, the profile's poll_us)"),
       "Paced device: GB/s of offload's copies each way, both ways at once",
   };
   for (int i = 0; i < 4; ++i) app.add_option(kPaceFlags[i], *value[i], help[i])->capture_default_str()->group(kPaceGroup);
