@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/bf16.hpp"
-#include "engine/device.hpp"
-#include "engine/runtime/fatal.hpp"
 #include "advisor/core/grid.hpp"
+#include "engine/device.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/runtime/fatal.hpp"
 
 namespace ff::engine {
 

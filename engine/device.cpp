@@ -4,9 +4,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/device_kernels.hpp"
 #include "engine/runtime/check.hpp"
 #include "engine/runtime/clock.hpp"
-#include "engine/device_kernels.hpp"
 #include "engine/runtime/huge_pages.hpp"
 #include "engine/runtime/mpi_poll.hpp"
 #ifdef FF_CUDA_DEVICE

@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "engine/adamw.hpp"
-#include "engine/runtime/bf16.hpp"
 #include "engine/device.hpp"
 #include "engine/layers.hpp"
 #include "engine/matmul.hpp"
+#include "engine/runtime/bf16.hpp"
 
 namespace ff::engine {
 

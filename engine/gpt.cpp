@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/runtime/clock.hpp"
 #include "engine/init_normal.hpp"
 #include "engine/layers.hpp"
 #include "engine/rng.hpp"
+#include "engine/runtime/clock.hpp"
 
 namespace ff::engine {
 

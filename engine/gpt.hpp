@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "advisor/core/config.hpp"
+#include "advisor/core/engine_args.hpp"
+#include "advisor/core/model_spec.hpp"
 #include "engine/adamw.hpp"
-#include "engine/runtime/bf16.hpp"
 #include "engine/comm.hpp"
 #include "engine/device_kernels.hpp"
-#include "engine/runtime/huge_pages.hpp"
-#include "advisor/core/model_spec.hpp"
 #include "engine/params.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/runtime/huge_pages.hpp"
 
 namespace ff::engine {
 
@@ -30,9 +31,9 @@ namespace ff::engine {
 // overlap.dp_bucket_MiB prices them), and offload's optimizer buckets and
 // all-reduce chunks (k buckets each; MODEL.md §9).
 struct BucketSizes {
-  double dp_bytes = 25.0 * 1048576;
-  size_t offload_elements = size_t(4) << 20;
-  int offload_chunk = 4;
+  double dp_bytes = kDefaultDpBucketMiB * 1048576;
+  size_t offload_elements = size_t(kDefaultOffloadBucket);
+  int offload_chunk = kDefaultOffloadChunk;
 };
 
 // Offload's host link over the steps so far (this rank).

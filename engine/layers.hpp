@@ -16,9 +16,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/runtime/bf16.hpp"
 #include "engine/device.hpp"
 #include "engine/matmul.hpp"
+#include "engine/runtime/bf16.hpp"
 #include "engine/vecmath.hpp"
 
 namespace ff::engine {

@@ -15,9 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include "advisor/core/atomic_file.hpp"
-#include "engine/data.hpp"
 #include "advisor/core/engine_args.hpp"
 #include "advisor/core/error.hpp"
+#include "engine/data.hpp"
 #include "engine/record.hpp"
 #include "engine/train.hpp"
 #include "engine/version.hpp"

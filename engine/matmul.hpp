@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/device.hpp"
 #include "engine/runtime/bf16.hpp"
 #include "engine/runtime/clock.hpp"
-#include "engine/device.hpp"
 
 namespace ff::engine {
 

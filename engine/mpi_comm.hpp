@@ -10,8 +10,8 @@
 #include <deque>
 #include <vector>
 
-#include "engine/runtime/check.hpp"
 #include "engine/comm.hpp"
+#include "engine/runtime/check.hpp"
 
 namespace ff::engine {
 

@@ -8,11 +8,11 @@
 #include <memory>
 #include <type_traits>
 
-#include "engine/data.hpp"
 #include "advisor/core/error.hpp"
+#include "engine/data.hpp"
 #include "engine/mpi_comm.hpp"
-#include "engine/runtime/mpi_poll.hpp"
 #include "engine/pipeline.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 #ifdef FF_CUDA_DEVICE
 #include "engine/cuda/cuda_device.hpp"
 #include "engine/cuda/nccl_comm.hpp"

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/runtime/check.hpp"  // MPI_CHECK, for train()'s callers too
 #include "advisor/core/config.hpp"
-#include "engine/gpt.hpp"
 #include "advisor/core/model_spec.hpp"
+#include "engine/gpt.hpp"
+#include "engine/runtime/check.hpp"  // MPI_CHECK, for train()'s callers too
 
 namespace ff::engine {
 
@@ -25,7 +25,7 @@ struct RunOptions {
   int steps = 1;
   AdamW opt;
   std::string data = "synthetic";
-  uint64_t seed = 1234;
+  uint64_t seed = kDefaultSeed;
   std::string device = "cpu";  // "cpu", "paced" or "cuda" (device.hpp)
   DevicePace pace;             // the paced device's
   BucketSizes buckets;         // ODP's gradient buckets, offload's buckets and chunks

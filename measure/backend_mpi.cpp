@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "measure/backend.hpp"
 #include "engine/runtime/check.hpp"
 #include "engine/runtime/mpi_poll.hpp"
+#include "measure/backend.hpp"
 
 namespace ff::measure {
 

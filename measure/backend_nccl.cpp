@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "measure/backend.hpp"
 #include "engine/runtime/cuda_check.hpp"
 #include "engine/runtime/gpu.hpp"
+#include "measure/backend.hpp"
 
 namespace ff::measure {
 

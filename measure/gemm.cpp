@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
+#include "advisor/core/job.hpp"
 #include "engine/runtime/check.hpp"
 #include "measure/harness.hpp"
-#include "advisor/core/job.hpp"
 
 namespace ff::measure {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "engine/runtime/check.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/grid.hpp"
+#include "engine/runtime/check.hpp"
 
 namespace ff::measure {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "measure/backend.hpp"
 #include "engine/runtime/check.hpp"
+#include "measure/backend.hpp"
 
 namespace ff::measure {
 

@@ -6,9 +6,9 @@
 // two host buffers stands in (Backend::host_link_kind), which is not a GPU link.
 #include <vector>
 
+#include "advisor/core/measurement.hpp"
 #include "measure/backend.hpp"
 #include "measure/harness.hpp"
-#include "advisor/core/measurement.hpp"
 #include "measure/table.hpp"
 
 namespace ff::measure {

@@ -19,16 +19,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "advisor/core/atomic_file.hpp"
-#include "measure/backend.hpp"
 #include "advisor/calibration/calibrate.hpp"
-#include "engine/runtime/check.hpp"
+#include "advisor/core/atomic_file.hpp"
 #include "advisor/core/error.hpp"
+#include "engine/runtime/check.hpp"
+#include "measure/backend.hpp"
+#include "measure/engine_step.hpp"
 #include "measure/gemm.hpp"
 #include "measure/groups.hpp"
 #include "measure/harness.hpp"
 #include "measure/host_link.hpp"
-#include "measure/engine_step.hpp"
 #include "measure/p2p.hpp"
 #include "measure/stream.hpp"
 #include "measure/table.hpp"

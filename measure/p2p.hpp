@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "advisor/core/measurement.hpp"
 #include "measure/backend.hpp"
 #include "measure/harness.hpp"
-#include "advisor/core/measurement.hpp"
 #include "measure/table.hpp"
 
 namespace ff::measure {

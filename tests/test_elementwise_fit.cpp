@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 
 #include "advisor/calibration/calibrate.hpp"
-#include "advisor/model/prediction.hpp"
 #include "advisor/calibration/elementwise_fit.hpp"
+#include "advisor/model/prediction.hpp"
 #include "tests/helpers.hpp"
 
 using fftest::rel;

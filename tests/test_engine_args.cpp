@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "advisor/core/engine_args.hpp"
-#include "tests/helpers.hpp"
 #include "advisor/output/launch.hpp"
+#include "tests/helpers.hpp"
 
 namespace {
 

@@ -10,9 +10,9 @@
 
 #include "advisor/core/bundled_profiles.hpp"
 #include "advisor/core/config.hpp"
-#include "tests/helpers.hpp"
 #include "advisor/core/machine_profile.hpp"
 #include "advisor/core/model_spec.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::contains;

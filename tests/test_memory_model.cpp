@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "tests/helpers.hpp"
 #include "advisor/core/job.hpp"
 #include "advisor/model/memory_model.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::rel;

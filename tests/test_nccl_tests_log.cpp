@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/helpers.hpp"
 #include "advisor/calibration/nccl_tests_log.hpp"
+#include "tests/helpers.hpp"
 
 using fftest::contains;
 using fftest::input_error_of;

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <random>
 
-#include "tests/helpers.hpp"
 #include "advisor/model/prediction.hpp"
 #include "advisor/model/search.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::rel;

@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/helpers.hpp"
-#include "advisor/model/memory_model.hpp"
 #include "advisor/core/model_spec.hpp"
+#include "advisor/model/memory_model.hpp"
 #include "advisor/model/pipeline_model.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::rel;

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "tests/helpers.hpp"
 #include "advisor/model/search.hpp"
+#include "tests/helpers.hpp"
 
 using namespace ff;
 using fftest::rel;

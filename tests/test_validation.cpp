@@ -7,12 +7,12 @@
 #include <cmath>
 
 #include "advisor/calibration/calibrate.hpp"
-#include "advisor/core/error.hpp"
-#include "tests/helpers.hpp"
 #include "advisor/calibration/refit.hpp"
+#include "advisor/core/error.hpp"
 #include "advisor/model/search.hpp"
 #include "advisor/validation/validation_placement.hpp"
 #include "advisor/validation/validation_stats.hpp"
+#include "tests/helpers.hpp"
 
 using fftest::contains;
 using fftest::rel;

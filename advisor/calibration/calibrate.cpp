@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "advisor/model/compute_model.hpp"
-#include "advisor/core/device_pace.hpp"  // as_written
 #include "advisor/calibration/elementwise_fit.hpp"
+#include "advisor/core/device_pace.hpp"  // as_written
 #include "advisor/core/json_fields.hpp"
+#include "advisor/model/compute_model.hpp"
 
 namespace ff {
 

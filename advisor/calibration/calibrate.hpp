@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/model/comm_model.hpp"
 #include "advisor/core/machine_profile.hpp"
 #include "advisor/core/measurement.hpp"
+#include "advisor/model/comm_model.hpp"
 
 namespace ff {
 

@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/core/error.hpp"
-#include "advisor/output/format.hpp"
 #include "advisor/cli/job_options.hpp"
+#include "advisor/cli/subcommands.hpp"
+#include "advisor/core/error.hpp"
 #include "advisor/model/search.hpp"
 #include "advisor/model/sensitivity.hpp"
-#include "advisor/cli/subcommands.hpp"
+#include "advisor/output/format.hpp"
 
 namespace ff::advisor {
 

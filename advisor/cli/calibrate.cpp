@@ -7,14 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/core/atomic_file.hpp"
 #include "advisor/calibration/calibrate.hpp"
-#include "advisor/core/error.hpp"
-#include "advisor/output/format.hpp"
-#include "advisor/core/json_fields.hpp"
 #include "advisor/calibration/nccl_tests_log.hpp"
 #include "advisor/calibration/refit.hpp"
 #include "advisor/cli/subcommands.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "advisor/core/error.hpp"
+#include "advisor/core/json_fields.hpp"
+#include "advisor/output/format.hpp"
 #include "advisor/validation/validation_report.hpp"
 
 namespace ff::advisor {

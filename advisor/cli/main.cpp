@@ -1,8 +1,8 @@
 // advisor: plan 4D-parallel (AxoNN-style) training of GPT models.
 #include <iostream>
 
-#include "advisor/core/error.hpp"
 #include "advisor/cli/subcommands.hpp"
+#include "advisor/core/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"advisor: which 4D grid, placement, micro-batch and overlap train a GPT model fastest"};

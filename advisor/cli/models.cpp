@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/output/format.hpp"
+#include "advisor/cli/subcommands.hpp"
 #include "advisor/core/machine_profile.hpp"
 #include "advisor/core/model_spec.hpp"
-#include "advisor/cli/subcommands.hpp"
+#include "advisor/output/format.hpp"
 
 namespace ff::advisor {
 

@@ -6,14 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "advisor/cli/job_options.hpp"
+#include "advisor/cli/subcommands.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/option_groups.hpp"
-#include "advisor/output/format.hpp"
-#include "advisor/cli/job_options.hpp"
-#include "advisor/output/launch.hpp"
 #include "advisor/model/memory_json.hpp"
 #include "advisor/model/prediction.hpp"
-#include "advisor/cli/subcommands.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/output/launch.hpp"
 
 namespace ff::advisor {
 

@@ -5,16 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/core/atomic_file.hpp"
-#include "advisor/core/error.hpp"
-#include "advisor/output/format.hpp"
 #include "advisor/cli/filter_options.hpp"
 #include "advisor/cli/job_options.hpp"
-#include "advisor/output/launch.hpp"
-#include "advisor/output/report_svg.hpp"
+#include "advisor/cli/subcommands.hpp"
+#include "advisor/core/atomic_file.hpp"
+#include "advisor/core/error.hpp"
 #include "advisor/model/search.hpp"
 #include "advisor/model/sensitivity.hpp"
-#include "advisor/cli/subcommands.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/output/launch.hpp"
+#include "advisor/output/report_svg.hpp"
 
 namespace ff::advisor {
 

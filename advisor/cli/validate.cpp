@@ -16,23 +16,23 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/core/atomic_file.hpp"
 #include "advisor/cli/child_process.hpp"
+#include "advisor/cli/filter_options.hpp"
+#include "advisor/cli/job_options.hpp"
+#include "advisor/cli/subcommands.hpp"
+#include "advisor/core/atomic_file.hpp"
 #include "advisor/core/engine_args.hpp"
 #include "advisor/core/error.hpp"
-#include "advisor/core/option_groups.hpp"
-#include "advisor/cli/filter_options.hpp"
-#include "advisor/validation/run_record.hpp"
-#include "advisor/validation/validation_plan.hpp"
-#include "advisor/output/format.hpp"
-#include "advisor/cli/job_options.hpp"
 #include "advisor/core/json_fields.hpp"
 #include "advisor/core/measurement.hpp"
+#include "advisor/core/option_groups.hpp"
 #include "advisor/model/search.hpp"
-#include "advisor/cli/subcommands.hpp"
+#include "advisor/output/format.hpp"
+#include "advisor/validation/run_record.hpp"
+#include "advisor/validation/validation_placement.hpp"
+#include "advisor/validation/validation_plan.hpp"
 #include "advisor/validation/validation_report.hpp"
 #include "advisor/validation/validation_scores.hpp"
-#include "advisor/validation/validation_placement.hpp"
 #include "advisor/validation/validation_stats.hpp"
 
 namespace ff::advisor {
@@ -118,8 +118,8 @@ Setup setup(const ValidateOptions& o) {
   s.device = o.device;
   s.device_json = {{"name", o.device}};
   if (o.device == "paced") {
+    check_pace(o.pace);
     s.pace = pace_of(o.pace);
-    check_pace(s.pace);
     // The links must have been measured the way the paced engine waits:
     // every MPI wait MPI_Test + sleep Δ, a sleeping rank making no progress.
     const std::string pace_poll = micros_text(o.pace.poll_us);

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "advisor/core/error.hpp"
-
 namespace ff {
 
 DevicePace default_pace() {
@@ -18,16 +16,6 @@ DevicePace default_pace() {
 }
 
 double pace_gemm_flops(const DevicePace& p, bool fp64) { return fp64 ? p.gemm_flops / 2 : p.gemm_flops; }
-
-void check_pace(const DevicePace& p) {
-  auto positive = [](double v, const char* flag) {
-    if (!(v > 0) || !std::isfinite(v)) input_error(std::string(flag) + ": expected a number > 0");
-  };
-  positive(p.gemm_flops, "--pace-gflops");
-  positive(p.bytes_per_s, "--pace-gbps");
-  positive(p.poll_s, "--poll-us");
-  positive(p.host_bytes_per_s, "--pace-host-gbps");
-}
 
 std::string pace_label(const DevicePace& p) {
   char buf[160];

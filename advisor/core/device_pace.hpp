@@ -30,8 +30,6 @@ struct DevicePace {
 DevicePace default_pace();
 // fp32 or fp64 GEMM rate: a host computes fp64 at about half its fp32 rate.
 double pace_gemm_flops(const DevicePace& p, bool fp64);
-// Throws InputError naming the flag of a value that is not positive.
-void check_pace(const DevicePace& p);
 std::string pace_label(const DevicePace& p);  // "2 GFLOP/s, 0.5 GB/s, poll 50 us, host 0.1 GB/s"
 // A pace figure converted between units as a person wrote it (12 significant
 // digits): 50 µs → 5e-5 s → 50 µs again, not 49.99999999999999, so launch

@@ -50,7 +50,7 @@ Config config_of(const EngineArgs& a) {
   if (!engine_device_computes(a.device, a.dtype))
     input_error("--dtype " + a.dtype + ": the " + a.device + " device computes in fp32, bf16 or fp64" +
                 (a.dtype == "fp16" ? " (fp16, with its loss scaling, is to come)" : ""));
-  if (a.device == "paced") check_pace(pace_of(a));
+  if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
   if (a.offload && a.shard_optimizer)
     input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
                 "is not implemented, as the advisor does not price it; drop one");

@@ -17,13 +17,20 @@ class App;
 
 namespace ff {
 
+// The engine's defaults, which its run options (engine/train.hpp,
+// engine/gpt.hpp's BucketSizes) take too: spelled once.
+inline constexpr double kDefaultDpBucketMiB = 25;            // ODP's buckets (the profile's overlap.dp_bucket_MiB)
+inline constexpr long kDefaultOffloadBucket = 4L << 20;      // offload: optimizer bucket, elements (MODEL.md §9's 4 Mi)
+inline constexpr int kDefaultOffloadChunk = 4;               // offload: buckets per all-reduce chunk
+inline constexpr uint64_t kDefaultSeed = 1234;
+
 // The configuration and pace groups (option_groups.hpp) are the engine's
 // flags as they are predict's and validate's.
 struct EngineArgs : ConfigFlags, PaceFlags {
   std::string model = "examples/models/gpt-tiny.json";
-  double dp_bucket_mib = 25;  // ODP's buckets (the profile's overlap.dp_bucket_MiB)
-  long offload_bucket = 4L << 20;  // offload: optimizer bucket, elements (MODEL.md §9's 4 Mi)
-  int offload_chunk = 4;           // offload: buckets per all-reduce chunk
+  double dp_bucket_mib = kDefaultDpBucketMiB;
+  long offload_bucket = kDefaultOffloadBucket;
+  int offload_chunk = kDefaultOffloadChunk;
   double clip = 1.0;               // gradient clipping by global norm; 0: none
   std::string device = "cpu";  // the backend the engine computes on
   std::string dtype = "fp32";
@@ -33,7 +40,7 @@ struct EngineArgs : ConfigFlags, PaceFlags {
   std::string record;
   std::string trace_comm;  // every rank's communication events (JSON), written by rank 0
   double lr = 1e-3;
-  uint64_t seed = 1234;
+  uint64_t seed = kDefaultSeed;
   bool bench = false;
   bool quiet = false;
   bool operator==(const EngineArgs&) const = default;

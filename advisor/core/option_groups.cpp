@@ -100,6 +100,12 @@ DevicePace pace_of(const PaceFlags& f) {
   return p;
 }
 
+void check_pace(const PaceFlags& f) {
+  const double value[] = {f.pace_gflops, f.pace_gbps, f.poll_us, f.pace_host_gbps};
+  for (int i = 0; i < 4; ++i)
+    if (!(value[i] > 0) || !std::isfinite(value[i])) input_error(std::string(kPaceFlags[i]) + ": expected a number > 0");
+}
+
 void set_pace(PaceFlags& f, const DevicePace& p) {
   f.pace_gflops = as_written(p.gemm_flops / 1e9);
   f.pace_gbps = as_written(p.bytes_per_s / 1e9);

@@ -49,6 +49,8 @@ struct PaceFlags {
 };
 void add_pace_options(CLI::App& app, PaceFlags& f);
 DevicePace pace_of(const PaceFlags& f);
+// Throws InputError naming the flag of a value that is not a number > 0.
+void check_pace(const PaceFlags& f);
 void set_pace(PaceFlags& f, const DevicePace& p);
 // The first of the group's flags given on `app`'s command line, or "".
 std::string pace_flag_given(const CLI::App& app);

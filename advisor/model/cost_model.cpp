@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string_view>
 
-#include "advisor/model/compute_model.hpp"
 #include "advisor/core/error.hpp"
+#include "advisor/model/compute_model.hpp"
 
 namespace ff {
 

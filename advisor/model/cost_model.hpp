@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "advisor/model/comm_model.hpp"
 #include "advisor/core/job.hpp"
+#include "advisor/model/comm_model.hpp"
 #include "advisor/model/memory_model.hpp"
 
 namespace ff {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <iostream>
 
-#include "advisor/output/format.hpp"
 #include "advisor/core/json_fields.hpp"
 #include "advisor/core/measurement.hpp"  // median
+#include "advisor/output/format.hpp"
 #include "advisor/validation/validation_stats.hpp"
 
 namespace ff::advisor {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "advisor/model/cost_model.hpp"
 #include "advisor/calibration/refit.hpp"
+#include "advisor/model/cost_model.hpp"
 
 namespace ff::advisor {
 

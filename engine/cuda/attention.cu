@@ -8,9 +8,9 @@
 // next GEMM reads as T: probs and dS.
 #include <cfloat>
 
-#include "engine/runtime/cublas_gemm.hpp"
 #include "engine/cuda/kernels.hpp"
 #include "engine/cuda/reduce.cuh"
+#include "engine/runtime/cublas_gemm.hpp"
 
 namespace ff::cuda {
 

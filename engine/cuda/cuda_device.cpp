@@ -8,12 +8,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/cuda/kernels.hpp"
 #include "engine/runtime/clock.hpp"
 #include "engine/runtime/cublas_api.hpp"
 #include "engine/runtime/cublas_gemm.hpp"
 #include "engine/runtime/cuda_check.hpp"
 #include "engine/runtime/huge_pages.hpp"
-#include "engine/cuda/kernels.hpp"
 
 namespace ff::engine {
 

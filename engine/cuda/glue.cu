@@ -4,9 +4,9 @@
 // the gradient norm. Computed in M, rounded where stored as T.
 #include <algorithm>
 
-#include "engine/runtime/cuda_check.hpp"
 #include "engine/cuda/kernels.hpp"
 #include "engine/cuda/reduce.cuh"
+#include "engine/runtime/cuda_check.hpp"
 
 namespace ff::cuda {
 

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <string>
 
-#include "engine/runtime/clock.hpp"
-#include "engine/runtime/check.hpp"
-#include "engine/runtime/cuda_check.hpp"
 #include "engine/cuda/cuda_device.hpp"
-#include "engine/runtime/gpu.hpp"
 #include "engine/mpi_comm.hpp"
+#include "engine/runtime/check.hpp"
+#include "engine/runtime/clock.hpp"
+#include "engine/runtime/cuda_check.hpp"
+#include "engine/runtime/gpu.hpp"
 
 namespace ff::engine {
 

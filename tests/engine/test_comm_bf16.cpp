@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/bf16.hpp"
 #include "engine/mpi_comm.hpp"
+#include "engine/runtime/bf16.hpp"
 
 using namespace ff;
 using namespace ff::engine;

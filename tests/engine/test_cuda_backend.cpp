@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/bf16.hpp"
 #include "engine/cuda/cuda_device.hpp"
 #include "engine/gpt.hpp"
+#include "engine/runtime/bf16.hpp"
 #include "engine/train.hpp"
 
 using namespace ff;

@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "engine/adamw.hpp"
+#include "engine/cuda/kernels.hpp"
+#include "engine/device.hpp"
+#include "engine/layers.hpp"
+#include "engine/matmul.hpp"
 #include "engine/runtime/bf16.hpp"
 #include "engine/runtime/cublas_api.hpp"
 #include "engine/runtime/cublas_gemm.hpp"
 #include "engine/runtime/cuda_check.hpp"
-#include "engine/device.hpp"
-#include "engine/cuda/kernels.hpp"
-#include "engine/layers.hpp"
-#include "engine/matmul.hpp"
 
 using ff::engine::bf16;
 using ff::engine::master_t;

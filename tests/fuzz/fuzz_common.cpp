@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "advisor/cli/subcommands.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/machine_profile.hpp"
-#include "advisor/cli/subcommands.hpp"
 
 namespace fuzz {
 

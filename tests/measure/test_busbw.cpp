@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "advisor/core/measurement.hpp"
 #include "measure/backend.hpp"
 #include "measure/harness.hpp"
-#include "advisor/core/measurement.hpp"
 
 namespace {
 

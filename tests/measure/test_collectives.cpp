@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "advisor/core/measurement.hpp"
+#include "engine/runtime/mpi_poll.hpp"
 #include "measure/backend.hpp"
 #include "measure/groups.hpp"
 #include "measure/harness.hpp"
-#include "advisor/core/measurement.hpp"
-#include "engine/runtime/mpi_poll.hpp"
 #include "tests/measure/world.hpp"
 
 namespace {

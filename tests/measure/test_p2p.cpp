@@ -11,13 +11,13 @@
 #include <set>
 #include <vector>
 
+#include "advisor/core/measurement.hpp"
 #include "measure/backend.hpp"
 #include "measure/groups.hpp"
 #include "measure/harness.hpp"
-#include "tests/measure/world.hpp"
 #include "measure/host_link.hpp"
-#include "advisor/core/measurement.hpp"
 #include "measure/p2p.hpp"
+#include "tests/measure/world.hpp"
 
 using Groups = std::vector<std::vector<int>>;
 
