@@ -887,3 +887,37 @@ TEST_CASE("poll_us and gap_us: how measure timed, in the record, carried into th
     CHECK(contains(why, "(" + name + " 50 and 0)"));
   }
 }
+
+// Rings at scale (MODEL.md §2): rings of one kind over three spans make the
+// node's link one fit of them all; times no positive form fits leave the one
+// geometry's fit, and its source says why.
+TEST_CASE("rings over three or more spans set the node's link: a call cost and two protocols") {
+  ff::Measurement m = run_of("nccl-tests", 32, 1, "srun -N 32 all_gather_perf");
+  const double call = 40 * us, alpha = 10 * us, ll = 4 * us, bw = 50 * GB;
+  for (int g : {8, 16, 32})
+    for (double b = 65536; b <= 268435456; b *= 4) {
+      // By hand: call + min(α·(g−1) + (g−1)/g·b/bw, α_LL·(g−1) + 2·(g−1)/g·b/bw).
+      const double wire = (g - 1.0) / g * b / bw;
+      ff::CollectiveSample s;
+      s.op = ff::Coll::AllGather, s.geometry = inter(1, g), s.bytes = b;
+      s.times_s = {call + std::min(alpha * (g - 1) + wire, ll * (g - 1) + 2 * wire)};
+      m.collectives.push_back(s);
+    }
+  nlohmann::json j = ff::calibrate_profile(ff::profile_json("perlmutter"), m, "rings");
+  ff::MachineProfile p = ff::machine_from_json(j, "rings.json");
+  CHECK(p.inter_node.call_s == rel(call, 1e-6));
+  CHECK(p.inter_node.alpha_s == rel(alpha, 1e-6));
+  CHECK(p.inter_node.ll_alpha_s == rel(ll, 1e-6));
+  CHECK(p.inter_node.busbw == rel(bw, 1e-6));
+  CHECK(j["inter_node"]["fit"]["points"] == 3 * 7);
+  // A span not measured (128 ranks) is priced from that link.
+  CHECK(ff::collective_time(ff::Coll::AllGather, 128, 1048576, p.inter_node) ==
+        rel(call + std::min(alpha * 127 + 127.0 / 128 * 1048576 / bw, ll * 127 + 2 * 127.0 / 128 * 1048576 / bw), 1e-6));
+
+  // Times that fall with size and span: no positive form; the widest
+  // geometry's own fit stands.
+  for (auto& s : m.collectives) s.times_s = {1e-3 / std::sqrt(s.bytes * s.geometry.size)};
+  j = ff::calibrate_profile(ff::profile_json("perlmutter"), m, "falling");
+  CHECK(fftest::contains(j["inter_node"]["source"].get<std::string>(), "Not fitted as rings at scale"));
+  CHECK_FALSE(j["inter_node"].contains("call_us"));
+}

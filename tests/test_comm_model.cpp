@@ -182,19 +182,36 @@ TEST_CASE("comm: axis links on a Perlmutter-like profile (4 GPUs a node)") {
   }
 }
 
+TEST_CASE("comm: rings at scale: a call cost, and the faster of two protocols") {
+  LinkParams l;
+  l.alpha_s = 10e-6, l.busbw = 100e9, l.call_s = 50e-6, l.ll_alpha_s = 5e-6;
+  // All-gather of 1 MiB over 8: Simple 7·10 µs + 7/8·1,048,576 B / 100 GB/s =
+  // 70 + 9.175 µs; LL 7·5 µs + twice the wire, 35 + 18.350 µs, faster; + 50.
+  CHECK(collective_time(Coll::AllGather, 8, 1048576, l) == rel(50e-6 + 35e-6 + 18.350080e-6));
+  // 1 GiB: Simple 70 µs + 9,395.24 µs beats LL's 35 + 18,790.48 µs.
+  CHECK(collective_time(Coll::AllGather, 8, 1073741824, l) == rel(50e-6 + 70e-6 + 9395.240960e-6));
+  // Without them, the ring as before.
+  l.call_s = l.ll_alpha_s = 0;
+  CHECK(collective_time(Coll::AllGather, 8, 1048576, l) == rel(70e-6 + 9.175040e-6));
+}
+
 TEST_CASE("comm: the bundled perlmutter profile gives the same links") {
   const MachineProfile p = load_machine("perlmutter");
   CHECK(p.gpus_per_node == 4);
   CHECK(axis_link(p, 16, 1, 4).intra.busbw == 225 * GBps);
   CHECK(axis_link(p, 16, 1, 2).intra.busbw == 76 * GBps);
   CHECK(axis_link(p, 16, 2, 2).intra.busbw == 76 * GBps);
-  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(80 * GBps / 4));
-  CHECK(axis_link(p, 16, 1, 8).inter.busbw == rel(80 * GBps));
-  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(80 * GBps / 2));
+  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(67.6 * GBps / 4));
+  CHECK(axis_link(p, 16, 1, 8).inter.busbw == rel(67.6 * GBps));
+  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(67.6 * GBps / 2));
+  // Rings at scale (MODEL.md §2): the call cost and the LL step latency go
+  // with the node's link to every group that shares it.
+  CHECK(axis_link(p, 16, 4, 2).inter.call_s == rel(89e-6));
+  CHECK(axis_link(p, 16, 4, 2).inter.ll_alpha_s == rel(7.2e-6));
   // 1024 ranks (256 nodes), stride 16 size 4: every node's 4 ranks each lead to
   // a different group, c = min(16, 4) = 4.
   CHECK(axis_link(p, 1024, 16, 4).groups_per_node == 4);
-  CHECK(axis_link(p, 1024, 16, 4).inter.busbw == rel(80 * GBps / 4));
+  CHECK(axis_link(p, 1024, 16, 4).inter.busbw == rel(67.6 * GBps / 4));
 }
 
 TEST_CASE("comm: the bundled frontier profile (8 GCDs a node)") {

@@ -130,9 +130,16 @@ TEST_CASE("inputs: machine profile files") {
     MachineProfile p = load_machine(f);
     CHECK(p.gpus_per_node == 4);
     CHECK(p.peak_flops_bf16 == 312e12);  // MODEL.md §4
-    CHECK(p.inter_node.busbw == 80e9);
+    CHECK(p.inter_node.busbw == doctest::Approx(67.6e9));
+    CHECK(p.inter_node.call_s == doctest::Approx(89e-6));
+    CHECK(p.inter_node.ll_alpha_s == doctest::Approx(7.2e-6));
     CHECK(p.hbm_capacity == 40.0 * 1073741824.0);
     CHECK(p.intra.size() == 3);
+  }
+  SUBCASE("call_us and ll_alpha_us: numbers >= 0") {
+    j["inter_node"]["call_us"] = -1;
+    std::string f = dir.write("neg.json", j.dump(2));
+    CHECK(fftest::contains(fftest::input_error_of([&] { load_machine(f); }), "field 'inter_node.call_us'"));
   }
   SUBCASE("gpus_per_node: \"four\"") {
     j["gpus_per_node"] = "four";

@@ -78,6 +78,93 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
   return fit;
 }
 
+// Rings over several spans as one link (MODEL.md §2, "Rings at scale"): t =
+// call + min over the two protocols of α_p·steps + factor·bytes/β_p, the
+// small-chunk one (LL) at half the bandwidth. For each split of the points
+// by chunk (bytes per rank; those at or below it run LL), relative least
+// squares of the linear model that split implies; each candidate is scored
+// as the advisor prices (the faster protocol at every point) and the best
+// kept. A split needs α_LL below α, else one protocol (ll_alpha_s = 0).
+LinkFit fit_rings(const std::vector<RingPoint>& pts, const std::vector<double>& chunk, const std::string& what) {
+  if (pts.size() < 3) input_error(what + ": need at least 3 points to fit a call cost, α and busbw");
+  std::vector<double> splits = {0};
+  for (double c : chunk) splits.push_back(c);
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+  auto price = [](const RingPoint& p, double call, double alpha, double ll, double inv_bw) {
+    double t = alpha * p.steps + p.factor * p.bytes * inv_bw;
+    if (ll > 0) t = std::min(t, ll * p.steps + 2 * p.factor * p.bytes * inv_bw);
+    return call + t;
+  };
+  LinkFit best;
+  double best_rms = 0;
+  for (double split : splits) {
+    // Unknowns x = (call, α, α_LL, 1/β); rows divided by their time.
+    constexpr int n = 4;
+    double a[n][n] = {}, b[n] = {};
+    bool any_ll = false;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const RingPoint& p = pts[i];
+      const bool ll = chunk[i] <= split;
+      any_ll |= ll;
+      const double row[n] = {1 / p.seconds, ll ? 0 : p.steps / p.seconds, ll ? p.steps / p.seconds : 0,
+                             (ll ? 2 : 1) * p.factor * p.bytes / p.seconds};
+      for (int r = 0; r < n; ++r) {
+        b[r] += row[r];
+        for (int c = 0; c < n; ++c) a[r][c] += row[r] * row[c];
+      }
+    }
+    // Columns normalised (their entries span 20 orders of magnitude), then
+    // Gauss–Jordan with partial pivoting on the used columns.
+    std::vector<int> used = {0, 1, 3};
+    if (any_ll) used.insert(used.begin() + 2, 2);
+    const int m = int(used.size());
+    std::vector<double> scale(m), x(m, 0);
+    std::vector<std::vector<double>> q(m, std::vector<double>(m + 1));
+    for (int r = 0; r < m; ++r) scale[r] = std::sqrt(a[used[r]][used[r]]);
+    bool singular = false;
+    for (int r = 0; r < m; ++r) {
+      for (int c = 0; c < m; ++c) q[r][c] = a[used[r]][used[c]] / (scale[r] * scale[c]);
+      q[r][m] = b[used[r]] / scale[r];
+      singular |= !(scale[r] > 0);
+    }
+    for (int c = 0; c < m && !singular; ++c) {
+      int piv = c;
+      for (int r = c + 1; r < m; ++r)
+        if (std::abs(q[r][c]) > std::abs(q[piv][c])) piv = r;
+      if (!(std::abs(q[piv][c]) > 1e-12)) {
+        singular = true;
+        break;
+      }
+      std::swap(q[c], q[piv]);
+      for (int r = 0; r < m; ++r)
+        if (r != c) {
+          const double f = q[r][c] / q[c][c];
+          for (int k = c; k <= m; ++k) q[r][k] -= f * q[c][k];
+        }
+    }
+    if (singular) continue;
+    double sol[n] = {};
+    for (int r = 0; r < m; ++r) sol[used[r]] = q[r][m] / q[r][r] / scale[r];
+    const double call = std::max(0.0, sol[0]), alpha = sol[1], ll = sol[2], inv_bw = sol[3];
+    if (!(alpha > 0) || !(inv_bw > 0) || (any_ll && !(ll > 0 && ll < alpha))) continue;
+    double sum = 0;
+    for (const RingPoint& p : pts) {
+      const double e = price(p, call, alpha, ll, inv_bw) / p.seconds - 1;
+      sum += e * e;
+    }
+    const double rms = std::sqrt(sum / double(pts.size()));
+    if (best.points == 0 || rms < best_rms) {
+      best.link = {};
+      best.link.alpha_s = alpha, best.link.busbw = 1 / inv_bw, best.link.call_s = call, best.link.ll_alpha_s = ll;
+      best.points = int(pts.size()), best.rel_rms = best_rms = rms;
+    }
+  }
+  if (best.points == 0)
+    input_error(what + ": no positive call cost, α and busbw fit these times (do they grow with size and span?)");
+  return best;
+}
+
 std::string geometry_name(const Geometry& g) {
   if (g.inter)
     return "inter-node size " + std::to_string(g.size) + ", " + std::to_string(g.groups_per_node) + " groups per node" +
@@ -300,6 +387,46 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
   const GeometryFit* node = nullptr;
   for (const auto& f : fits)
     if (!node || better(f, *node)) node = &f;
+  // Three or more spans of that kind measured (rings over several node
+  // counts): the node's link is their joint fit (MODEL.md §2, "Rings at
+  // scale"), which prices the spans not measured. Where no call cost, α and
+  // busbw fit them (an MPI's algorithms are no rings), the one geometry's fit
+  // stands, and the source says why.
+  std::vector<CollectiveSample> kind;
+  std::set<int> spans;
+  for (const auto& c : m.collectives)
+    if (c.geometry.inter && !c.nonblocking && c.geometry.groups_per_node == node->g.groups_per_node &&
+        c.geometry.members_per_node == node->g.members_per_node)
+      kind.push_back(c), spans.insert(c.geometry.size);
+  std::string not_at_scale;
+  LinkFit rings;
+  if (spans.size() >= 3) {
+    try {
+      rings = fit_rings_at_scale(kind);
+    } catch (const InputError& e) {
+      not_at_scale = std::string(" Not fitted as rings at scale: ") + e.what() + ".";
+    }
+  }
+  if (rings.points > 0) {
+    const double c = node->g.groups_per_node;
+    std::string sizes;
+    for (int s : spans) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
+    p["inter_node"] = {
+        {"kind", "measured"},
+        {"source", measured_source(m) + ". Each entry fitted like intra_node's. node_busbw_GBps, alpha_us, "
+                   "ll_alpha_us and call_us = one fit over the rings of groups_per_node " +
+                       std::to_string(node->g.groups_per_node) + ", members_per_node " +
+                       std::to_string(node->g.members_per_node) + " at sizes " + sizes +
+                       (c == 1 ? "" : " (busbw times groups_per_node)") +
+                       ": a call cost, then the faster of two protocols per ring step (MODEL.md §2, rings at scale)"},
+        {"node_busbw_GBps", rings.link.busbw * c / GB},
+        {"alpha_us", rings.link.alpha_s / us},
+        {"ll_alpha_us", rings.link.ll_alpha_s / us},
+        {"call_us", rings.link.call_s / us},
+        {"fit", fit_json(rings)},
+        {"table", tier_table(fits, base, "inter_node")}};
+    return;
+  }
   p["inter_node"] = {
       {"kind", "measured"},
       {"source", measured_source(m) + ". Each entry fitted like intra_node's. node_busbw_GBps and alpha_us = the "
@@ -308,7 +435,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  (node->g.members_per_node == 1 ? "" : ", members_per_node " + std::to_string(node->g.members_per_node)) +
                  (node->g.groups_per_node == 1 ? "" : ", busbw times groups_per_node") +
                  " (members_per_node 1 preferred, then groups_per_node 1, then the most points, then the largest "
-                 "size)."},
+                 "size)." + not_at_scale},
       {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
       {"alpha_us", node->fit.link.alpha_s / us},
       {"table", tier_table(fits, base, "inter_node")}};
@@ -716,6 +843,48 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   std::vector<RingPoint> pts;
   for (const auto& s : samples) pts.push_back(ring_point(s.op, s.geometry.size, s.bytes, s.median_s()));
   return fit_ring(pts, what);
+}
+
+LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples) {
+  std::vector<RingPoint> pts;
+  std::vector<double> chunk;
+  std::set<int> spans;
+  for (const auto& s : samples) {
+    if (s.geometry.size < 2) input_error("rings at scale: a group of fewer than 2 ranks uses no link");
+    pts.push_back(ring_point(s.op, s.geometry.size, s.bytes, s.median_s()));
+    chunk.push_back(s.bytes / s.geometry.size);
+    spans.insert(s.geometry.size);
+  }
+  if (pts.size() >= 3 && spans.size() < 2)
+    input_error("rings at scale: every sample has one group size; measure several spans");
+  return fit_rings(pts, chunk, "rings at scale over " + std::to_string(spans.size()) + " spans");
+}
+
+AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::vector<double>& flops_per_s,
+                                   double peak_flops, int head_dim, bool causal) {
+  const std::string what = "flash-attention curve (head_dim " + std::to_string(head_dim) + ")";
+  if (seq.size() != flops_per_s.size() || seq.size() < 2)
+    input_error(what + ": need a rate at each of at least 2 sequence lengths");
+  if (!(peak_flops > 0)) input_error(what + ": the peak must be > 0");
+  // y = 1/rate = a + b·(1/S); each row divided by y, so residuals are
+  // relative (to first order, the rate's relative error).
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (!(seq[i] > 0) || !(flops_per_s[i] > 0) || !std::isfinite(seq[i]) || !std::isfinite(flops_per_s[i]))
+      input_error(what + ": lengths and rates must be > 0");
+    const double u = flops_per_s[i], v = flops_per_s[i] / seq[i];  // (1, 1/S) / y
+    a11 += u * u, a12 += u * v, a22 += v * v, b1 += u, b2 += v;
+  }
+  const double det = a11 * a22 - a12 * a12;
+  if (!(std::abs(det) > 1e-300)) input_error(what + ": the lengths must differ");
+  const double a = (b1 * a22 - b2 * a12) / det, b = (a11 * b2 - a12 * b1) / det;
+  if (!(a > 0) || !(b >= 0)) input_error(what + ": the rates fit no curve that rises to a limit with length");
+  AttentionCurve c;
+  c.head_dim = head_dim, c.causal = causal;
+  c.efficiency_max = 1 / a / peak_flops;
+  c.half_seq = b / a;
+  if (!(c.efficiency_max <= 1)) input_error(what + ": the fitted limit is above the peak");
+  return c;
 }
 
 LinkFit fit_p2p(const std::vector<P2PSample>& samples) {

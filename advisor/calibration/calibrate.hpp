@@ -36,6 +36,22 @@ LinkFit fit_link(Coll op, int group_size, const std::vector<double>& bytes, cons
 // advisor does.
 LinkFit fit_link(const std::vector<CollectiveSample>& samples);
 
+// Rings across nodes measured at several group sizes (spans), fitted as one
+// link (MODEL.md §2, "Rings at scale"): t = call + min over two protocols of
+// α_p·steps + factor·bytes/β_p, the small-chunk one (NCCL's LL) at half the
+// bandwidth; link.call_s, alpha_s, ll_alpha_s (0: one protocol fits best)
+// and busbw. Blocking samples of any collectives, each at its median time.
+// Throws InputError on fewer than 3 samples or a single span.
+LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples);
+
+// A flash-attention kernel's rate at several sequence lengths (FLOP/s of
+// forward and backward together, FlashAttention's benchmark convention),
+// fitted as MODEL.md §2's curve: 1/rate = 1/r_max + (half_seq/r_max)/S by
+// least squares of relative error; efficiency_max = r_max / peak. Throws
+// InputError on fewer than 2 lengths or rates that fit no positive curve.
+AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::vector<double>& flops_per_s,
+                                   double peak_flops, int head_dim, bool causal);
+
 // A pair exchanging one message each way at once, all samples of one
 // geometry: least squares of t = α + bytes/bw on the median times, relative
 // error, α >= 0, as the collectives (the same code: a one-step "ring" of

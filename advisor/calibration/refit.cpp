@@ -429,7 +429,7 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
   // A link entry and its per-collective figures, alike.
   auto scale_link_json = [&](nlohmann::json& e, const char* bw_key, double bw, double alpha) {
     scale(e, bw_key, bw);
-    scale(e, "alpha_us", alpha);
+    for (const char* key : {"alpha_us", "ll_alpha_us", "call_us"}) scale(e, key, alpha);  // latencies, as scale_link
     for (const char* key : {"by_op", "nonblocking_by_op"})
       if (e.contains(key))
         for (auto it = e[key].begin(); it != e[key].end(); ++it) {

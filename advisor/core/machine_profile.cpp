@@ -79,6 +79,11 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   l.busbw = figure(f, busbw_key, GB);
   ops_from(f, "by_op", l.by_op, l.op_alpha_s, l.op_busbw, &l.curve);
   ops_from(f, "nonblocking_by_op", l.nb_by_op, l.nb_alpha_s, l.nb_busbw);
+  for (auto [key, value] : {std::pair{"call_us", &l.call_s}, {"ll_alpha_us", &l.ll_alpha_s}}) {
+    const double v = f.number_or(key, 0);
+    if (!(v >= 0 && v <= kHighest)) f.fail(key, "a number from 0 to 1e+09");
+    *value = v * us;
+  }
   return l;
 }
 
@@ -129,6 +134,22 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   if (peak.has("bf16") || !peak.has("fp16")) p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
   p.peak_flops_fp32 = figure(peak, "fp32", TFLOPS);
   p.attention_efficiency = efficiency(compute, "attention_efficiency");
+  if (compute.has("flash_attention")) {
+    Fields fa = compute.object("flash_attention");
+    const auto& curves = fa.array("curves");
+    for (size_t i = 0; i < curves.size(); ++i) {
+      Fields c(curves[i], fa.origin(), fa.path("curves") + "[" + std::to_string(i) + "]");
+      AttentionCurve a;
+      a.head_dim = int(c.integer("head_dim", 1));
+      if (!c.has("causal") || !c.json().at("causal").is_boolean()) c.fail("causal", "true or false");
+      a.causal = c.json().at("causal").get<bool>();
+      a.efficiency_max = efficiency(c, "efficiency_max");
+      a.half_seq = c.number("half_seq");
+      if (!(a.half_seq >= 0 && a.half_seq <= kHighest)) c.fail("half_seq", "a number from 0 to 1e+09");
+      p.flash_attention.push_back(a);
+    }
+    if (p.flash_attention.empty()) fa.fail("curves", "at least one {head_dim, causal, efficiency_max, half_seq}");
+  }
   if (peak.has("fp16")) p.peak_flops_fp16 = figure(peak, "fp16", TFLOPS);
 
   Fields mem = f.object("memory");
@@ -254,6 +275,7 @@ const char* tier_name(Tier t) {
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
   l.busbw *= bw_factor;
   l.alpha_s *= alpha_factor;
+  l.call_s *= alpha_factor, l.ll_alpha_s *= alpha_factor;
   l.curve_bw_factor *= bw_factor, l.curve_alpha_factor *= alpha_factor;
   for (int k = 0; k < 3; ++k) {
     l.op_busbw[k] *= bw_factor, l.op_alpha_s[k] *= alpha_factor;
@@ -280,6 +302,7 @@ MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
       for (auto* g : {&q.gemm_bf16, &q.gemm_fp32})
         for (double& e : g->eff) e *= factor;
       q.attention_efficiency *= factor;
+      for (auto& a : q.flash_attention) a.efficiency_max *= factor;
       break;
   }
   return q;

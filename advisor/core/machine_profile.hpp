@@ -44,6 +44,11 @@ struct LinkParams {
   // scale_link does to α and busbw applies to their latency and the rest.
   std::array<std::shared_ptr<const MeasuredCurve>, 3> curve{};
   double curve_alpha_factor = 1, curve_bw_factor = 1;
+  // Rings over many nodes (MODEL.md §2, "Rings at scale"): a fixed cost per
+  // call, and the library's small-chunk protocol (NCCL's LL: less latency per
+  // step at half the bandwidth), taken where it is faster. 0: none.
+  double call_s = 0;
+  double ll_alpha_s = 0;
 };
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);
@@ -77,6 +82,17 @@ struct P2PLink {
   double bw = 0;  // bytes/s each way
 };
 
+// A flash-attention kernel's forward+backward rate against sequence length,
+// for one head size and mask (MODEL.md §2, "Attention"): efficiency of peak
+// = efficiency_max · S / (S + half_seq), the form published rates follow
+// (launch and tile fill matter at short sequences, the math at long ones).
+struct AttentionCurve {
+  int head_dim = 128;
+  bool causal = true;
+  double efficiency_max = 0;  // of the dtype's peak, as S grows
+  double half_seq = 0;        // S at which the kernel reaches half of it
+};
+
 struct MachineProfile {
   std::string name;
   std::string description;
@@ -84,6 +100,9 @@ struct MachineProfile {
   double peak_flops_bf16 = 0;        // FLOP/s per GPU, dense
   double peak_flops_fp32 = 0;
   double attention_efficiency = 0;   // fraction of peak a flash-attention kernel reaches
+  // Published or measured flash-attention rates (bf16/fp16) by head size and
+  // mask; where a profile has them they price flash attention instead.
+  std::vector<AttentionCurve> flash_attention;
   double hbm_bandwidth = 0;          // bytes/s per GPU
   double elementwise_efficiency = 0; // fraction of hbm_bandwidth element-wise kernels reach
   double hbm_capacity = 0;           // bytes per GPU

@@ -40,12 +40,17 @@ double curve_time(const CurveUse& u, Coll c, int g, double bytes) {
   return scaled_curve_time(t, m.alpha_s * steps, u.alpha_factor, u.bw_factor);
 }
 
+// A fitted link as the library runs it: the call's fixed cost, then the ring
+// in the faster of its protocols (MODEL.md §2, "Rings at scale"); an
+// all-reduce not measured at this size may take recursive doubling instead.
+// A measured curve already holds all of that.
 double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool measured_here, double rounds,
-                   const CurveUse& curve = {}) {
+                   const CurveUse& curve, const LinkParams& l) {
   if (curve.curve) return curve_time(curve, c, g, bytes);
-  const double ring = ring_time(c, g, bytes, alpha, busbw);
-  if (c != Coll::AllReduce || measured_here) return ring;
-  return std::min(ring, rounds * (alpha + bytes / busbw));
+  double ring = ring_time(c, g, bytes, alpha, busbw);
+  if (l.ll_alpha_s > 0) ring = std::min(ring, ring_time(c, g, bytes, l.ll_alpha_s, busbw / 2));
+  if (c != Coll::AllReduce || measured_here) return l.call_s + ring;
+  return l.call_s + std::min(ring, rounds * (alpha + bytes / busbw));
 }
 
 void resolve(const LinkParams& l, std::array<double, 6>& alpha, std::array<double, 6>& busbw,
@@ -67,7 +72,7 @@ double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
   const int k = static_cast<int>(c);
   return priced_time(c, g, bytes, link.by_op[k] ? link.op_alpha_s[k] : link.alpha_s,
                      link.by_op[k] ? link.op_busbw[k] : link.busbw, link.measured_here, doubling_rounds(g),
-                     {link.curve[k].get(), link.curve_alpha_factor, link.curve_bw_factor});
+                     {link.curve[k].get(), link.curve_alpha_factor, link.curve_bw_factor}, link);
 }
 
 GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
@@ -147,10 +152,10 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   const int k = static_cast<int>(c) + (nonblocking ? 3 : 0);
   if (l.inside)
     t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured, l.doubling_rounds,
-                    l.intra_curve[k]);
+                    l.intra_curve[k], l.intra);
   if (l.across)
     t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
-                                l.doubling_rounds, l.inter_curve[k]));
+                                l.doubling_rounds, l.inter_curve[k], l.inter));
   return t;
 }
 

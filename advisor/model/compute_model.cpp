@@ -51,6 +51,26 @@ double attention_time(const MachineProfile& p, Dtype dt, double flops) {
   return flops / (p.peak_flops(dt) * p.attention_efficiency);
 }
 
+double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim) {
+  const AttentionCurve *lo = nullptr, *hi = nullptr;  // the causal curves around head_dim
+  if (dt != Dtype::FP32)
+    for (const AttentionCurve& c : p.flash_attention) {
+      if (!c.causal) continue;
+      if (c.head_dim <= head_dim && (!lo || c.head_dim > lo->head_dim)) lo = &c;
+      if (c.head_dim >= head_dim && (!hi || c.head_dim < hi->head_dim)) hi = &c;
+    }
+  if (!lo && !hi) return p.attention_efficiency;
+  auto at = [&](const AttentionCurve* c) { return c->efficiency_max * seq / (seq + c->half_seq); };
+  if (!lo) return at(hi);
+  if (!hi || hi == lo) return at(lo);
+  const double w = std::log2(head_dim / lo->head_dim) / std::log2(double(hi->head_dim) / lo->head_dim);
+  return (1 - w) * at(lo) + w * at(hi);
+}
+
+double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, double seq, double head_dim) {
+  return flops / (p.peak_flops(dt) * flash_attention_efficiency(p, dt, seq, head_dim));
+}
+
 double elementwise_time(const MachineProfile& p, double bytes) {
   return bytes / (p.hbm_bandwidth * p.elementwise_efficiency);
 }

@@ -9,6 +9,14 @@ namespace ff {
 double gemm_efficiency(const GemmTable& t, double m, double n, double k);
 double gemm_time(const MachineProfile& p, Dtype dt, double m, double n, double k);
 double attention_time(const MachineProfile& p, Dtype dt, double flops);
+// Causal flash attention over sequences of `seq` tokens with heads of
+// `head_dim`: at the profile's flash_attention curves where it has them (bf16
+// and fp16; between two head sizes interpolated in log2 of the size, beyond
+// them the nearest), else at attention_efficiency. `flops` forward or
+// backward alike: the curves are of both together.
+double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, double seq, double head_dim);
+// The efficiency flash_attention_time prices at (of the dtype's peak).
+double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim);
 double elementwise_time(const MachineProfile& p, double bytes);
 
 }  // namespace ff

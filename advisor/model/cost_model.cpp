@@ -95,7 +95,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // replicated over X. Causal flash attention skips the masked half.
   double attn_fwd = 0, attn_bwd = 0;
   if (m.attention == Attention::Flash) {
-    attn_fwd = attention_time(p, dt, 2.0 * mb * S * S * (H / g.y));
+    attn_fwd = flash_attention_time(p, dt, 2.0 * mb * S * S * (H / g.y), S, double(H) / m.heads);
     attn_bwd = 2.5 * attn_fwd;
     work("attention", "fwd (flash, causal)", attn_fwd, fwd_count);
     work("attention", "bwd", attn_bwd, L);

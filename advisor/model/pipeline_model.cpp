@@ -151,13 +151,14 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
   const AxisLink& d = links[static_cast<int>(Axis::D)];
   const int ar = static_cast<int>(Coll::AllReduce);
   const double alpha = d.size > 1 ? std::max(d.inside ? d.intra_alpha[ar] : 0.0, d.across ? d.inter_alpha[ar] : 0.0) : 0;
+  const double call = d.size > 1 ? std::max(d.inside ? d.intra.call_s : 0.0, d.across ? d.inter.call_s : 0.0) : 0;
   for (int k = 0; k < sp.kinds.count; ++k) {
     const Plan& pl = sp.plan[k];
     // Both ways at once, bucket by bucket through two sets of buffers: the
     // first bucket's copy in and the last one's copy out have nothing to run
     // beside, so b buckets take b + 1 bucket-copies (one bucket: in, then out).
     out.host_copy_s[k] = pl.host_bw > 0 ? pl.host_copy_bytes / pl.host_bw * (1 + 1 / pl.offload_buckets) : 0;
-    out.chunk_latency_s[k] = pl.offload_chunks * ring_steps(Coll::AllReduce, d.size) * alpha;
+    out.chunk_latency_s[k] = pl.offload_chunks * (call + ring_steps(Coll::AllReduce, d.size) * alpha);
     out.dp_buckets[k] = out.dp_bucket_s[k] = out.dp_last_bucket_s[k] = 0;
     out.dp_rs_bucket_s[k] = out.dp_rs_last_bucket_s[k] = 0;
     out.dp_reduce_scatter_s[k] = out.dp_all_gather_s[k] = 0;
