@@ -110,3 +110,14 @@ TEST_CASE("breakdown bars: no configurations is a picture that says so") {
   CHECK(svg.find("no configurations") != std::string::npos);
   CHECK(segments(svg).empty());
 }
+
+TEST_CASE("breakdown bars: the picture is as wide as its legend, so no text is cut at the right edge") {
+  // Short labels and bars leave the legend the widest line. Its note, 32
+  // glyphs of DejaVu Sans at 12 px, renders 208 px wide (rsvg-convert,
+  // measured off the picture); the width must reach past it.
+  const std::string svg = breakdown_svg({bar("#1", 1, {}, 0, 0, 1)}, "t");
+  std::smatch w, note;
+  REQUIRE(std::regex_search(svg, w, std::regex("<svg[^>]* width=\"([0-9.]+)\"")));
+  REQUIRE(std::regex_search(svg, note, std::regex("<text x=\"([0-9.]+)\"[^>]*>\\(exposed communication per axis\\)")));
+  CHECK(std::stod(w[1]) >= std::stod(note[1]) + 208);
+}

@@ -16,6 +16,8 @@ constexpr const char* kAxisColours[] = {"#e69f00", "#56b4e9", "#009e73", "#cc79a
 static_assert(std::size(kAxisColours) >= size_t(kBreakdownParts - 1), "a colour per axis, idle and host link");
 
 constexpr double kPad = 16, kLabelFont = 12, kMonoAdvance = 0.62 * kLabelFont;
+// DejaVu Sans at 12 px: lower case averages about 6.6 px; 7 leaves room.
+constexpr double kTextAdvance = 7.0;
 constexpr double kPlotW = 560, kBarH = 22, kRowH = 32, kTop = 68;
 
 std::string esc(const std::string& s) {
@@ -110,18 +112,25 @@ std::string breakdown_svg(const std::vector<BreakdownBar>& bars, const std::stri
   int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
   double left = kPad + std::max<double>(longest, 4) * kMonoAdvance + 12;
   double scale = kPlotW / axis_end, axis_y = kTop + bars.size() * kRowH;
-  double width = std::max(left + kPlotW + 10 + longest_end * 6.8 + kPad, 2 * kPad + 9.5 * glyphs(title));
+  // The legend sits above the plot, aligned with the bars it explains; the
+  // picture is as wide as its longest run of text (bars and their ends, the
+  // title, the legend), so nothing is cut at the right edge.
+  static constexpr const char* kLegendNote = "(exposed communication per axis)";
+  auto legend_advance = [](const char* name) { return 17 + kTextAdvance * glyphs(name) + 22; };
+  double legend_end = left + kTextAdvance * glyphs(kLegendNote);
+  for (int k = 0; k < kBreakdownParts; ++k) legend_end += legend_advance(part_name(k));
+  double width = std::max({left + kPlotW + 10 + longest_end * 6.8 + kPad, 2 * kPad + 9.5 * glyphs(title),
+                           legend_end + kPad});
   double height = axis_y + 54;
   header(width, height);
 
-  // Legend sits above the plot, aligned with the bars it explains.
   double lx = left;
   for (int k = 0; k < kBreakdownParts; ++k) {
     o << "<rect x=\"" << fmt(lx, 1) << "\" y=\"40\" width=\"12\" height=\"12\" fill=\"" << part_colour(k) << "\"/>"
       << "<text x=\"" << fmt(lx + 17, 1) << "\" y=\"50\">" << part_name(k) << "</text>\n";
-    lx += 17 + 7.0 * std::char_traits<char>::length(part_name(k)) + 22;
+    lx += legend_advance(part_name(k));
   }
-  o << "<text x=\"" << fmt(lx, 1) << "\" y=\"50\" fill=\"#555555\">(exposed communication per axis)</text>\n";
+  o << "<text x=\"" << fmt(lx, 1) << "\" y=\"50\" fill=\"#555555\">" << kLegendNote << "</text>\n";
 
   // Gridlines first so the bars paint over them.
   for (int i = 0; i * step <= axis_end + step * 1e-6; ++i) {
