@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     opts.device = cli.device;
     opts.pace = pace_of(cli);
     if (c.grid.total() != ranks)
-      input_error("--grid " + c.grid.str() + " has " + std::to_string(c.grid.total()) + " cells but " +
+      input_error("--grid " + c.grid.label() + " has " + std::to_string(c.grid.total()) + " cells but " +
                   std::to_string(ranks) + " ranks were launched");
     opts.batch = cli.batch ? cli.batch : long(c.micro_batch) * c.grid.z * c.grid.d;
     opts.steps = cli.steps;
