@@ -161,6 +161,8 @@ echo '{"layers": 2, "hidden": 64, "heads": 4, "vocab": 100}' >"$tmp/nolen.json"
 expect 2 "nolen.json: field 'seq_len' is missing" -- "$advisor" recommend --model "$tmp/nolen.json" --gpus 8
 echo '{"layers": 2, "hidden": 64, "heads": 5, "vocab": 100, "seq_len": 32}' >"$tmp/heads.json"
 expect 2 "heads.json: field 'heads': expected a divisor of hidden" -- "$advisor" recommend --model "$tmp/heads.json" --gpus 8
+echo '{"layers": 2, "hiden": 64, "heads": 4, "vocab": 100, "seq_len": 32}' >"$tmp/typo.json"
+expect 2 "typo.json: field 'hiden': unknown field \(did you mean 'hidden'\?\)" -- "$advisor" recommend --model "$tmp/typo.json" --gpus 8
 expect 2 "missing.json: cannot open" -- "$advisor" recommend --model "$tmp/missing.json" --gpus 8
 sed 's/"gpus_per_node": 4/"gpus_per_node": "four"/' "$(dirname "$0")/../profiles/perlmutter.json" >"$tmp/bad-profile.json"
 expect 2 "bad-profile.json: field 'gpus_per_node': expected an integer" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine "$tmp/bad-profile.json"

@@ -110,6 +110,22 @@ TEST_CASE("inputs: model JSON files") {
     std::string msg = input_error_of([&] { load_model(f); });
     CHECK(contains(msg, f));
   }
+  SUBCASE("an unknown field is refused, with the closest known name; a comment is not") {
+    // "hiden" is 1 edit from "hidden": named as the likely meaning.
+    std::string f = dir.write("typo.json", R"({"layers": 2, "hiden": 64, "hidden": 64, "heads": 4, "vocab": 100,
+                                               "seq_len": 16})");
+    CHECK(input_error_of([&] { load_model(f); }) ==
+          f + ": field 'hiden': unknown field (did you mean 'hidden'?); known: name, layers, hidden, heads, ffn, "
+              "vocab, padded_vocab, seq_len, attention, attention_dropout (and \"comment\" for notes)");
+    // A field of a model this format cannot describe yet: refused, not ignored.
+    f = dir.write("gqa.json", R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "vocab": 100, "seq_len": 16})");
+    std::string msg = input_error_of([&] { load_model(f); });
+    CHECK(contains(msg, "field 'kv_heads': unknown field"));
+    CHECK_FALSE(contains(msg, "did you mean"));  // 3 edits from "heads": no guess
+    f = dir.write("noted.json", R"({"comment": "a note", "source": "where from", "layers": 2, "hidden": 64,
+                                    "heads": 4, "vocab": 100, "seq_len": 16})");
+    CHECK(load_model(f).hidden == 64);
+  }
 }
 
 TEST_CASE("inputs: an unknown machine name lists the bundled profiles") {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 namespace ff {
 
@@ -39,6 +40,48 @@ void Fields::fail(const std::string& key, const std::string& expected) const {
   std::string got = has(key) ? std::string(", got ") + j_.at(key).dump() : std::string(" (missing)");
   if (got.size() > 80) got = got.substr(0, 77) + "...";
   input_error(where(key) + ": expected " + expected + got);
+}
+
+namespace {
+
+// Edit distance (insertions, deletions, substitutions): how far a misspelling is.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void Fields::only(std::initializer_list<const char*> known) const {
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "comment" || key == "source") continue;
+    const char* closest = nullptr;
+    size_t best = 0;
+    bool found = false;
+    for (const char* k : known) {
+      if (key == k) found = true;
+      const size_t d = distance(key, k);
+      if (!closest || d < best) closest = k, best = d;
+    }
+    if (found) continue;
+    std::string hint = closest && best <= std::max<size_t>(2, key.size() / 3)
+                           ? std::string(" (did you mean '") + closest + "'?)"
+                           : "";
+    std::string names;
+    for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+    input_error(where(key) + ": unknown field" + hint + "; known: " + names + " (and \"comment\" for notes)");
+  }
 }
 
 bool Fields::has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }

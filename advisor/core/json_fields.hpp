@@ -1,6 +1,7 @@
 #pragma once
 // Reading JSON with errors a person can act on: which file, which field,
 // what was expected, what was found.
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,10 @@ class Fields {
   bool boolean_or(const std::string& key, bool fallback) const;
   std::string where(const std::string& key) const;        // "origin: field 'a.b.key'"
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+  // Refuses a field that is neither in `known` nor "comment"/"source" (where
+  // documentation belongs), naming it and the closest known name: a misspelt
+  // field must not be read as absent.
+  void only(std::initializer_list<const char*> known) const;
   const nlohmann::json& json() const { return j_; }
   const std::string& origin() const { return origin_; }
   std::string path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }

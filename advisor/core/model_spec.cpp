@@ -57,6 +57,8 @@ nlohmann::json to_json(const ModelSpec& m) {
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
+  f.only({"name", "layers", "hidden", "heads", "ffn", "vocab", "padded_vocab", "seq_len", "attention",
+          "attention_dropout"});
   ModelSpec m;
   m.name = f.has("name") ? f.string("name") : std::filesystem::path(origin).stem().string();
   m.layers = static_cast<int>(f.integer("layers", 1));
