@@ -161,6 +161,10 @@ echo '{"layers": 2, "hidden": 64, "heads": 4, "vocab": 100}' >"$tmp/nolen.json"
 expect 2 "nolen.json: field 'seq_len' is missing" -- "$advisor" recommend --model "$tmp/nolen.json" --gpus 8
 echo '{"layers": 2, "hidden": 64, "heads": 5, "vocab": 100, "seq_len": 32}' >"$tmp/heads.json"
 expect 2 "heads.json: field 'heads': expected a divisor of hidden" -- "$advisor" recommend --model "$tmp/heads.json" --gpus 8
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['inter_node']['node_busbw_GBs']=100; json.dump(j,open(sys.argv[2],'w'))" \
+  "$(dirname "$0")/../profiles/perlmutter.json" "$tmp/typo-profile.json"
+expect 2 "typo-profile.json: field 'inter_node.node_busbw_GBs': unknown field \(did you mean 'node_busbw_GBps'\?\)" -- \
+  "$advisor" recommend --model gpt-5b --gpus 8 --machine "$tmp/typo-profile.json"
 echo '{"layers": 2, "hiden": 64, "heads": 4, "vocab": 100, "seq_len": 32}' >"$tmp/typo.json"
 expect 2 "typo.json: field 'hiden': unknown field \(did you mean 'hidden'\?\)" -- "$advisor" recommend --model "$tmp/typo.json" --gpus 8
 expect 2 "missing.json: cannot open" -- "$advisor" recommend --model "$tmp/missing.json" --gpus 8

@@ -152,6 +152,22 @@ TEST_CASE("inputs: machine profile files") {
     CHECK(p.hbm_capacity == 40.0 * 1073741824.0);
     CHECK(p.intra.size() == 3);
   }
+  SUBCASE("an unknown field is refused with the closest known name; comments are not") {
+    // The misspelling the issue found priced with the nominal figure: now an error.
+    j["inter_node"]["node_busbw_GBs"] = 100;
+    std::string f = dir.write("typo.json", j.dump(2));
+    std::string msg = fftest::input_error_of([&] { load_machine(f); });
+    CHECK(fftest::contains(msg, f + ": field 'inter_node.node_busbw_GBs': unknown field (did you mean 'node_busbw_GBps'?)"));
+    j["inter_node"].erase("node_busbw_GBs");
+    j["compute"]["peak_tflops"]["fp8"] = 1979;
+    f = dir.write("fp8.json", j.dump(2));
+    CHECK(fftest::contains(fftest::input_error_of([&] { load_machine(f); }), "field 'compute.peak_tflops.fp8': unknown field"));
+    j["compute"]["peak_tflops"].erase("fp8");
+    j["comment"] = "a note";
+    j["memory"]["comment"] = "another";
+    f = dir.write("noted.json", j.dump(2));
+    CHECK(load_machine(f).gpus_per_node == 4);
+  }
   SUBCASE("call_us and ll_alpha_us: numbers >= 0") {
     j["inter_node"]["call_us"] = -1;
     std::string f = dir.write("neg.json", j.dump(2));

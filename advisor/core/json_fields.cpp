@@ -62,7 +62,7 @@ size_t distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void Fields::only(std::initializer_list<const char*> known) const {
+void Fields::only(const std::vector<const char*>& known) const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     const std::string& key = it.key();
     if (key == "comment" || key == "source") continue;

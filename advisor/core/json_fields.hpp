@@ -1,8 +1,8 @@
 #pragma once
 // Reading JSON with errors a person can act on: which file, which field,
 // what was expected, what was found.
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +33,7 @@ class Fields {
   // Refuses a field that is neither in `known` nor "comment"/"source" (where
   // documentation belongs), naming it and the closest known name: a misspelt
   // field must not be read as absent.
-  void only(std::initializer_list<const char*> known) const;
+  void only(const std::vector<const char*>& known) const;
   const nlohmann::json& json() const { return j_; }
   const std::string& origin() const { return origin_; }
   std::string path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }

@@ -32,6 +32,13 @@ double efficiency(const Fields& f, const std::string& key) {
   return v;
 }
 
+// A section's own fields plus what documents it: where its numbers came
+// from (kind, source, base_source after a refit), its fit and notes.
+std::vector<const char*> documented(std::vector<const char*> fields) {
+  for (const char* d : {"kind", "base_source", "note", "fit"}) fields.push_back(d);
+  return fields;
+}
+
 // A latency: a negative one would price a collective below nothing.
 double alpha_from(const Fields& f) {
   double a = f.number("alpha_us");
@@ -62,9 +69,11 @@ void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std:
               std::array<double, 3>& busbw, std::array<std::shared_ptr<const MeasuredCurve>, 3>* curves = nullptr) {
   if (!f.has(key)) return;
   Fields ops = f.object(key);
+  ops.only({kOpNames[0], kOpNames[1], kOpNames[2]});
   for (int k = 0; k < 3; ++k)
     if (ops.has(kOpNames[k])) {
       Fields op = ops.object(kOpNames[k]);
+      op.only(documented({"alpha_us", "busbw_GBps", "curve"}));
       given[k] = true;
       alpha[k] = alpha_from(op);
       busbw[k] = figure(op, "busbw_GBps", GB);
@@ -72,8 +81,12 @@ void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std:
     }
 }
 
-// `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps".
-LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
+// `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps"; `more`: the
+// fields of where the link sits (a table entry's geometry, the node's table).
+LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps", std::vector<const char*> more = {}) {
+  for (const char* k : {"alpha_us", "by_op", "nonblocking_by_op", "call_us", "ll_alpha_us"}) more.push_back(k);
+  more.push_back(busbw_key);
+  f.only(documented(more));
   LinkParams l;
   l.alpha_s = alpha_from(f);
   l.busbw = figure(f, busbw_key, GB);
@@ -87,7 +100,10 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps") {
   return l;
 }
 
-P2PLink p2p_from(const Fields& f) { return {alpha_from(f), figure(f, "bw_GBps", GB)}; }
+P2PLink p2p_from(const Fields& f) {
+  f.only(documented({"alpha_us", "bw_GBps"}));
+  return {alpha_from(f), figure(f, "bw_GBps", GB)};
+}
 
 std::vector<double> ascending(const Fields& f, const std::string& key) {
   std::vector<double> v;
@@ -123,22 +139,31 @@ std::vector<double> eff_table(const Fields& f, const std::string& key, size_t nm
 
 MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
+  // "raw" (the measurement a calibrated profile keeps), "fitted" (a refit's
+  // factors) and "paced_device" (the pace a paced profile stands for) say
+  // how the profile was made; the advisor reads none of them.
+  f.only({"name", "description", "engine_device", "gpus_per_node", "compute", "memory", "overlap", "intra_node",
+          "inter_node", "gemm", "p2p", "host", "poll_us", "gap_us", "raw", "fitted", "paced_device"});
   MachineProfile p;
   p.name = f.string("name");
   p.description = f.has("description") ? f.string("description") : "";
   p.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
 
   Fields compute = f.object("compute");
+  compute.only(documented({"peak_tflops", "attention_efficiency", "flash_attention"}));
   Fields peak = compute.object("peak_tflops");
+  peak.only({"bf16", "fp16", "fp32"});
   // V100 and older have no bf16: such a profile gives fp16 instead.
   if (peak.has("bf16") || !peak.has("fp16")) p.peak_flops_bf16 = figure(peak, "bf16", TFLOPS);
   p.peak_flops_fp32 = figure(peak, "fp32", TFLOPS);
   p.attention_efficiency = efficiency(compute, "attention_efficiency");
   if (compute.has("flash_attention")) {
     Fields fa = compute.object("flash_attention");
+    fa.only(documented({"curves"}));
     const auto& curves = fa.array("curves");
     for (size_t i = 0; i < curves.size(); ++i) {
       Fields c(curves[i], fa.origin(), fa.path("curves") + "[" + std::to_string(i) + "]");
+      c.only({"head_dim", "causal", "efficiency_max", "half_seq"});
       AttentionCurve a;
       a.head_dim = int(c.integer("head_dim", 1));
       if (!c.has("causal") || !c.json().at("causal").is_boolean()) c.fail("causal", "true or false");
@@ -153,6 +178,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   if (peak.has("fp16")) p.peak_flops_fp16 = figure(peak, "fp16", TFLOPS);
 
   Fields mem = f.object("memory");
+  mem.only(documented({"hbm_GBps", "elementwise_efficiency", "capacity_GiB", "reserve_GiB"}));
   p.hbm_bandwidth = figure(mem, "hbm_GBps", GB);
   p.elementwise_efficiency = efficiency(mem, "elementwise_efficiency");
   p.hbm_capacity = figure(mem, "capacity_GiB", GiB);
@@ -161,6 +187,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     mem.fail("reserve_GiB", "a number >= 0 and below capacity_GiB");
 
   Fields ov = f.object("overlap");
+  ov.only(documented({"efficiency", "nonblocking_slowdown", "dp_bucket_MiB"}));
   p.overlap_efficiency = ov.fraction("efficiency");
   p.nonblocking_slowdown = ov.number_or("nonblocking_slowdown", 1.0);
   if (!(p.nonblocking_slowdown >= 1 && p.nonblocking_slowdown <= kHighest))
@@ -168,22 +195,24 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   if (ov.has("dp_bucket_MiB")) p.dp_bucket_bytes = figure(ov, "dp_bucket_MiB", 1048576);
 
   Fields intra = f.object("intra_node");
+  intra.only(documented({"default", "table"}));
   p.intra_default = link_from(intra.object("default"));
   const auto& itable = intra.array("table");
   const bool intra_measured = intra.has("kind") && intra.string("kind") == "measured";
   for (size_t i = 0; i < itable.size(); ++i) {
     Fields e(itable[i], origin, intra.path("table") + "[" + std::to_string(i) + "]");
-    p.intra.push_back({e.integer("stride", 1), int(e.integer("size", 2)), link_from(e)});
+    p.intra.push_back({e.integer("stride", 1), int(e.integer("size", 2)), link_from(e, "busbw_GBps", {"stride", "size"})});
     p.intra.back().link.measured_here = intra_measured;
   }
 
   Fields inter = f.object("inter_node");
-  p.inter_node = link_from(inter, "node_busbw_GBps");
+  p.inter_node = link_from(inter, "node_busbw_GBps", {"table"});
   if (inter.has("table")) {
     const auto& t = inter.array("table");
     for (size_t i = 0; i < t.size(); ++i) {
       Fields e(t[i], origin, inter.path("table") + "[" + std::to_string(i) + "]");
-      InterEntry x{int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)), link_from(e)};
+      InterEntry x{int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)),
+                   link_from(e, "busbw_GBps", {"groups_per_node", "size", "members_per_node"})};
       x.link.measured_here = inter.has("kind") && inter.string("kind") == "measured";
       x.members_per_node = int(e.integer_or("members_per_node", 1, 1));
       if (x.members_per_node >= x.size)
@@ -193,6 +222,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   }
 
   Fields gemm = f.object("gemm");
+  gemm.only(documented({"m", "n", "k", "bf16", "fp32"}));
   for (GemmTable* t : {&p.gemm_bf16, &p.gemm_fp32}) {
     t->m = ascending(gemm, "m");
     t->n = ascending(gemm, "n");
@@ -203,12 +233,16 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
 
   if (f.has("p2p")) {
     Fields p2p = f.object("p2p");
+    // "table": every pair geometry's own fit, kept for people (the advisor
+    // prices pairs from the two tiers' figures).
+    p2p.only(documented({"intra_node", "inter_node", "table"}));
     p.has_p2p = true;
     p.p2p_intra = p2p_from(p2p.object("intra_node"));
     p.p2p_inter = p2p_from(p2p.object("inter_node"));
   }
   if (f.has("host")) {
     Fields host = f.object("host");
+    host.only(documented({"link_GBps", "node_link_GBps", "memory_GiB"}));
     p.has_host = true;
     p.host_link_bw = figure(host, "link_GBps", GB);
     p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
