@@ -294,8 +294,17 @@ Device::Event Gpt<T>::offload_copy(M* const arena[3], size_t lo, OffloadSlot& sl
   return done;
 }
 
-template class Gpt<float>;
-template class Gpt<double>;
-template class Gpt<bf16>;
+// gpt.cpp instantiates the class; here only the members the rest of the
+// engine calls (the others are instantiated by their use above), since a
+// class may be explicitly instantiated once in a program.
+#define FF_OPTIMIZER_MEMBERS(T)                   \
+  template void Gpt<T>::build_buckets();         \
+  template void Gpt<T>::gradient_done(int);      \
+  template void Gpt<T>::post_ready_buckets();    \
+  template double Gpt<T>::optimizer_step(const AdamW&);
+FF_OPTIMIZER_MEMBERS(float)
+FF_OPTIMIZER_MEMBERS(double)
+FF_OPTIMIZER_MEMBERS(bf16)
+#undef FF_OPTIMIZER_MEMBERS
 
 }  // namespace ff::engine

@@ -49,6 +49,12 @@ std::map<std::string, std::vector<Seen>> every_option() {
   return all;
 }
 
+std::set<std::string> commands_of(const std::vector<Seen>& seen) {
+  std::set<std::string> commands;
+  for (const Seen& s : seen) commands.insert(s.command);
+  return commands;
+}
+
 const std::set<std::string> kSharedGroups = {ff::kConfigGroup, ff::kPaceGroup, ff::advisor::kFilterGroup,
                                              ff::advisor::kJobGroup};
 
@@ -100,13 +106,9 @@ TEST_CASE("options: a flag two commands share comes from a group or says why it 
   for (const auto& entry : all) {
     const std::string& name = entry.first;
     const std::vector<Seen>& seen = entry.second;
-    std::set<std::string> commands;
     bool outside_group = false;
-    for (const Seen& s : seen) {
-      commands.insert(s.command);
-      outside_group |= !kSharedGroups.count(s.group);
-    }
-    if (commands.size() < 2 || !outside_group) continue;
+    for (const Seen& s : seen) outside_group |= !kSharedGroups.count(s.group);
+    if (commands_of(seen).size() < 2 || !outside_group) continue;
     CAPTURE(name);
     CHECK_MESSAGE(kOwnMeaning.count(name), name << " is declared by several commands outside the shared groups");
   }
@@ -114,9 +116,7 @@ TEST_CASE("options: a flag two commands share comes from a group or says why it 
   for (const auto& entry : kOwnMeaning) {
     const std::string& name = entry.first;
     CAPTURE(name);
-    std::set<std::string> commands;
-    for (const Seen& s : all.at(name)) commands.insert(s.command);
-    CHECK(commands.size() >= 2);
+    CHECK(commands_of(all.at(name)).size() >= 2);
   }
 }
 

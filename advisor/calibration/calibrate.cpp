@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "advisor/calibration/elementwise_fit.hpp"
+#include "advisor/calibration/least_squares.hpp"
 #include "advisor/core/device_pace.hpp"  // as_written
 #include "advisor/core/json_fields.hpp"
 #include "advisor/model/compute_model.hpp"
@@ -76,93 +77,6 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
   fit.points = int(pts.size());
   fit.rel_rms = std::sqrt(sum / double(pts.size()));
   return fit;
-}
-
-// Rings over several spans as one link (MODEL.md §2, "Rings at scale"): t =
-// call + min over the two protocols of α_p·steps + factor·bytes/β_p, the
-// small-chunk one (LL) at half the bandwidth. For each split of the points
-// by chunk (bytes per rank; those at or below it run LL), relative least
-// squares of the linear model that split implies; each candidate is scored
-// as the advisor prices (the faster protocol at every point) and the best
-// kept. A split needs α_LL below α, else one protocol (ll_alpha_s = 0).
-LinkFit fit_rings(const std::vector<RingPoint>& pts, const std::vector<double>& chunk, const std::string& what) {
-  if (pts.size() < 3) input_error(what + ": need at least 3 points to fit a call cost, α and busbw");
-  std::vector<double> splits = {0};
-  for (double c : chunk) splits.push_back(c);
-  std::sort(splits.begin(), splits.end());
-  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
-  auto price = [](const RingPoint& p, double call, double alpha, double ll, double inv_bw) {
-    double t = alpha * p.steps + p.factor * p.bytes * inv_bw;
-    if (ll > 0) t = std::min(t, ll * p.steps + 2 * p.factor * p.bytes * inv_bw);
-    return call + t;
-  };
-  LinkFit best;
-  double best_rms = 0;
-  for (double split : splits) {
-    // Unknowns x = (call, α, α_LL, 1/β); rows divided by their time.
-    constexpr int n = 4;
-    double a[n][n] = {}, b[n] = {};
-    bool any_ll = false;
-    for (size_t i = 0; i < pts.size(); ++i) {
-      const RingPoint& p = pts[i];
-      const bool ll = chunk[i] <= split;
-      any_ll |= ll;
-      const double row[n] = {1 / p.seconds, ll ? 0 : p.steps / p.seconds, ll ? p.steps / p.seconds : 0,
-                             (ll ? 2 : 1) * p.factor * p.bytes / p.seconds};
-      for (int r = 0; r < n; ++r) {
-        b[r] += row[r];
-        for (int c = 0; c < n; ++c) a[r][c] += row[r] * row[c];
-      }
-    }
-    // Columns normalised (their entries span 20 orders of magnitude), then
-    // Gauss–Jordan with partial pivoting on the used columns.
-    std::vector<int> used = {0, 1, 3};
-    if (any_ll) used.insert(used.begin() + 2, 2);
-    const int m = int(used.size());
-    std::vector<double> scale(m), x(m, 0);
-    std::vector<std::vector<double>> q(m, std::vector<double>(m + 1));
-    for (int r = 0; r < m; ++r) scale[r] = std::sqrt(a[used[r]][used[r]]);
-    bool singular = false;
-    for (int r = 0; r < m; ++r) {
-      for (int c = 0; c < m; ++c) q[r][c] = a[used[r]][used[c]] / (scale[r] * scale[c]);
-      q[r][m] = b[used[r]] / scale[r];
-      singular |= !(scale[r] > 0);
-    }
-    for (int c = 0; c < m && !singular; ++c) {
-      int piv = c;
-      for (int r = c + 1; r < m; ++r)
-        if (std::abs(q[r][c]) > std::abs(q[piv][c])) piv = r;
-      if (!(std::abs(q[piv][c]) > 1e-12)) {
-        singular = true;
-        break;
-      }
-      std::swap(q[c], q[piv]);
-      for (int r = 0; r < m; ++r)
-        if (r != c) {
-          const double f = q[r][c] / q[c][c];
-          for (int k = c; k <= m; ++k) q[r][k] -= f * q[c][k];
-        }
-    }
-    if (singular) continue;
-    double sol[n] = {};
-    for (int r = 0; r < m; ++r) sol[used[r]] = q[r][m] / q[r][r] / scale[r];
-    const double call = std::max(0.0, sol[0]), alpha = sol[1], ll = sol[2], inv_bw = sol[3];
-    if (!(alpha > 0) || !(inv_bw > 0) || (any_ll && !(ll > 0 && ll < alpha))) continue;
-    double sum = 0;
-    for (const RingPoint& p : pts) {
-      const double e = price(p, call, alpha, ll, inv_bw) / p.seconds - 1;
-      sum += e * e;
-    }
-    const double rms = std::sqrt(sum / double(pts.size()));
-    if (best.points == 0 || rms < best_rms) {
-      best.link = {};
-      best.link.alpha_s = alpha, best.link.busbw = 1 / inv_bw, best.link.call_s = call, best.link.ll_alpha_s = ll;
-      best.points = int(pts.size()), best.rel_rms = best_rms = rms;
-    }
-  }
-  if (best.points == 0)
-    input_error(what + ": no positive call cost, α and busbw fit these times (do they grow with size and span?)");
-  return best;
 }
 
 std::string geometry_name(const Geometry& g) {
@@ -846,18 +760,53 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
 }
 
 LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples) {
-  std::vector<RingPoint> pts;
-  std::vector<double> chunk;
   std::set<int> spans;
   for (const auto& s : samples) {
     if (s.geometry.size < 2) input_error("rings at scale: a group of fewer than 2 ranks uses no link");
-    pts.push_back(ring_point(s.op, s.geometry.size, s.bytes, s.median_s()));
-    chunk.push_back(s.bytes / s.geometry.size);
     spans.insert(s.geometry.size);
   }
-  if (pts.size() >= 3 && spans.size() < 2)
-    input_error("rings at scale: every sample has one group size; measure several spans");
-  return fit_rings(pts, chunk, "rings at scale over " + std::to_string(spans.size()) + " spans");
+  const std::string what = "rings at scale over " + std::to_string(spans.size()) + " spans";
+  if (samples.size() < 3) input_error(what + ": need at least 3 points to fit a call cost, α and busbw");
+  if (spans.size() < 2) input_error("rings at scale: every sample has one group size; measure several spans");
+  // Each split of the points by chunk (bytes per rank; at or below it, LL)
+  // makes the model linear in x = (call, α, α_LL, 1/busbw); a split with no
+  // LL point drops α_LL. Each candidate is scored as the advisor prices it.
+  std::vector<double> splits = {0};
+  for (const auto& s : samples) splits.push_back(s.bytes / s.geometry.size);
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+  LinkFit best;
+  for (double split : splits) {
+    bool any_ll = false;
+    for (const auto& s : samples) any_ll |= s.bytes / s.geometry.size <= split;
+    std::vector<std::vector<double>> rows;
+    for (const auto& s : samples) {
+      const RingPoint p = ring_point(s.op, s.geometry.size, s.bytes, s.median_s());
+      const bool ll = s.bytes / s.geometry.size <= split;
+      std::vector<double> row = {1, ll ? 0 : p.steps, (ll ? 2 : 1) * p.factor * p.bytes};
+      if (any_ll) row.insert(row.begin() + 2, ll ? p.steps : 0);
+      for (double& v : row) v /= p.seconds;
+      rows.push_back(std::move(row));
+    }
+    std::vector<double> x;
+    if (!relative_least_squares(rows, x)) continue;
+    LinkParams l;
+    l.call_s = std::max(0.0, x[0]), l.alpha_s = x[1];
+    l.ll_alpha_s = any_ll ? x[2] : 0;
+    const double inv_bw = x.back();
+    if (!(l.alpha_s > 0) || !(inv_bw > 0) || (any_ll && !(l.ll_alpha_s > 0 && l.ll_alpha_s < l.alpha_s))) continue;
+    l.busbw = 1 / inv_bw;
+    double sum = 0;
+    for (const auto& s : samples) {
+      const double e = collective_time(s.op, s.geometry.size, s.bytes, l) / s.median_s() - 1;
+      sum += e * e;
+    }
+    const double rms = std::sqrt(sum / double(samples.size()));
+    if (best.points == 0 || rms < best.rel_rms) best.link = l, best.points = int(samples.size()), best.rel_rms = rms;
+  }
+  if (best.points == 0)
+    input_error(what + ": no positive call cost, α and busbw fit these times (do they grow with size and span?)");
+  return best;
 }
 
 AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::vector<double>& flops_per_s,
@@ -866,18 +815,17 @@ AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::ve
   if (seq.size() != flops_per_s.size() || seq.size() < 2)
     input_error(what + ": need a rate at each of at least 2 sequence lengths");
   if (!(peak_flops > 0)) input_error(what + ": the peak must be > 0");
-  // y = 1/rate = a + b·(1/S); each row divided by y, so residuals are
-  // relative (to first order, the rate's relative error).
-  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  // 1/rate = a + b·(1/S), each row divided by 1/rate: residuals relative
+  // (to first order, the rate's relative error).
+  std::vector<std::vector<double>> rows;
   for (size_t i = 0; i < seq.size(); ++i) {
     if (!(seq[i] > 0) || !(flops_per_s[i] > 0) || !std::isfinite(seq[i]) || !std::isfinite(flops_per_s[i]))
       input_error(what + ": lengths and rates must be > 0");
-    const double u = flops_per_s[i], v = flops_per_s[i] / seq[i];  // (1, 1/S) / y
-    a11 += u * u, a12 += u * v, a22 += v * v, b1 += u, b2 += v;
+    rows.push_back({flops_per_s[i], flops_per_s[i] / seq[i]});
   }
-  const double det = a11 * a22 - a12 * a12;
-  if (!(std::abs(det) > 1e-300)) input_error(what + ": the lengths must differ");
-  const double a = (b1 * a22 - b2 * a12) / det, b = (a11 * b2 - a12 * b1) / det;
+  std::vector<double> x;
+  if (!relative_least_squares(rows, x)) input_error(what + ": the lengths must differ");
+  const double a = x[0], b = x[1];
   if (!(a > 0) || !(b >= 0)) input_error(what + ": the rates fit no curve that rises to a limit with length");
   AttentionCurve c;
   c.head_dim = head_dim, c.causal = causal;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "advisor/calibration/least_squares.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/measurement.hpp"  // coll_from_name
 
@@ -132,32 +133,6 @@ Minimum nelder_mead(F&& f, std::vector<double> x0, const std::vector<double>& st
   }
   size_t b = size_t(std::min_element(val.begin(), val.end()) - val.begin());
   return {pts[b], val[b]};
-}
-
-// Solves A·x = b for a small dense symmetric positive definite A (Cholesky);
-// false where A is not.
-bool solve_spd(std::vector<double> a, std::vector<double>& b) {
-  const size_t d = b.size();
-  for (size_t j = 0; j < d; ++j) {
-    double s = a[j * d + j];
-    for (size_t k = 0; k < j; ++k) s -= a[j * d + k] * a[j * d + k];
-    if (!(s > 0)) return false;
-    a[j * d + j] = std::sqrt(s);
-    for (size_t i = j + 1; i < d; ++i) {
-      double t = a[i * d + j];
-      for (size_t k = 0; k < j; ++k) t -= a[i * d + k] * a[j * d + k];
-      a[i * d + j] = t / a[j * d + j];
-    }
-  }
-  for (size_t i = 0; i < d; ++i) {
-    for (size_t k = 0; k < i; ++k) b[i] -= a[i * d + k] * b[k];
-    b[i] /= a[i * d + i];
-  }
-  for (size_t i = d; i-- > 0;) {
-    for (size_t k = i + 1; k < d; ++k) b[i] -= a[k * d + i] * b[k];
-    b[i] /= a[i * d + i];
-  }
-  return true;
 }
 
 double sum_sq(const std::vector<double>& r) {

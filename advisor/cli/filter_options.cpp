@@ -30,7 +30,7 @@ void add_filter_options(CLI::App& app, FilterFlags& f) {
   group(app.add_option("--overlap", f.overlap, "Only these overlap flags (oar,ors,oag,odp | none | all)"));
 }
 
-SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m) {
+SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m, bool state_when_asked) {
   SearchOptions so;
   for (int mb : f.micro_batches) at_least("--micro-batch", mb, 1, "sequences per rank");
   so.micro_batches = f.micro_batches;
@@ -44,9 +44,9 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
   so.pipelines = f.pipelines;
   check_optimizer_state(m, {f.offload, f.shard_optimizer});
   so.offload_off = !f.offload;
-  so.offload_on = !f.no_offload;
+  so.offload_on = state_when_asked ? f.offload : !f.no_offload;
   so.shard_off = !f.shard_optimizer;
-  so.shard_on = !f.no_shard_optimizer;
+  so.shard_on = state_when_asked ? f.shard_optimizer : !f.no_shard_optimizer;
   return so;
 }
 

@@ -29,7 +29,9 @@ void add_filter_options(CLI::App& app, FilterFlags& f);
 
 // The search's options the filters say; throws InputError naming the flag.
 // Offload and the sharded optimizer are tried where the machine allows them
-// unless a flag excludes them.
-SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m);
+// unless a flag excludes them, or, with `state_when_asked` (validate, whose
+// runs sweep one kind at a time), only where a flag asks for them.
+SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m,
+                             bool state_when_asked = false);
 
 }  // namespace ff::advisor

@@ -48,8 +48,6 @@ struct ValidateOptions {
   int steps = 5, max_configs = 64, max_micro_batch = 16, repeats = 3;
   unsigned long long seed = 1;
   bool resume = false, json = false;
-  // Offload and the sharded optimizer only where a filter asks for them: a
-  // validation sweeps one kind of run at a time.
   FilterFlags filters;
   double run_timeout = 300;
   std::string device = "cpu";
@@ -145,9 +143,7 @@ Setup setup(const ValidateOptions& o) {
     std::cerr << "advisor: warning: " << origin << "'s links were measured polling every "
               << micros_text(*s.machine.poll_s * 1e6) << " us (poll_us), but the cpu engine waits in MPI_Wait\n";
   }
-  s.filters = search_filters(o.filters, s.job, s.machine);
-  s.filters.offload_on = o.filters.offload;
-  s.filters.shard_on = o.filters.shard_optimizer;
+  s.filters = search_filters(o.filters, s.job, s.machine, /*state_when_asked=*/true);
   s.launcher = split_words(o.launcher);
   if (s.launcher.empty()) input_error("--launcher is empty: give e.g. \"mpirun -np " + std::to_string(o.ranks) + "\"");
   if (find_program(s.launcher[0]).empty())

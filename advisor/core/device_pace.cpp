@@ -6,15 +6,6 @@
 
 namespace ff {
 
-DevicePace default_pace() {
-  DevicePace p;
-  p.gemm_flops = kDefaultPaceGflops * 1e9;
-  p.bytes_per_s = kDefaultPaceGbps * 1e9;
-  p.poll_s = kDefaultPollUs * 1e-6;
-  p.host_bytes_per_s = kDefaultPaceHostGbps * 1e9;
-  return p;
-}
-
 double pace_gemm_flops(const DevicePace& p, bool fp64) { return fp64 ? p.gemm_flops / 2 : p.gemm_flops; }
 
 std::string pace_label(const DevicePace& p) {

@@ -27,7 +27,6 @@ struct DevicePace {
   double host_bytes_per_s = kDefaultPaceHostGbps * 1e9;
   bool operator==(const DevicePace&) const = default;
 };
-DevicePace default_pace();
 // fp32 or fp64 GEMM rate: a host computes fp64 at about half its fp32 rate.
 double pace_gemm_flops(const DevicePace& p, bool fp64);
 std::string pace_label(const DevicePace& p);  // "2 GFLOP/s, 0.5 GB/s, poll 50 us, host 0.1 GB/s"

@@ -62,6 +62,13 @@ size_t distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::optional<double> Fields::microseconds(const std::string& key, const std::string& expected) const {
+  if (!has(key)) return std::nullopt;
+  const double us = number(key);
+  if (us < 0) fail(key, expected);
+  return us * 1e-6;
+}
+
 void Fields::only(const std::vector<const char*>& known) const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     const std::string& key = it.key();

@@ -1,6 +1,7 @@
 #pragma once
 // Reading JSON with errors a person can act on: which file, which field,
 // what was expected, what was found.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class Fields {
   double number_or(const std::string& key, double fallback) const;
   long long integer_or(const std::string& key, long long min, long long fallback) const;
   bool boolean_or(const std::string& key, bool fallback) const;
+  // A field in microseconds >= 0, in seconds, or nothing where absent; else
+  // fail(key, expected).
+  std::optional<double> microseconds(const std::string& key, const std::string& expected) const;
   std::string where(const std::string& key) const;        // "origin: field 'a.b.key'"
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
   // Refuses a field that is neither in `known` nor "comment"/"source" (where

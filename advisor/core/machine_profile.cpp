@@ -248,16 +248,9 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
     p.host_memory = figure(host, "memory_GiB", GiB);
   }
-  if (f.has("poll_us")) {
-    double us = f.number("poll_us");
-    if (us < 0) f.fail("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
-    p.poll_s = us * 1e-6;
-  }
-  if (f.has("gap_us")) {
-    double us = f.number("gap_us");
-    if (us < 0) f.fail("gap_us", "microseconds >= 0: the idle time before each operation the links were measured after (measure --gap-us)");
-    p.gap_s = us * 1e-6;
-  }
+  p.poll_s = f.microseconds("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
+  p.gap_s = f.microseconds(
+      "gap_us", "microseconds >= 0: the idle time before each operation the links were measured after (measure --gap-us)");
   if (f.has("engine_device")) {
     p.engine_device = f.string("engine_device");
     if (p.engine_device != "cpu" && p.engine_device != "cuda")

@@ -168,16 +168,8 @@ Measurement measurement_from(const Fields& f) {
   }
   m.host_memory_bytes = f.number_or("host_memory_GiB", 0) * GiB;
   if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
-  if (f.has("poll_us")) {
-    double us = f.number("poll_us");
-    if (us < 0) f.fail("poll_us", "microseconds >= 0 (measure --poll-us)");
-    m.poll_s = us * 1e-6;
-  }
-  if (f.has("gap_us")) {
-    double us = f.number("gap_us");
-    if (us < 0) f.fail("gap_us", "microseconds >= 0 (measure --gap-us)");
-    m.gap_s = us * 1e-6;
-  }
+  m.poll_s = f.microseconds("poll_us", "microseconds >= 0 (measure --poll-us)");
+  m.gap_s = f.microseconds("gap_us", "microseconds >= 0 (measure --gap-us)");
   return m;
 }
 
