@@ -5,6 +5,7 @@
 // from the code under test.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "advisor/core/error.hpp"
@@ -16,6 +17,16 @@ namespace fftest {
 // A relative comparison (doctest's default Approx adds an absolute slack of
 // `epsilon`, useless for times of microseconds). Do not use it against 0.
 inline doctest::Approx rel(double v, double eps = 1e-12) { return doctest::Approx(v).epsilon(eps).scale(0); }
+
+// tests/fixtures/<name>. Meson compiles with __FILE__ relative to the build
+// directory, the parent of this executable's directory (build/tests/...), so
+// the fixtures are found from any working directory.
+inline std::string fixture(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path src = fs::path(__FILE__).parent_path();
+  if (src.is_relative()) src = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / src;
+  return (src / "fixtures" / name).lexically_normal().string();
+}
 
 // layers 2, hidden 64, heads 4, ffn 256 (= 4H), vocab 100 padded to 128, seq_len 16.
 inline ff::ModelSpec toy_model(int layers = 2) { return ff::ModelSpec{"toy", layers, 64, 4, 256, 100, 128, 16}; }

@@ -215,11 +215,30 @@ TEST_CASE("inputs: machine profile files") {
     CHECK(contains(msg, "ascending"));
   }
   SUBCASE("a GEMM table of the wrong shape") {
-    j["gemm"]["bf16"].erase(0);
+    j["gemm"]["fp32"].erase(0);
     std::string f = dir.write("pm.json", j.dump(2));
     std::string msg = input_error_of([&] { load_machine(f); });
-    CHECK(contains(msg, "gemm.bf16"));
+    CHECK(contains(msg, "gemm.fp32"));
     CHECK(contains(msg, "6x6x6"));
+  }
+  SUBCASE("a GEMM rate above the peak, a negative launch, a slowdown of 1") {
+    auto refused = [&](const nlohmann::json& bad, const char* field) {
+      std::string msg = input_error_of([&] { load_machine(dir.write("pm.json", bad.dump(2))); });
+      CAPTURE(msg);
+      CHECK(contains(msg, field));
+    };
+    nlohmann::json k = j;
+    k["gemm"]["rate"]["efficiency_max"] = 1.5;
+    refused(k, "gemm.rate.efficiency_max");
+    k = j;
+    k["gemm"].erase("rate");  // without a rate the bf16 table is required
+    refused(k, "gemm.bf16");
+    k = j;
+    k["compute"]["launch_us"] = -1;
+    refused(k, "compute.launch_us");
+    k = j;
+    k["overlap"]["compute_slowdown"] = 1;
+    refused(k, "overlap.compute_slowdown");
   }
   SUBCASE("malformed JSON") {
     std::string f = dir.write("pm.json", "{\"name\": \"x\",\n\"gpus_per_node\": 4,,\n}");

@@ -14,15 +14,7 @@ using fftest::rel;
 
 namespace {
 
-// Meson compiles with __FILE__ relative to the build directory, the parent of
-// this executable's directory (build/tests/unit_tests), so the fixtures are
-// found from any working directory.
-std::string fixture(const std::string& name) {
-  namespace fs = std::filesystem;
-  fs::path src = fs::path(__FILE__).parent_path();
-  if (src.is_relative()) src = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / src;
-  return (src / "fixtures" / "nccl-tests" / name).lexically_normal().string();
-}
+std::string fixture(const std::string& name) { return fftest::fixture("nccl-tests/" + name); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -573,7 +573,11 @@ void fit_gemm(nlohmann::json& p, const nlohmann::json& base, const MachineProfil
                     "median time; efficiency = achieved / " + peak_note + ", at most 1) placed on the grid of the " +
                     "measured dimensions; a cell with samples on it holds their mean (layouts nn, nt, tn alike), " +
                     "a cell without the inverse-distance-squared mean in log2(m, n, k) of all samples. ";
-  if (b) {
+  if (b && !low_precision(m.gemm_dtype) && b->gemm_rate.efficiency_max > 0) {
+    g["rate"] = base["gemm"]["rate"];
+    how += "bf16: not measured; the base profile's rate kept (" + base["gemm"].value("kind", std::string("nominal")) +
+           ").";
+  } else if (b) {
     const GemmTable& t = b->gemm(low_precision(m.gemm_dtype) ? Dtype::FP32 : Dtype::BF16);
     std::vector<double> o;
     for (double x : M)
@@ -833,6 +837,34 @@ AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::ve
   c.half_seq = b / a;
   if (!(c.efficiency_max <= 1)) input_error(what + ": the fitted limit is above the peak");
   return c;
+}
+
+GemmRate fit_gemm_rate(const std::vector<GemmRatePoint>& points) {
+  if (points.size() < 2) input_error("GEMM rate: need rates at 2 or more shapes");
+  // t = u·(2mnk/peak) + fixed with u = 1/efficiency_max: each row divided
+  // by the measured t, so the residuals are relative.
+  std::vector<std::vector<double>> rows;
+  for (const GemmRatePoint& q : points) {
+    const double flops = 2 * q.m * q.n * q.k;
+    if (!(flops > 0) || !(q.flops_per_s > 0) || !(q.peak_flops > 0) || !std::isfinite(flops))
+      input_error("GEMM rate: shapes, rates and peaks must be > 0");
+    const double t = flops / q.flops_per_s;
+    rows.push_back({flops / q.peak_flops / t, 1 / t});
+  }
+  std::vector<double> x;
+  if (!relative_least_squares(rows, x)) input_error("GEMM rate: the shapes must differ in size");
+  GemmRate r;
+  if (x[1] < 0) {  // no fixed part: the efficiency alone, t = u·(2mnk/peak)
+    rows = {};
+    for (const GemmRatePoint& q : points) rows.push_back({q.flops_per_s / q.peak_flops});
+    if (!relative_least_squares(rows, x)) input_error("GEMM rate: no rates");
+    x.push_back(0);
+  }
+  r.efficiency_max = 1 / x[0];
+  r.fixed_s = x[1];
+  if (!(r.efficiency_max > 0 && r.efficiency_max <= 1))
+    input_error("GEMM rate: the fitted efficiency " + std::to_string(r.efficiency_max) + " is not in (0, 1]");
+  return r;
 }
 
 LinkFit fit_p2p(const std::vector<P2PSample>& samples) {

@@ -52,6 +52,18 @@ LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples);
 AttentionCurve fit_attention_curve(const std::vector<double>& seq, const std::vector<double>& flops_per_s,
                                    double peak_flops, int head_dim, bool causal);
 
+// A low-precision GEMM's rate at several shapes (achieved FLOP/s of
+// 2mnk, each against its GPU's peak), fitted as MODEL.md §2's form
+// t = 2mnk / (efficiency_max · peak) + fixed by least squares of relative
+// error. Throws InputError on fewer than 2 shapes or rates that fit no
+// efficiency at or below 1 with fixed >= 0.
+struct GemmRatePoint {
+  double m, n, k;
+  double flops_per_s;  // achieved
+  double peak_flops;   // the GPU's datasheet peak for the dtype
+};
+GemmRate fit_gemm_rate(const std::vector<GemmRatePoint>& points);
+
 // A pair exchanging one message each way at once, all samples of one
 // geometry: least squares of t = α + bytes/bw on the median times, relative
 // error, α >= 0, as the collectives (the same code: a one-step "ring" of

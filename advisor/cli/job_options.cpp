@@ -22,6 +22,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
             ->excludes(b));
   group(app->add_option("--dtype", o.dtype,
                         "Training precision: bf16, fp16 (V100 and older) or fp32 [bf16, or fp16 where the machine has no bf16]"));
+  group(app->add_option("--fusion", o.fusion,
+                        "The framework's kernels (MODEL.md §2): fused (Megatron-LM with Transformer Engine), unfused "
+                        "(PyTorch eager) or engine (this project's engine)")
+            ->capture_default_str());
 }
 
 long long default_batch(const ModelSpec& m, long long gpus) {
@@ -45,6 +49,10 @@ long long parse_gpus(const std::string& text) {
 LoadedJob load_job(const JobOptions& o) {
   LoadedJob l;
   if (!o.dtype.empty()) l.job.dtype = flag_value("--dtype", [&] { return parse_dtype(o.dtype); });
+  l.job.fusion = flag_value("--fusion", [&] {
+    if (auto f = parse_fusion(o.fusion)) return *f;
+    throw InputError("'" + o.fusion + "': expected fused, unfused or engine");
+  });
   l.job.gpus = parse_gpus(o.gpus);
   l.job.model = load_model(o.model);
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);

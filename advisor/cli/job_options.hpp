@@ -16,6 +16,7 @@ struct JobOptions {
   long long batch = -1;        // sequences; -1: not given (from batch_tokens or the default)
   long long batch_tokens = -1; // -1: not given
   std::string dtype;  // empty: bf16, or fp16 on a machine without bf16
+  std::string fusion = "fused";
 };
 
 // Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of

@@ -155,6 +155,9 @@ void run(const PredictOptions& o) {
     out["micro_steps"] = plan.micro_steps;
     out["time_s"] = e.time_s;
     out["compute_s"] = e.compute_s;
+    out["contention_s"] = e.contention_s;  // of compute_s: slowed under the collectives it hides
+    out["fusion"] = fusion_name(job.fusion);
+    out["launches"] = plan.launches;
     out["exposed_comm_s"] = per_axis_json(e.exposed_comm_s);
     out["comm_s"] = per_axis_json(e.comm_s);
     out["memory_gib"] = pr.memory.total() / 1073741824.0;
@@ -193,7 +196,8 @@ void run(const PredictOptions& o) {
     out["bytes_per_step"] = per_axis_json(bytes_per_step(plan, c.shard_optimizer));
     out["compute"] = nlohmann::json::array();
     for (const auto& w : plan.compute)
-      out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"seconds_each", w.seconds},
+      out["compute"].push_back({{"layer", w.layer}, {"what", w.what}, {"class", kernel_class_name(w.cls)},
+                                {"launches_each", w.launches}, {"seconds_each", w.seconds},
                                 {"per_iteration", per_iteration(plan, w)}});
     const MemoryUse& u = pr.memory;
     out["memory_bytes"] = memory_json(u);
@@ -211,7 +215,7 @@ void run(const PredictOptions& o) {
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
             << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str()
             << (c.offload ? ", offload" : "") << (c.shard_optimizer ? ", optimizer sharded over data" : "") << ", "
-            << dtype_name(c.dtype) << "\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
+            << dtype_name(c.dtype) << ", " << fusion_name(job.fusion) << " kernels\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
   Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
   for (Axis a : kAxes) {
     const AxisLink& k = pr.links[int(a)];
@@ -252,13 +256,20 @@ void run(const PredictOptions& o) {
   std::cout << "\nCompute per iteration" << (c.grid.p > 1 ? " of stage " + std::to_string(pr.schedule.critical_stage) : "")
             << ", by layer:\n";
   std::map<std::string, double> by_layer;
-  Table work({"<layer", "<what", "each", "calls/it", "total/it"});
+  Table work({"<layer", "<what", "<class", "kernels", "each", "calls/it", "total/it"});
   for (const auto& w : plan.compute) {
     double calls = per_iteration(plan, w);
     by_layer[w.layer] += calls * w.seconds;
-    work.row({w.layer, w.what, seconds(w.seconds), grouped((long long)calls), seconds(calls * w.seconds)});
+    work.row({w.layer, w.what, kernel_class_name(w.cls), fixed(w.launches, w.launches == std::floor(w.launches) ? 0 : 2),
+              seconds(w.seconds), grouped((long long)calls), seconds(calls * w.seconds)});
   }
   std::cout << work.str("  ");
+  std::cout << "  " << grouped((long long)std::llround(plan.launches)) << " kernel launches per iteration ("
+            << fusion_name(job.fusion) << " kernels, " << fixed(m.launch_s * 1e6, 1) << " µs each beyond their work)";
+  if (e.contention_s > 0)
+    std::cout << "; compute " << seconds(e.contention_s) << " slower under the collectives it hides ("
+              << fixed(100 * m.compute_slowdown, 0) << "% while one is in flight)";
+  std::cout << "\n";
 
   const MemoryUse& u = pr.memory;
   std::cout << "\nMemory per GPU" << (c.grid.p > 1 ? " (the stage that needs the most)" : "") << ":\n";

@@ -118,6 +118,7 @@ void run(const RecommendOptions& o) {
     nlohmann::json out = {{"model", job.model.name},  {"machine", m.name},
                           {"gpus", job.gpus},         {"batch_sequences", job.batch},
                           {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
+                          {"fusion", fusion_name(job.fusion)},
                           {"evaluated", r.evaluated}, {"feasible", r.feasible},
                           {"search_seconds", r.seconds}, {"search_threads", r.threads},
                           {"parameters", params},
@@ -157,7 +158,7 @@ void run(const RecommendOptions& o) {
 
   std::cout << job.model.name << " (" << fixed(params / 1e9, 1) << " B parameters) on " << grouped(job.gpus) << " × " << m.name
             << " GPUs (" << m.gpus_per_node << " per node), batch " << grouped(job.batch) << " × "
-            << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << "\n"
+            << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << ", " << fusion_name(job.fusion) << " kernels\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
             << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";

@@ -110,6 +110,7 @@ Setup setup(const ValidateOptions& o) {
   // Priced as the engine computes: its attention is unfused (full S×S
   // scores), whatever the model file says a production run would use.
   s.job.model.attention = Attention::Unfused;
+  s.job.fusion = Fusion::Engine;
   std::string origin;
   s.machine_json = machine_json(o.machine.empty() ? default_machine() : o.machine, origin);
   s.machine = machine_from_json(s.machine_json, origin);

@@ -35,7 +35,8 @@ nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
   mem["elementwise_efficiency"] = 1.0;
   nlohmann::json& ov = j["overlap"];
   ov["efficiency"] = 1.0;
-  ov["source"] = "1 on the paced device: it computes while its rank polls MPI (MODEL.md §11)";
+  ov["compute_slowdown"] = 0.0;
+  ov["source"] = "1, and no slowdown, on the paced device: it computes while its rank polls MPI (MODEL.md §11)";
   // The host link: each rank's copy engines, whatever its node's others do.
   nlohmann::json& host = j["host"];
   if (!host.contains("memory_GiB"))  // the arena lives in this host's RAM, as the ranks' memory does

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "advisor/core/config.hpp"
+#include "advisor/core/fusion.hpp"
 #include "advisor/core/model_spec.hpp"
 
 namespace ff {
@@ -13,6 +14,7 @@ struct Job {
   long long gpus = 0;
   long long batch = 0;  // sequences per iteration
   Dtype dtype = Dtype::BF16;
+  Fusion fusion = Fusion::Fused;  // the framework that runs it (MODEL.md §2, "Kernels")
 };
 
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.

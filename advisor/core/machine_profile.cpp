@@ -150,7 +150,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
 
   Fields compute = f.object("compute");
-  compute.only(documented({"peak_tflops", "attention_efficiency", "flash_attention"}));
+  compute.only(documented({"peak_tflops", "attention_efficiency", "flash_attention", "launch_us"}));
   Fields peak = compute.object("peak_tflops");
   peak.only({"bf16", "fp16", "fp32"});
   // V100 and older have no bf16: such a profile gives fp16 instead.
@@ -176,6 +176,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     if (p.flash_attention.empty()) fa.fail("curves", "at least one {head_dim, causal, efficiency_max, half_seq}");
   }
   if (peak.has("fp16")) p.peak_flops_fp16 = figure(peak, "fp16", TFLOPS);
+  p.launch_s = compute.microseconds("launch_us", "microseconds >= 0: a memory-bound kernel's launch and ramp").value_or(0);
 
   Fields mem = f.object("memory");
   mem.only(documented({"hbm_GBps", "elementwise_efficiency", "capacity_GiB", "reserve_GiB"}));
@@ -187,8 +188,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     mem.fail("reserve_GiB", "a number >= 0 and below capacity_GiB");
 
   Fields ov = f.object("overlap");
-  ov.only(documented({"efficiency", "nonblocking_slowdown", "dp_bucket_MiB"}));
+  ov.only(documented({"efficiency", "nonblocking_slowdown", "dp_bucket_MiB", "compute_slowdown"}));
   p.overlap_efficiency = ov.fraction("efficiency");
+  p.compute_slowdown = ov.number_or("compute_slowdown", 0.0);
+  if (!(p.compute_slowdown >= 0 && p.compute_slowdown < 1))
+    ov.fail("compute_slowdown", "a fraction from 0 to below 1 (how much slower compute runs under a collective)");
   p.nonblocking_slowdown = ov.number_or("nonblocking_slowdown", 1.0);
   if (!(p.nonblocking_slowdown >= 1 && p.nonblocking_slowdown <= kHighest))
     ov.fail("nonblocking_slowdown", "a number from 1 to 1e+09");
@@ -222,13 +226,21 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   }
 
   Fields gemm = f.object("gemm");
-  gemm.only(documented({"m", "n", "k", "bf16", "fp32"}));
+  gemm.only(documented({"m", "n", "k", "bf16", "fp32", "rate"}));
+  if (gemm.has("rate")) {
+    Fields r = gemm.object("rate");
+    r.only({"efficiency_max", "fixed_us"});
+    p.gemm_rate.efficiency_max = efficiency(r, "efficiency_max");
+    p.gemm_rate.fixed_s = r.microseconds("fixed_us", "microseconds >= 0: a GEMM's fixed part").value_or(0);
+  }
   for (GemmTable* t : {&p.gemm_bf16, &p.gemm_fp32}) {
     t->m = ascending(gemm, "m");
     t->n = ascending(gemm, "n");
     t->k = ascending(gemm, "k");
   }
-  p.gemm_bf16.eff = eff_table(gemm, "bf16", p.gemm_bf16.m.size(), p.gemm_bf16.n.size(), p.gemm_bf16.k.size());
+  // With a rate, a bf16 table is optional: the rate prices bf16 and fp16.
+  if (!gemm.has("rate") || gemm.has("bf16"))
+    p.gemm_bf16.eff = eff_table(gemm, "bf16", p.gemm_bf16.m.size(), p.gemm_bf16.n.size(), p.gemm_bf16.k.size());
   p.gemm_fp32.eff = eff_table(gemm, "fp32", p.gemm_fp32.m.size(), p.gemm_fp32.n.size(), p.gemm_fp32.k.size());
 
   if (f.has("p2p")) {
@@ -328,6 +340,7 @@ MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
       // valid what-if (the table may be pessimistic).
       for (auto* g : {&q.gemm_bf16, &q.gemm_fp32})
         for (double& e : g->eff) e *= factor;
+      q.gemm_rate.efficiency_max *= factor;
       q.attention_efficiency *= factor;
       for (auto& a : q.flash_attention) a.efficiency_max *= factor;
       break;

@@ -75,6 +75,14 @@ struct GemmTable {
   std::vector<double> eff;      // [i_m][i_n][i_k], row-major
 };
 
+// A low-precision GEMM's time as published rates follow it (MODEL.md §2,
+// "Kernels"): t = 2mnk / (efficiency_max · peak) + fixed, the fixed part the
+// launch, ramp and last wave a small GEMM cannot amortise.
+struct GemmRate {
+  double efficiency_max = 0;  // 0: no rate; the table prices
+  double fixed_s = 0;
+};
+
 // A pair exchanging messages, both directions at once (a pipeline's forward
 // activations and backward gradients): t = α + bytes / bw, bw per direction.
 struct P2PLink {
@@ -115,6 +123,15 @@ struct MachineProfile {
   LinkParams inter_node;             // one group per node: alpha and the node's busbw
   std::vector<InterEntry> inter;
   GemmTable gemm_bf16, gemm_fp32;
+  // Where set (gemm.rate), it prices bf16 and fp16 GEMMs instead of the table.
+  GemmRate gemm_rate;
+  // A memory-bound kernel's launch and ramp on top of its bytes, and the
+  // least time the host takes to issue any kernel (compute.launch_us;
+  // MODEL.md §2, "Kernels"). GEMM and attention rates include theirs.
+  double launch_s = 0;
+  // Compute under a collective in flight runs this fraction slower: the
+  // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
+  double compute_slowdown = 0;
   double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
   // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a
   // 2-rank all-gather on the same ranks, whose wire pattern it is (MODEL.md §9).

@@ -44,6 +44,8 @@ double gemm_efficiency(const GemmTable& t, double m, double n, double k) {
 
 double gemm_time(const MachineProfile& p, Dtype dt, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
+  if (dt != Dtype::FP32 && p.gemm_rate.efficiency_max > 0)
+    return 2 * m * n * k / (p.peak_flops(dt) * p.gemm_rate.efficiency_max) + p.gemm_rate.fixed_s;
   return 2 * m * n * k / (p.peak_flops(dt) * gemm_efficiency(p.gemm(dt), m, n, k));
 }
 
@@ -71,8 +73,8 @@ double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, dou
   return flops / (p.peak_flops(dt) * flash_attention_efficiency(p, dt, seq, head_dim));
 }
 
-double elementwise_time(const MachineProfile& p, double bytes) {
-  return bytes / (p.hbm_bandwidth * p.elementwise_efficiency);
+double elementwise_time(const MachineProfile& p, double bytes, double launches) {
+  return bytes / (p.hbm_bandwidth * p.elementwise_efficiency) + launches * p.launch_s;
 }
 
 }  // namespace ff

@@ -1,12 +1,14 @@
 #pragma once
-// Compute time: GEMMs from the profile's efficiency table, attention at the
-// profile's flash-attention efficiency, element-wise work by memory traffic.
+// Compute time: GEMMs at the profile's rate or from its efficiency table,
+// attention at the profile's flash-attention efficiency, memory-bound
+// kernels by their traffic and launches.
 #include "advisor/core/machine_profile.hpp"
 
 namespace ff {
 
 // Efficiency of an m×k by k×n GEMM, interpolated in log2 of each dimension.
 double gemm_efficiency(const GemmTable& t, double m, double n, double k);
+// At gemm_rate for bf16 and fp16 where the profile has one, else the table.
 double gemm_time(const MachineProfile& p, Dtype dt, double m, double n, double k);
 double attention_time(const MachineProfile& p, Dtype dt, double flops);
 // Causal flash attention over sequences of `seq` tokens with heads of
@@ -17,6 +19,7 @@ double attention_time(const MachineProfile& p, Dtype dt, double flops);
 double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, double seq, double head_dim);
 // The efficiency flash_attention_time prices at (of the dtype's peak).
 double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim);
-double elementwise_time(const MachineProfile& p, double bytes);
+// Memory-bound kernels moving `bytes` in all, in `launches` launches.
+double elementwise_time(const MachineProfile& p, double bytes, double launches = 0);
 
 }  // namespace ff

@@ -34,11 +34,13 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.micro_batch = mb;
   plan.recompute = rc;
   plan.dtype = dt;
+  plan.fusion = job.fusion;
   plan.micro_steps = job.batch / (1LL * mb * g.z * g.d);
   plan.tokens = t;
   plan.comm.clear();
   plan.compute.clear();
   plan.overlap_efficiency = p.overlap_efficiency;
+  plan.compute_slowdown = p.compute_slowdown;
   plan.nonblocking_slowdown = p.nonblocking_slowdown;
   plan.message_elements = t * hx;
   {
@@ -56,10 +58,17 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     if (g.size(a) > 1)
       plan.comm.push_back({layer, what, a, c, elems, bytes, count, per_step, hide, slot, backward(what, per_step)});
   };
-  auto work = [&](const char* layer, const char* what, double seconds, double count, bool per_step = false) {
-    plan.compute.push_back({layer, what, seconds, count, per_step, backward(what, per_step)});
+  auto work = [&](const char* layer, const char* what, KernelClass cls, double seconds, double launches, double count,
+                  bool per_step = false) {
+    plan.compute.push_back({layer, what, seconds, count, per_step, backward(what, per_step), cls, launches});
   };
-  auto ew = [&](double bytes) { return elementwise_time(p, bytes); };
+  // A memory-bound term: its kernels' bytes and launches, each launch priced.
+  auto mem = [&](const char* layer, const char* what, KernelClass cls, const MemoryKernels& k, double count,
+                 bool per_step = false) {
+    const double s = elementwise_time(p, k.bytes, k.launches);
+    work(layer, what, cls, s, k.launches, count, per_step);
+    return s;
+  };
   // Weight gradients reach the fp32 shard accumulator: with G_z = 1 the
   // weight-gradient GEMM accumulates into it (β = 1, Megatron's gradient-
   // accumulation fusion), no pass of its own; with G_z > 1 the reduce-
@@ -70,7 +79,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 
   // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
-  std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{};
+  std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{}, n_local{};
   for (int j = 0; j < kBlockLayers; ++j) {
     const LinearLayer& l = layers[j];
     LocalWeight w = local_weight(l, g);
@@ -85,10 +94,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     fwd_gemm[j] = gemm_time(p, dt, t, w.n_local, w.k_local);
     dgrad_gemm[j] = gemm_time(p, dt, t, w.k_local, w.n_local);
     wgrad_gemm[j] = gemm_time(p, dt, w.k_local, w.n_local, t);
-    work(l.name, "fwd GEMM", fwd_gemm[j], fwd_count);
-    work(l.name, "bwd input-grad GEMM", dgrad_gemm[j], L);
-    work(l.name, "bwd weight-grad GEMM", wgrad_gemm[j], L);
-    work(l.name, "grad accumulate (fp32 shard)", ew(w.shard * (b + 8)) * accumulate_share, L);
+    n_local[j] = w.n_local;
+    work(l.name, "fwd GEMM", KernelClass::Gemm, fwd_gemm[j], 1, fwd_count);
+    work(l.name, "bwd input-grad GEMM", KernelClass::Gemm, dgrad_gemm[j], 1, L);
+    work(l.name, "bwd weight-grad GEMM", KernelClass::Gemm, wgrad_gemm[j], 1, L);
+    mem(l.name, "grad accumulate (fp32 shard)", KernelClass::Accumulate,
+        {w.shard * (b + 8) * accumulate_share, accumulate_share}, L);
   }
 
   // Attention: whole heads per Y rank, whole sequences per Z·D rank,
@@ -97,8 +108,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   if (m.attention == Attention::Flash) {
     attn_fwd = flash_attention_time(p, dt, 2.0 * mb * S * S * (H / g.y), S, double(H) / m.heads);
     attn_bwd = 2.5 * attn_fwd;
-    work("attention", "fwd (flash, causal)", attn_fwd, fwd_count);
-    work("attention", "bwd", attn_bwd, L);
+    work("attention", "fwd (flash, causal)", KernelClass::Attention, attn_fwd, 1, fwd_count);
+    work("attention", "bwd", KernelClass::Attention, attn_bwd, 1, L);
   } else {
     // Unfused (MODEL.md §10): QKᵀ and PV over the full S×S (the masked half
     // too), backward twice that; E = mb·(A/G_y)·S² scores, whose softmax
@@ -107,26 +118,40 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     // its backward the same.
     const double E = mb * (double(m.heads) / g.y) * S * S, drop = m.attention_dropout ? 2 * b * E + E : 0;
     const double gemm_fwd = attention_time(p, dt, 4.0 * mb * S * S * (H / g.y));
-    const double ew_fwd = ew(2 * b * E + drop), ew_bwd = ew(3 * b * E + drop);
-    work("attention", "fwd QK^T and PV (unfused, full S×S)", gemm_fwd, fwd_count);
-    work("attention", m.attention_dropout ? "fwd scores softmax + dropout (unfused)" : "fwd scores softmax (unfused)",
-         ew_fwd, fwd_count);
-    work("attention", "bwd QK^T and PV (unfused)", 2 * gemm_fwd, L);
-    work("attention", "bwd softmax (unfused)", ew_bwd, L);
+    // A batched GEMM each for QKᵀ and PV forward, four backward; softmax
+    // (and dropout) one kernel each way.
+    work("attention", "fwd QK^T and PV (unfused, full S×S)", KernelClass::Attention, gemm_fwd, 2, fwd_count);
+    const double ew_fwd = mem("attention",
+                              m.attention_dropout ? "fwd scores softmax + dropout (unfused)" : "fwd scores softmax (unfused)",
+                              KernelClass::Attention, {2 * b * E + drop, 1.0 + m.attention_dropout}, fwd_count);
+    work("attention", "bwd QK^T and PV (unfused)", KernelClass::Attention, 2 * gemm_fwd, 4, L);
+    const double ew_bwd = mem("attention", "bwd softmax (unfused)", KernelClass::Attention,
+                              {3 * b * E + drop, 1.0 + m.attention_dropout}, L);
     attn_fwd = gemm_fwd + ew_fwd;
     attn_bwd = 2 * gemm_fwd + ew_bwd;
   }
-  // Element-wise work by memory traffic: LayerNorm and residuals on
-  // [t, H/G_x] (replicated over Y), GELU on [t, F/G_y] (replicated over X).
-  double ln_fwd = ew(2 * t * hx * b), ln_bwd = ew(3 * t * hx * b);
-  double res = ew(3 * t * hx * b);
-  double gelu_fwd = ew(2 * t * fy * b), gelu_bwd = ew(3 * t * fy * b);
-  work("layernorm", "fwd", ln_fwd, 2 * fwd_count);
-  work("layernorm", "bwd", ln_bwd, 2 * L);
-  work("residual", "fwd add", res, 2 * fwd_count);
-  work("residual", "bwd add", res, 2 * L);
-  work("gelu", "fwd", gelu_fwd, fwd_count);
-  work("gelu", "bwd", gelu_bwd, L);
+  // Memory-bound kernels at the job's fusion level: LayerNorm and residuals
+  // on [t, H/G_x] (replicated over Y), GELU on [t, F/G_y] (replicated over
+  // X), the biases on each layer's output columns.
+  const BlockKernels bk = block_kernels(job.fusion, t, hx, fy, n_local, b);
+  const double ln_fwd = mem("layernorm", "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);
+  const double ln_bwd = mem("layernorm", "bwd", KernelClass::Norm, bk.norm_bwd, 2 * L);
+  const double res_fwd = mem("residual", "fwd add", KernelClass::Residual, bk.residual_fwd, 2 * fwd_count);
+  const double res_bwd = mem("residual", "bwd add", KernelClass::Residual, bk.residual_bwd, 2 * L);
+  const double gelu_fwd = mem("gelu", "fwd", KernelClass::Activation, bk.act_fwd, fwd_count);
+  const double gelu_bwd = mem("gelu", "bwd", KernelClass::Activation, bk.act_bwd, L);
+  // Per layer, a bias's share of the four: by its columns.
+  double columns = 0;
+  for (double n : n_local) columns += n;
+  std::array<double, kBlockLayers> bias_fwd{}, bias_bwd{};
+  if (bk.bias_fwd.launches > 0) {
+    mem("biases", "fwd add", KernelClass::Bias, bk.bias_fwd, fwd_count);
+    mem("biases", "bwd column sums", KernelClass::Bias, bk.bias_bwd, L);
+    for (int j = 0; j < kBlockLayers; ++j) {
+      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * n_local[j] / columns, bk.bias_fwd.launches / kBlockLayers);
+      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * n_local[j] / columns, bk.bias_bwd.launches / kBlockLayers);
+    }
+  }
   // Exact LayerNorm over a hidden split over X: per-token sum, then centred
   // sum of squares, forward; one reduction of 2t backward.
   comm("layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes,
@@ -134,23 +159,26 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   comm("layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 2 * L);
 
   // Windows: each layer's GEMMs and the element-wise work that follows it.
-  plan.fwd_window = {fwd_gemm[0] + attn_fwd, fwd_gemm[1] + res + ln_fwd, fwd_gemm[2] + gelu_fwd,
-                     fwd_gemm[3] + res + ln_fwd};
-  plan.bwd_window = {dgrad_gemm[0] + wgrad_gemm[0] + ln_bwd + res, dgrad_gemm[1] + wgrad_gemm[1] + attn_bwd,
-                     dgrad_gemm[2] + wgrad_gemm[2] + ln_bwd + res, dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
+  plan.fwd_window = {fwd_gemm[0] + attn_fwd, fwd_gemm[1] + res_fwd + ln_fwd, fwd_gemm[2] + gelu_fwd,
+                     fwd_gemm[3] + res_fwd + ln_fwd};
+  plan.bwd_window = {dgrad_gemm[0] + wgrad_gemm[0] + ln_bwd + res_bwd, dgrad_gemm[1] + wgrad_gemm[1] + attn_bwd,
+                     dgrad_gemm[2] + wgrad_gemm[2] + ln_bwd + res_bwd, dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
+  for (int j = 0; j < kBlockLayers; ++j) plan.fwd_window[j] += bias_fwd[j], plan.bwd_window[j] += bias_bwd[j];
   plan.wgrad_window = wgrad_gemm;
 
   // Embedding (untied): a Vp/G_y × H/G_x block sharded over Z; rows outside
   // this Y block contribute zero, so the lookup is summed over Y.
+  const EdgeKernels edge = edge_kernels(job.fusion, t, hx, vy, b);
   if (st.first) {
     LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
     comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
     comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
     comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
     comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
-    work("embedding", "fwd lookup + positions", ew(3 * t * hx * b), 1);
-    work("embedding", "bwd scatter-add", ew(3 * t * hx * b), 1);
-    work("embedding", "grad accumulate (fp32 shard)", ew(emb.shard * (b + 8)) * accumulate_share, 1);
+    mem("embedding", "fwd lookup + positions", KernelClass::Embedding, edge.embedding_fwd, 1);
+    mem("embedding", "bwd scatter-add", KernelClass::Embedding, edge.embedding_bwd, 1);
+    mem("embedding", "grad accumulate (fp32 shard)", KernelClass::Accumulate,
+        {emb.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
   }
 
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
@@ -158,8 +186,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   if (st.last) {
     comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
     comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
-    work("final_layernorm", "fwd", ln_fwd, 1);
-    work("final_layernorm", "bwd", ln_bwd, 1);
+    mem("final_layernorm", "fwd", KernelClass::Norm, bk.norm_fwd, 1);
+    mem("final_layernorm", "bwd", KernelClass::Norm, bk.norm_bwd, 1);
     LinearLayer head = lm_head(m);
     LocalWeight hw = local_weight(head, g);
     comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
@@ -168,14 +196,15 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
     comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
     comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
-    work("lm_head", "fwd GEMM", gemm_time(p, dt, t, hw.n_local, hw.k_local), 1);
-    work("lm_head", "bwd input-grad GEMM", gemm_time(p, dt, t, hw.k_local, hw.n_local), 1);
-    work("lm_head", "bwd weight-grad GEMM", gemm_time(p, dt, hw.k_local, hw.n_local, t), 1);
-    work("lm_head", "grad accumulate (fp32 shard)", ew(hw.shard * (b + 8)) * accumulate_share, 1);
+    work("lm_head", "fwd GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.n_local, hw.k_local), 1, 1);
+    work("lm_head", "bwd input-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.k_local, hw.n_local), 1, 1);
+    work("lm_head", "bwd weight-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, hw.k_local, hw.n_local, t), 1, 1);
+    mem("lm_head", "grad accumulate (fp32 shard)", KernelClass::Accumulate,
+        {hw.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
     comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
     comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
-    work("cross_entropy", "fwd softmax (fp32)", ew(2 * t * vy * 4), 1);
-    work("cross_entropy", "bwd softmax gradient (fp32)", ew(2 * t * vy * 4), 1);
+    mem("cross_entropy", "fwd softmax (fp32)", KernelClass::CrossEntropy, edge.loss_fwd, 1);
+    mem("cross_entropy", "bwd softmax gradient (fp32)", KernelClass::CrossEntropy, edge.loss_bwd, 1);
   }
 
   // Once per iteration: replicated parameters' gradients over Z, then D; the
@@ -186,7 +215,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::D, Coll::AllReduce, lp.replicated,
        kGradBytes, 1, true);
   double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
-  work("optimizer", "AdamW step + clipping", ew((lp.sharded + lp.replicated) * adam_bytes), 1, true);
+  mem("optimizer", "AdamW step + clipping", KernelClass::Optimizer, {(lp.sharded + lp.replicated) * adam_bytes, 1}, 1,
+      true);
   const double params = lp.sharded + lp.replicated;
   plan.host_copy_bytes = params * offload_host_bytes(dt);
   plan.host_bw = p.has_host ? p.host_bw_per_gpu() : 0;
@@ -197,9 +227,19 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.offload_buckets = std::max(1.0, std::ceil(params / kOffloadBucket));
   plan.offload_chunks = std::max(1.0, std::ceil(plan.offload_buckets / kOffloadChunk));
 
-  plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = 0;
+  // The host issues every kernel, at least launch_s apart: where a
+  // micro-step's forward or backward is shorter than its launches take, the
+  // device waits for the host (MODEL.md §2, "Kernels").
+  double busy[2] = {0, 0}, issued[2] = {0, 0};
+  for (const auto& c : plan.compute)
+    if (!c.per_step) busy[c.bwd] += c.seconds * c.count, issued[c.bwd] += c.launches * c.count * p.launch_s;
+  if (issued[0] > busy[0]) work("host", "fwd launch-bound wait", KernelClass::LaunchBound, issued[0] - busy[0], 0, 1);
+  if (issued[1] > busy[1]) work("host", "bwd launch-bound wait", KernelClass::LaunchBound, issued[1] - busy[1], 0, 1);
+
+  plan.compute_s = plan.compute_fwd_s = plan.compute_bwd_s = plan.compute_step_s = plan.launches = 0;
   for (const auto& c : plan.compute) {
     plan.compute_s += c.seconds * per_iteration(plan, c);
+    plan.launches += c.launches * per_iteration(plan, c);
     (c.per_step ? plan.compute_step_s : c.bwd ? plan.compute_bwd_s : plan.compute_fwd_s) += c.seconds * c.count;
   }
   plan.model_flops = model_flops(m, double(job.batch));
@@ -276,6 +316,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   // operation to hide under, once per micro-step (MODEL.md §9).
   const bool staged = plan.grid.p > 1;
   double exposed_total = 0, exposed_fwd = 0, exposed_bwd = 0, exposed_step = 0;
+  double hidden_fwd = 0, hidden_bwd = 0;  // per micro-step
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     double hid = 0;
@@ -298,14 +339,19 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       per_micro += hid;
     }
     e.exposed_comm_s[a] += exposed;
+    e.contention_s += reps * hid * plan.compute_slowdown;
+    (c.bwd ? hidden_bwd : hidden_fwd) += c.count * hid;
     exposed_total += exposed;
     if (c.per_step) exposed_step += exposed;
     else (c.bwd ? exposed_bwd : exposed_fwd) += per_micro;
   }
+  // Compute under a hidden collective runs compute_slowdown slower: the
+  // window stretches by that share of the time hidden under it.
+  e.compute_s += e.contention_s;
   e.sync_s = plan.sync_s;
   e.time_s = e.compute_s + exposed_total + e.sync_s;
-  e.fwd_s = plan.compute_fwd_s + exposed_fwd;
-  e.bwd_s = plan.compute_bwd_s + exposed_bwd;
+  e.fwd_s = plan.compute_fwd_s + exposed_fwd + hidden_fwd * plan.compute_slowdown;
+  e.bwd_s = plan.compute_bwd_s + exposed_bwd + hidden_bwd * plan.compute_slowdown;
   e.step_s = plan.compute_step_s + exposed_step + e.sync_s;
   e.mfu = plan.model_flops / (e.time_s * plan.peak_flops_all);
   e.hfu = plan.hardware_flops / (e.time_s * plan.peak_flops_all);

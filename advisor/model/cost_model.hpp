@@ -11,6 +11,7 @@
 
 #include "advisor/core/job.hpp"
 #include "advisor/model/comm_model.hpp"
+#include "advisor/model/kernel_inventory.hpp"
 #include "advisor/model/memory_model.hpp"
 
 namespace ff {
@@ -40,6 +41,8 @@ struct ComputeTerm {
   double count;    // per micro-step, or per iteration when per_step
   bool per_step;
   bool bwd = false;  // runs in a micro-step's backward
+  KernelClass cls = KernelClass::Gemm;
+  double launches = 1;  // kernels one occurrence launches
 };
 
 struct Plan {
@@ -62,6 +65,8 @@ struct Plan {
   double compute_s = 0;        // per iteration
   double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
   double compute_step_s = 0;                    // once per iteration (the optimizer)
+  Fusion fusion = Fusion::Fused;
+  double launches = 0;         // kernels per iteration, all terms
   double message_elements = 0; // a stage message: the activation shard [t, H/G_x] (MODEL.md §9)
   // Offload (MODEL.md §9): host-link bytes each way per iteration, the
   // bandwidth one GPU gets while its node's GPUs all copy, the optimizer's
@@ -75,6 +80,7 @@ struct Plan {
   double hardware_flops = 0;   // adds the recomputed forward
   double peak_flops_all = 0;   // G × peak
   double overlap_efficiency = 0;
+  double compute_slowdown = 0;  // compute under a hidden collective runs this much slower
   double nonblocking_slowdown = 1;
 };
 // The plan of one stage's rank (the whole model when G_p = 1).
@@ -101,6 +107,7 @@ PerAxis<double> bytes_per_step(const Plan& plan, bool sharded_optimizer = false)
 struct Estimate {
   double time_s = 0;
   double compute_s = 0;
+  double contention_s = 0;           // of compute_s: compute slowed under the collectives it hides
   PerAxis<double> comm_s{};          // before hiding
   PerAxis<double> exposed_comm_s{};  // what compute did not hide
   double bubble_s = 0;               // pipeline idle: time_s − compute_s − Σ exposed − host_s − sync_s (0 without stages)

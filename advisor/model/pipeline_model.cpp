@@ -205,6 +205,12 @@ void price_data_parallel(Estimate& e, const Plan& plan, const StagedTimes& st, i
     const double last = sharded ? st.dp_rs_last_bucket_s[k] : st.dp_last_bucket_s[k];
     total = n > 0 ? (n - 1) * each + last : 0;
     exposed = total - plan.overlap_efficiency * (total - bucketed_exposed(n, each, last, e.bwd_s));
+    // The backward it hides under runs compute_slowdown slower meanwhile.
+    const double slowed = (total - exposed) * plan.compute_slowdown;
+    e.contention_s += slowed;
+    e.compute_s += slowed;
+    e.step_s += slowed;
+    e.time_s += slowed;
   }
   if (sharded) {
     total += st.dp_all_gather_s[k];

@@ -1,0 +1,84 @@
+#include "advisor/model/kernel_inventory.hpp"
+
+namespace ff {
+
+const char* kernel_class_name(KernelClass c) {
+  switch (c) {
+    case KernelClass::Gemm: return "gemm";
+    case KernelClass::Attention: return "attention";
+    case KernelClass::Norm: return "norm";
+    case KernelClass::Activation: return "activation";
+    case KernelClass::Residual: return "residual";
+    case KernelClass::Bias: return "bias";
+    case KernelClass::Embedding: return "embedding";
+    case KernelClass::CrossEntropy: return "cross_entropy";
+    case KernelClass::Accumulate: return "accumulate";
+    case KernelClass::Optimizer: return "optimizer";
+    case KernelClass::LaunchBound: return "launch_bound";
+  }
+  return "?";
+}
+
+BlockKernels block_kernels(Fusion f, double t, double hx, double fy, const std::array<double, 4>& n_local, int b) {
+  BlockKernels k;
+  // Bytes are the same at every level but the biases': a LayerNorm reads x
+  // and writes y (its statistics stay on chip), and its backward reads dy
+  // and x and writes dx; a residual add reads two and writes one, both
+  // ways; GELU reads and writes forward and reads two, writes one backward.
+  // Fusing bias into GELU or the residual changes launches, not passes.
+  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine ? 3.0 : 1.0};  // the engine: sums, centred squares, normalise
+  k.norm_bwd = {3 * t * hx * b, 2};                                  // dx, then the weight and bias gradients
+  k.residual_fwd = {3 * t * hx * b, 1};
+  k.residual_bwd = {3 * t * hx * b, 1};
+  k.act_fwd = {2 * t * fy * b, 1};
+  k.act_bwd = {3 * t * fy * b, 1};
+  double columns = 0;
+  for (double n : n_local) columns += n;
+  switch (f) {
+    case Fusion::Unfused:
+      // Each bias added in a pass of its own (read and write [t, n]) and its
+      // gradient a column sum (read [t, n]).
+      k.bias_fwd = {2 * t * columns * b, 4};
+      k.bias_bwd = {t * columns * b, 4};
+      break;
+    case Fusion::Fused: break;  // GEMM epilogues: no pass, no launch
+    case Fusion::Engine:
+      // Its own kernels, charged as the epilogues they stand for.
+      k.bias_fwd = {0, 4};
+      k.bias_bwd = {0, 4};
+      break;
+  }
+  return k;
+}
+
+EdgeKernels edge_kernels(Fusion f, double t, double hx, double vy, int b) {
+  EdgeKernels k;
+  // Lookup (read the rows, write [t, hx]) and the positions added: 3 passes.
+  const double emb = 3 * t * hx * b, loss = 2 * t * vy * 4;
+  switch (f) {
+    case Fusion::Unfused:
+      // Two lookups and an add; the gradient's two scatter-adds. The loss as
+      // PyTorch's vocabulary-parallel ops: max, subtract, exp, sum, log,
+      // gather, ... then softmax minus one-hot and scale.
+      k.embedding_fwd = {emb, 3};
+      k.embedding_bwd = {emb, 2};
+      k.loss_fwd = {loss, 8};
+      k.loss_bwd = {loss, 3};
+      break;
+    case Fusion::Fused:
+      k.embedding_fwd = {emb, 3};
+      k.embedding_bwd = {emb, 2};
+      k.loss_fwd = {loss, 2};
+      k.loss_bwd = {loss, 1};
+      break;
+    case Fusion::Engine:
+      k.embedding_fwd = {emb, 2};  // lookup, then positions
+      k.embedding_bwd = {emb, 1};
+      k.loss_fwd = {loss, 2};      // row maxima, then exp-sums
+      k.loss_bwd = {loss, 1};      // the gradient
+      break;
+  }
+  return k;
+}
+
+}  // namespace ff

@@ -1,0 +1,45 @@
+#pragma once
+// The kernels a GPU step runs (MODEL.md §2, "Kernels"): each of compute's
+// terms belongs to a kernel class and takes a number of launches; the
+// memory-bound ones move the bytes a framework at a stated fusion level
+// really moves. GEMMs and attention are priced by their rates (one launch
+// each way, however the library splits it); this header is the rest.
+#include <array>
+#include <cstdint>
+
+#include "advisor/core/fusion.hpp"
+
+namespace ff {
+
+enum class KernelClass : uint8_t {
+  Gemm, Attention, Norm, Activation, Residual, Bias, Embedding, CrossEntropy, Accumulate, Optimizer, LaunchBound
+};
+const char* kernel_class_name(KernelClass c);
+
+// Memory-bound kernels: bytes moved and launches, per occurrence.
+struct MemoryKernels {
+  double bytes = 0;
+  double launches = 0;
+};
+
+// One block's memory-bound kernels on a rank that holds t tokens, a hidden
+// slice of hx, an FFN slice of fy and linear layers with n_local output
+// columns each (MODEL.md §1 order: qkv, attn_out, fc1, fc2), b bytes an
+// element. Per occurrence: each of the two LayerNorms and the two residual
+// adds; the activation once; the biases of all four linears together.
+struct BlockKernels {
+  MemoryKernels norm_fwd, norm_bwd, residual_fwd, residual_bwd, act_fwd, act_bwd, bias_fwd, bias_bwd;
+};
+BlockKernels block_kernels(Fusion f, double t, double hx, double fy, const std::array<double, 4>& n_local, int b);
+
+// The rest of the step: the embedding's lookup with positions and its
+// gradient's scatter-add on [t, hx]; the loss over a vocabulary slice vy in
+// fp32 (forward softmax, backward gradient); the fp32 gradient accumulation
+// of a weight shard; the optimizer's launches a step.
+struct EdgeKernels {
+  MemoryKernels embedding_fwd, embedding_bwd, loss_fwd, loss_bwd;
+  double accumulate_launches = 1, optimizer_launches = 1;
+};
+EdgeKernels edge_kernels(Fusion f, double t, double hx, double vy, int b);
+
+}  // namespace ff

@@ -1,0 +1,207 @@
+// Published runs (MODEL.md §8, "Published runs"): measured training runs from
+// four sources, each typed into the model by one rule per source and priced
+// with no parameter of its own. The table, with its sources and what was
+// inferred, is tests/fixtures/published_runs.json; the rules:
+//
+// * MosaicML llm-foundry (FSDP FULL_SHARD on H100, dgx-h100): the shards are
+//   the Z axis over every GPU (G_z = GPUs), prefetched all-gathers and
+//   overlapped reduce-scatters (OAG, ORS), PyTorch kernels (unfused); the
+//   measured time is the batch's tokens over the published tokens/s.
+// * Megatron-LM's README, H100 weak scaling (dgx-h100): TP on Y, PP stages,
+//   DP; micro-batch 1, no recompute, the distributed optimizer (ZeRO-1),
+//   the TP all-reduce under the weight-gradient GEMM and the gradients'
+//   reduction under the backward (OAR, ODP); fused kernels. Measured time =
+//   model FLOPs (Narayanan et al.'s count, no recompute) / published FLOP/s.
+// * AxoNN IPDPS'22 (Summit, fp16, 512-token sequences, unfused attention
+//   with dropout, full recompute): AxoNN's pipelines with its optimizer
+//   state in host memory and the data-parallel reduction overlapped
+//   (offload, ODP); its Megatron-LM baselines as published (no overlap),
+//   its DeepSpeed baselines with ZeRO-1. Measured time = Narayanan's FLOPs
+//   with the recomputed forward / published FLOP/s.
+// * AxoNN SC'24 (Perlmutter, Frontier, Alps): the 4D grids are not
+//   published (the runs took one of the performance model's top picks), so
+//   the rows with a published batch are priced at `recommend`'s best with
+//   recompute on and no stages; FLOPs as above.
+//
+// Rows of other machines (Selene, Jean Zay, MosaicML's A100 clusters) have
+// no bundled profile and are left out.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "advisor/model/search.hpp"
+#include "tests/helpers.hpp"
+
+using namespace ff;
+
+namespace {
+
+struct Priced {
+  std::string id, family, source;
+  double measured_s = 0, predicted_s = 0;
+  double error() const { return predicted_s / measured_s - 1; }
+};
+
+bool starts(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// Narayanan et al.'s FLOPs of one iteration (F = 4H, attention non-causal):
+// 72·B·S·L·H²·(1 + S/(6H) + V/(12·L·H)), or with the recomputed forward
+// 96·B·S·L·H²·(1 + S/(6H) + V/(16·L·H)).
+double narayanan_flops(const ModelSpec& m, double B, bool recompute) {
+  const double S = m.seq_len, L = m.layers, H = m.hidden, V = m.vocab;
+  if (recompute) return 96 * B * S * L * H * H * (1 + S / (6 * H) + V / (16 * L * H));
+  return 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
+}
+
+// Megatron pads the vocabulary to a multiple of 128 · TP, so each tensor-
+// parallel rank holds whole 128-row blocks.
+ModelSpec model_of(const nlohmann::json& r, bool unfused_attention) {
+  const nlohmann::json& m = r.at("model");
+  const long long tp = r.at("tensor_parallel").is_number() ? r.at("tensor_parallel").get<long long>() : 1;
+  const long long V = m.at("vocab"), block = 128 * tp;
+  nlohmann::json spec = {{"name", r.at("id")},     {"layers", m.at("layers")},      {"hidden", m.at("hidden")},
+                         {"heads", m.at("heads")}, {"vocab", V},                    {"seq_len", m.at("seq_len")},
+                         {"padded_vocab", (V + block - 1) / block * block}};
+  if (unfused_attention) spec["attention"] = "unfused", spec["attention_dropout"] = true;
+  return model_from_json(spec, "published_runs.json");
+}
+
+double price(const Job& job, const char* machine, const Config& c) {
+  return predict_estimate(job, load_machine(machine), c).time_s;
+}
+
+std::vector<Priced> price_published_runs() {
+  std::ifstream in(fftest::fixture("published_runs.json"));
+  const nlohmann::json table = nlohmann::json::parse(in);
+  std::vector<Priced> out;
+  for (const nlohmann::json& r : table.at("rows")) {
+    const std::string id = r.at("id");
+    const long long G = r.at("gpus");
+    const nlohmann::json& meas = r.at("measured");
+    Priced p{id, r.at("family"), "", 0, 0};
+    Job job;
+    job.gpus = G;
+    Config c;
+    if (starts(id, "zero3-mosaic-h100-")) {
+      p.source = "MosaicML";
+      job.model = model_of(r, false);
+      job.batch = r.at("global_batch_sequences");
+      job.fusion = Fusion::Unfused;
+      c.grid = Grid{1, 1, int(G), 1};
+      c.micro_batch = r.at("micro_batch");
+      c.recompute = r.at("recompute") == "full";
+      c.overlap.oag = c.overlap.ors = true;
+      p.measured_s = meas.at("iteration_s");
+      p.predicted_s = price(job, "dgx-h100", c);
+    } else if (starts(id, "megatron-readme-h100-")) {
+      p.source = "Megatron-LM README";
+      job.model = model_of(r, false);
+      job.batch = r.at("global_batch_sequences");
+      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.overlap.oar = c.overlap.odp = true;
+      c.shard_optimizer = true;
+      const double tflops = meas.at("tflops_per_gpu");
+      p.measured_s = narayanan_flops(job.model, double(job.batch), false) / (tflops * 1e12 * double(G));
+      p.predicted_s = price(job, "dgx-h100", c);
+    } else if (starts(id, "axonn-ipdps22-summit-") || starts(id, "megatron-ipdps22-summit-")) {
+      p.source = "AxoNN IPDPS'22";
+      job.model = model_of(r, true);
+      job.batch = r.at("global_batch_sequences");
+      job.dtype = c.dtype = Dtype::FP16;
+      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.micro_batch = r.at("micro_batch");
+      c.recompute = true;
+      if (starts(id, "axonn")) c.offload = c.overlap.odp = true;
+      if (r.at("zero_stage") == 1) c.shard_optimizer = true;
+      const double tflops = meas.at("tflops_per_gpu");
+      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.predicted_s = price(job, "summit", c);
+    } else if (starts(id, "axonn-sc24-") && r.at("global_batch_sequences").is_number()) {
+      p.source = "AxoNN SC'24";
+      const std::string machine = r.at("machine");
+      // The AxoNN papers' GPT family (MODEL.md §4), by its shape.
+      for (const ModelSpec& m : preset_models())
+        if (m.layers == r.at("model").at("layers") && m.hidden == r.at("model").at("hidden")) job.model = m;
+      REQUIRE(job.model.layers > 0);
+      job.batch = r.at("global_batch_sequences");
+      SearchOptions opt;
+      opt.recompute_off = false;
+      opt.pipelines = {1};
+      opt.offload_on = false;
+      opt.top = 1;
+      const MachineProfile prof = load_machine(machine);
+      const SearchResult s = search(job, prof, opt);
+      REQUIRE(!s.top.empty());
+      const double tflops = meas.at("tflops_per_gpu");
+      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.predicted_s = s.top.front().estimate.time_s;
+    } else {
+      continue;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+TEST_CASE("published runs: priced with no per-run parameter") {
+  const std::vector<Priced> runs = price_published_runs();
+  std::map<std::string, std::vector<double>> abs_by_family, signed_by_family;
+  std::map<std::string, int> by_source;
+  std::string table;
+  for (const Priced& p : runs) {
+    CHECK(std::isfinite(p.predicted_s));
+    CHECK(p.predicted_s > 0);
+    abs_by_family[p.family].push_back(std::abs(p.error()));
+    signed_by_family[p.family].push_back(p.error());
+    ++by_source[p.source];
+    char line[200];
+    std::snprintf(line, sizeof line, "%-44s %-9s %10.3f %10.3f %+7.1f%%\n", p.id.c_str(), p.family.c_str(),
+                  p.measured_s, p.predicted_s, 100 * p.error());
+    table += line;
+  }
+  MESSAGE("\n" << table);
+  CHECK(runs.size() >= 30);
+  CHECK(by_source.size() >= 4);
+  // What each family holds today (advisor/results/2026-11-27-kernels.md);
+  // the aim is 10% in each. Megatron's H100 rows with TP 4-8 run sequence
+  // parallelism and TP overlap the model does not have yet (too slow by up
+  // to 83%); FSDP's single-node rows are 18-36% slower than any published
+  // kernel rate explains (too fast).
+  const std::map<std::string, double> bound = {{"axonn", 0.10}, {"megatron", 0.15}, {"zero3", 0.25}};
+  for (const auto& [family, errs] : abs_by_family) {
+    const double med = median(errs), sgn = median(signed_by_family[family]);
+    MESSAGE(family << ": " << errs.size() << " rows, median |error| " << 100 * med << "%, median signed "
+                   << 100 * sgn << "%");
+    CHECK(med <= bound.at(family));
+  }
+  // AxoNN's own runs, the advisor's kind of pick: neither faster nor slower
+  // on the median by more than 10%.
+  CHECK(std::abs(median(signed_by_family["axonn"])) <= 0.10);
+  // A global factor on every prediction (what no published kernel rate
+  // explains: clocks under load, framework overheads), fitted on alternate
+  // rows as a geometric mean, scored on the others.
+  double log_sum = 0;
+  int n_fit = 0;
+  for (size_t i = 0; i < runs.size(); i += 2) log_sum += std::log(runs[i].measured_s / runs[i].predicted_s), ++n_fit;
+  const double factor = std::exp(log_sum / n_fit);
+  std::vector<double> held;
+  for (size_t i = 1; i < runs.size(); i += 2) held.push_back(std::abs(factor * runs[i].predicted_s / runs[i].measured_s - 1));
+  MESSAGE("global factor " << factor << " fitted on " << n_fit << " rows; the other " << held.size()
+                           << ": median |error| " << 100 * median(held) << "%");
+  CHECK(median(held) <= 0.15);
+}
