@@ -177,7 +177,11 @@ int main(int argc, char** argv) {
   RunOptions opts;
   std::string error;
   try {
-    opts.model = load_model(cli.model);
+    opts.model = load_model(cli.model, nullptr, cli.seq_len);
+    if (std::string f = opts.model.llama_feature(); !f.empty())
+      input_error("--model " + cli.model + ": the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, "
+                  "learned positions, biases, an untied head); this model has " + f +
+                  ". The advisor prices it; the engine cannot run it yet");
     opts.config = config_of(cli);
     const Config& c = opts.config;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);

@@ -83,6 +83,14 @@ PY
 
 # Bad input.
 expect 2 'unknown model .*gpt-80b' -- "$advisor" recommend --model gpt-81b --gpus 1024
+# Llama-shaped models: a preset, and a Hugging Face config.json read as it is.
+hf="$(dirname "$0")/fixtures/hf"
+expect 0 '--num-query-groups 8 --swiglu' -- "$advisor" recommend --model llama3-70b --gpus 1024 --machine dgx-h100 --top 1
+expect 0 'llama3-70b \(70.6 B parameters\)' -- "$advisor" recommend --model llama3-70b --gpus 1024 --machine dgx-h100 --top 1
+expect 0 'seq_len 4096 from --seq-len \(the file says 131072\)' -- "$advisor" predict --model "$hf/Meta-Llama-3.1-8B.json" --gpus 64 --machine dgx-h100 --grid 1,2,8,4 --seq-len 4096 --recompute
+expect 2 "num_local_experts" -- "$advisor" recommend --model "$hf/Mixtral-8x7B-v0.1.json" --gpus 64
+expect 2 "--seq-len 0: expected tokens >= 1" -- "$advisor" recommend --model gpt-5b --gpus 8 --seq-len 0
+expect 2 "--fusion 'megatron': expected fused, unfused or engine" -- "$advisor" recommend --model gpt-5b --gpus 8 --fusion megatron
 expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine sumit
 for g in 0 -4 1.5 abc; do
   expect 2 "expected a whole number of GPUs" -- "$advisor" recommend --model gpt-80b --gpus "$g"

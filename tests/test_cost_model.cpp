@@ -188,7 +188,7 @@ TEST_CASE("cost: LayerNorm, embedding, LM head, cross-entropy, replicated parame
     // F/G_y = 128. Then the final LayerNorm 2·16 and positions S·H/G_x = 256.
     const double replicated = L * (4 * 16 + 96 + 16 + 128 + 16) + 2 * 16 + 16 * 16;  // = 928
     CHECK(replicated == 928);
-    const char* rep = "grad all-reduce (biases, LayerNorm, positions)";
+    const char* rep = "grad all-reduce (biases, norms, positions)";
     CHECK(find_all(plan, "replicated", rep).size() == 2);
     check_term(term_on(plan, "replicated", rep, Axis::Z), Axis::Z, Coll::AllReduce, replicated, 4, 1, true);
     check_term(term_on(plan, "replicated", rep, Axis::D), Axis::D, Coll::AllReduce, replicated, 4, 1, true);

@@ -2,6 +2,9 @@
 // advisor spells, the engine's own parser reads back unchanged.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 #include "advisor/core/engine_args.hpp"
@@ -179,4 +182,37 @@ TEST_CASE("--grid: four sizes take the stages from --pipeline, five spell them (
   f.overlap = "oar,xyz";
   CHECK(fftest::input_error_of([&] { ff::config_of(f); }) ==
         "--overlap 'oar,xyz': unknown 'xyz' (expected a list of oar, ors, oag, odp; or none, all)");
+}
+
+TEST_CASE("the Megatron line carries the model's shape; a Llama model's engine lines say the engine cannot run it") {
+  ff::Config c{{1, 8, 1, 4}, ff::Order(), 1, true, ff::Overlap{}, ff::Dtype::BF16};
+  const ff::MachineProfile m = ff::load_machine("dgx-h100");
+  auto lines = [&](const ff::Job& job) {
+    std::map<std::string, ff::LaunchLine> by_name;
+    for (const auto& l : ff::launch_lines(job, job.model.name, m, c)) by_name[l.name] = l;
+    return by_name;
+  };
+  // Llama 3 8B: GQA with 8 KV heads, head size 128 = H/A (no --kv-channels),
+  // SwiGLU, RMSNorm, RoPE, no biases, untied.
+  auto llama = lines(ff::Job{ff::load_model("llama3-8b"), 32, 64, ff::Dtype::BF16});
+  const std::string mega = llama["megatron-axonn"].line;
+  for (const char* flag : {" --num-layers 32", " --hidden-size 4096", " --num-attention-heads 32",
+                           " --ffn-hidden-size 14336", " --group-query-attention --num-query-groups 8", " --swiglu",
+                           " --normalization RMSNorm", " --position-embedding-type rope", " --disable-bias-linear",
+                           " --untie-embeddings-and-output-weights", " --seq-length 8192"}) {
+    CAPTURE(flag);
+    CHECK(mega.find(flag) != std::string::npos);
+  }
+  CHECK(mega.find("--kv-channels") == std::string::npos);
+  CHECK(mega.find("--add-qkv-bias") == std::string::npos);
+  CHECK(llama["mpirun"].note.find("the engine runs GPT blocks only") != std::string::npos);
+  // A GPT model: the defaults but the untied head, and its engine lines stand.
+  auto gpt = lines(ff::Job{ff::load_model("gpt-5b"), 32, 64, ff::Dtype::BF16});
+  for (const char* flag : {" --swiglu", " --normalization", " --position-embedding-type", " --disable-bias-linear",
+                           " --group-query-attention"}) {
+    CAPTURE(flag);
+    CHECK(gpt["megatron-axonn"].line.find(flag) == std::string::npos);
+  }
+  CHECK(gpt["megatron-axonn"].line.find(" --untie-embeddings-and-output-weights") != std::string::npos);
+  CHECK(gpt["mpirun"].note.empty());
 }

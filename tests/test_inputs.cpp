@@ -61,7 +61,7 @@ TEST_CASE("inputs: model presets") {
   CHECK(m.vocab == 50257);
   CHECK(m.padded_vocab == 50304);
   CHECK(m.seq_len == 2048);
-  CHECK(preset_models().size() == 9);
+  CHECK(preset_models().size() == 12);  // nine GPTs, three Llama 3
 }
 
 TEST_CASE("inputs: an unknown model name lists the presets") {
@@ -116,15 +116,51 @@ TEST_CASE("inputs: model JSON files") {
                                                "seq_len": 16})");
     CHECK(input_error_of([&] { load_model(f); }) ==
           f + ": field 'hiden': unknown field (did you mean 'hidden'?); known: name, layers, hidden, heads, ffn, "
-              "vocab, padded_vocab, seq_len, attention, attention_dropout (and \"comment\" for notes)");
-    // A field of a model this format cannot describe yet: refused, not ignored.
-    f = dir.write("gqa.json", R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "vocab": 100, "seq_len": 16})");
+              "vocab, padded_vocab, seq_len, attention, attention_dropout, kv_heads, head_dim, mlp, norm, positions, "
+              "bias, qkv_bias, tied_embeddings (and \"comment\" for notes)");
+    // A field of a model this format cannot describe: refused, not ignored.
+    f = dir.write("moe.json", R"({"layers": 2, "hidden": 64, "heads": 4, "experts": 8, "vocab": 100, "seq_len": 16})");
     std::string msg = input_error_of([&] { load_model(f); });
-    CHECK(contains(msg, "field 'kv_heads': unknown field"));
-    CHECK_FALSE(contains(msg, "did you mean"));  // 3 edits from "heads": no guess
+    CHECK(contains(msg, "field 'experts': unknown field"));
+    CHECK_FALSE(contains(msg, "did you mean"));  // no known name within 2 edits: no guess
     f = dir.write("noted.json", R"({"comment": "a note", "source": "where from", "layers": 2, "hidden": 64,
                                     "heads": 4, "vocab": 100, "seq_len": 16})");
     CHECK(load_model(f).hidden == 64);
+  }
+  SUBCASE("Llama-style fields: read, checked, and written back") {
+    std::string f = dir.write("llama.json", R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 32,
+        "ffn": 96, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope", "bias": false, "qkv_bias": true,
+        "tied_embeddings": true, "vocab": 100, "seq_len": 16})");
+    const ModelSpec m = load_model(f);
+    CHECK(m.kv_head_count() == 2);
+    CHECK(m.head_size() == 32);
+    CHECK(m.attention_width() == 4 * 32);  // A·d_h, not H
+    CHECK(m.mlp == Mlp::SwiGlu);
+    CHECK(m.norm == Norm::RmsNorm);
+    CHECK(m.positions == Positions::Rope);
+    CHECK_FALSE(m.bias);
+    CHECK(m.qkv_bias);
+    CHECK(m.tied_embeddings);
+    const ModelSpec back = model_from_json(to_json(m), "back");
+    CHECK(back.kv_heads == 2);
+    CHECK(back.head_dim == 32);
+    CHECK(back.mlp == Mlp::SwiGlu);
+    CHECK(back.norm == Norm::RmsNorm);
+    CHECK(back.positions == Positions::Rope);
+    CHECK(back.bias == false);
+    CHECK(back.qkv_bias == true);
+    CHECK(back.tied_embeddings == true);
+    // Defaults: GPT's, and a GPT file reads back without the new fields.
+    const ModelSpec gpt = load_model("gpt-5b");
+    CHECK(gpt.llama_feature().empty());
+    CHECK_FALSE(to_json(gpt).contains("kv_heads"));
+    CHECK(m.llama_feature() == "kv_heads 2 (grouped-query attention)");
+    f = dir.write("kv.json", R"({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3, "vocab": 100, "seq_len": 16})");
+    CHECK(contains(input_error_of([&] { load_model(f); }), "field 'kv_heads'"));
+    f = dir.write("relu.json", R"({"layers": 2, "hidden": 64, "heads": 4, "mlp": "relu", "vocab": 100, "seq_len": 16})");
+    CHECK(contains(input_error_of([&] { load_model(f); }), "\"gelu\" or \"swiglu\""));
+    f = dir.write("dh.json", R"({"layers": 2, "hidden": 60, "heads": 8, "vocab": 100, "seq_len": 16})");
+    CHECK(contains(input_error_of([&] { load_model(f); }), "or give head_dim"));
   }
 }
 

@@ -39,9 +39,10 @@ const ComputeTerm* find(const Plan& plan, const char* layer, const char* what) {
 TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand") {
   // t = 8 tokens, hx = 4, fy = 16, output columns 12 + 4 + 16 + 4 = 36, 2 bytes.
   const std::array<double, 4> n{12, 4, 16, 4};
-  const BlockKernels u = block_kernels(Fusion::Unfused, 8, 4, 16, n, 2);
-  const BlockKernels f = block_kernels(Fusion::Fused, 8, 4, 16, n, 2);
-  const BlockKernels e = block_kernels(Fusion::Engine, 8, 4, 16, n, 2);
+  const ModelSpec gpt = fftest::toy_model();
+  const BlockKernels u = block_kernels(Fusion::Unfused, gpt, 8, 4, 16, 0, n, 2);
+  const BlockKernels f = block_kernels(Fusion::Fused, gpt, 8, 4, 16, 0, n, 2);
+  const BlockKernels e = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 0, n, 2);
   for (const BlockKernels* k : {&u, &f, &e}) {
     CHECK(k->norm_fwd.bytes == 2 * 8 * 4 * 2);  // read x, write y
     CHECK(k->norm_bwd.bytes == 3 * 8 * 4 * 2);  // read dy and x, write dx

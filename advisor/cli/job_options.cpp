@@ -22,6 +22,9 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
             ->excludes(b));
   group(app->add_option("--dtype", o.dtype,
                         "Training precision: bf16, fp16 (V100 and older) or fp32 [bf16, or fp16 where the machine has no bf16]"));
+  group(app->add_option("--seq-len", o.seq_len,
+                        "Tokens per sequence, in place of the model's (a Hugging Face config.json's "
+                        "max_position_embeddings)"));
   group(app->add_option("--fusion", o.fusion,
                         "The framework's kernels (MODEL.md §2): fused (Megatron-LM with Transformer Engine), unfused "
                         "(PyTorch eager) or engine (this project's engine)")
@@ -54,7 +57,10 @@ LoadedJob load_job(const JobOptions& o) {
     throw InputError("'" + o.fusion + "': expected fused, unfused or engine");
   });
   l.job.gpus = parse_gpus(o.gpus);
-  l.job.model = load_model(o.model);
+  if (o.seq_len == 0 || o.seq_len < -1) input_error("--seq-len " + std::to_string(o.seq_len) + ": expected tokens >= 1");
+  std::vector<std::string> notes;
+  l.job.model = load_model(o.model, &notes, std::max(0, o.seq_len));
+  for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
   if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
   if (l.machine.peak_flops(l.job.dtype) <= 0) {

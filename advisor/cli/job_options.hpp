@@ -17,6 +17,7 @@ struct JobOptions {
   long long batch_tokens = -1; // -1: not given
   std::string dtype;  // empty: bf16, or fp16 on a machine without bf16
   std::string fusion = "fused";
+  int seq_len = -1;  // -1: not given, the model's (a config.json's max_position_embeddings)
 };
 
 // Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of

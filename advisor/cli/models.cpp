@@ -17,23 +17,32 @@ void setup_models(CLI::App& app) {
   sub->add_flag("--json", *json, "Print JSON");
   sub->callback([json] {
     nlohmann::json out = nlohmann::json::array();
-    Table t({"<name", "layers", "hidden", "heads", "ffn", "vocab (padded)", "seq", "parameters"});
+    Table t({"<name", "layers", "hidden", "heads", "kv", "ffn", "<block", "vocab (padded)", "seq", "parameters"});
     for (const auto& m : preset_models()) {
-      out.push_back({{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
-                     {"ffn", m.ffn}, {"vocab", m.vocab}, {"padded_vocab", m.padded_vocab}, {"seq_len", m.seq_len},
-                     {"parameters", parameter_count(m)}});
+      nlohmann::json j = to_json(m);
+      j["parameters"] = parameter_count(m);
+      out.push_back(j);
+      const std::string block = m.llama_feature().empty()
+                                    ? "gpt"
+                                    : std::string(m.mlp == Mlp::SwiGlu ? "swiglu" : "gelu") +
+                                          (m.norm == Norm::RmsNorm ? " rmsnorm" : "") +
+                                          (m.positions == Positions::Rope ? " rope" : "") + (m.bias ? "" : " no-bias") +
+                                          (m.tied_embeddings ? " tied" : "");
       t.row({m.name, std::to_string(m.layers), std::to_string(m.hidden), std::to_string(m.heads),
-             std::to_string(m.ffn), std::to_string(m.vocab) + " (" + std::to_string(m.padded_vocab) + ")",
-             std::to_string(m.seq_len), fixed(parameter_count(m) / 1e9, 2) + " B"});
+             std::to_string(m.kv_head_count()), std::to_string(m.ffn), block,
+             std::to_string(m.vocab) + " (" + std::to_string(m.padded_vocab) + ")", std::to_string(m.seq_len),
+             fixed(parameter_count(m) / 1e9, 2) + " B"});
     }
     if (*json) {
       std::cout << out.dump(2) << "\n";
       return;
     }
     std::cout << t.str()
-              << "\nParameters as stored: embedding untied from the LM head, padded vocabulary, biases, LayerNorms,\n"
-                 "learned positions. A model file (--model FILE.json) gives layers, hidden, heads, vocab, seq_len\n"
-                 "and optionally ffn (default 4·hidden) and padded_vocab (default: vocab rounded up to 128).\n";
+              << "\nParameters as stored: padded vocabulary, the LM head unless tied; gpt blocks have biases,\n"
+                 "LayerNorms and learned positions. A model file (--model FILE.json, MODEL.md §4) gives layers,\n"
+                 "hidden, heads, vocab, seq_len and optionally ffn (default 4·hidden), padded_vocab (default: vocab\n"
+                 "rounded up to 128) and the Llama fields kv_heads, head_dim, mlp, norm, positions, bias, qkv_bias,\n"
+                 "tied_embeddings (MODEL.md §12); a Hugging Face config.json is read as it is.\n";
   });
 }
 

@@ -181,7 +181,7 @@ void run(const PredictOptions& o) {
                         {"copy_s", pr.host_copy_s},
                         {"chunks", pr.plan.offload_chunks},
                         {"exposed_s", e.host_s}};
-    out["launch"] = launch_json(launch_lines(job, o.job.model, m, c));
+    out["launch"] = launch_json(launch_lines(job, o.job.model, m, c, std::max(0, o.job.seq_len)));
     out["collectives"] = nlohmann::json::array();
     for (size_t i = 0; i < plan.comm.size(); ++i) {
       const CommTerm& t = plan.comm[i];
@@ -324,7 +324,7 @@ void run(const PredictOptions& o) {
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
             << si(e.tokens_per_s, "tokens/s") << "\n";
   std::cout << "\nLaunch:\n";
-  std::cout << launch_text(launch_lines(job, o.job.model, m, c));
+  std::cout << launch_text(launch_lines(job, o.job.model, m, c, std::max(0, o.job.seq_len)));
   if (!host_fits)
     throw NoConfigError("does not fit: offload needs " + gib(u.host) + " GiB of host memory per GPU, " +
                         gib(host_memory_per_gpu(m)) + " GiB there (more data or tensor parallelism shares it)");

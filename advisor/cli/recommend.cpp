@@ -143,7 +143,7 @@ void run(const RecommendOptions& o) {
       nlohmann::json under = nlohmann::json::object();
       for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
       c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
-      c["launch"] = launch_json(launch_lines(job, o.job.model, m, x.config));
+      c["launch"] = launch_json(launch_lines(job, o.job.model, m, x.config, std::max(0, o.job.seq_len)));
       out["configs"].push_back(c);
     }
     if (o.show_infeasible) {
@@ -215,7 +215,7 @@ void run(const RecommendOptions& o) {
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
             << "(--json names each case).\n";
   std::cout << "\nLaunch #1:\n";
-  std::cout << launch_text(launch_lines(job, o.job.model, m, r.top[0].config));
+  std::cout << launch_text(launch_lines(job, o.job.model, m, r.top[0].config, std::max(0, o.job.seq_len)));
   if (!o.plot.empty()) std::cout << "\nWrote " << o.plot << "\n";
 }
 

@@ -59,6 +59,7 @@ Config config_of(const EngineArgs& a) {
   if (!(a.clip >= 0) || !std::isfinite(a.clip)) input_error("--clip: expected a norm >= 0 (0: no clipping)");
   if (!(a.dp_bucket_mib > 0) || !std::isfinite(a.dp_bucket_mib)) input_error("--dp-bucket-mib: expected a size in MiB > 0");
   at_least("--batch", a.batch, 0, "sequences (0: one micro-step)");
+  at_least("--seq-len", a.seq_len, 0, "tokens (0: the model's)");
   at_least("--steps", a.steps, 1, "optimizer steps");
   if (!(a.lr > 0) || !std::isfinite(a.lr)) input_error("--lr: expected a learning rate > 0");
   return c;
@@ -70,6 +71,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   std::vector<std::string> v{"--model", a.model, "--grid", a.grid, "--order", a.order, "--micro-batch",
                              num(a.micro_batch)};
   if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
+  if (a.seq_len != d.seq_len) v.insert(v.begin() + 2, {"--seq-len", num(a.seq_len)});
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
@@ -111,7 +113,9 @@ std::string join_args(const std::vector<std::string>& argv) {
 }
 
 void add_engine_options(CLI::App& app, EngineArgs& a) {
-  app.add_option("--model", a.model, "Model: a preset name or a model JSON file")->capture_default_str();
+  app.add_option("--model", a.model, "Model: a preset name, a model JSON file or a Hugging Face config.json")
+      ->capture_default_str();
+  app.add_option("--seq-len", a.seq_len, "Tokens per sequence, in place of the model's (0: the model's)");
   add_config_options(app, a);
   app.add_option("--offload-bucket", a.offload_bucket, "Offload: elements per optimizer bucket")->capture_default_str();
   app.add_option("--offload-chunk", a.offload_chunk,

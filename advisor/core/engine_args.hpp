@@ -28,6 +28,7 @@ inline constexpr uint64_t kDefaultSeed = 1234;
 // flags as they are predict's and validate's.
 struct EngineArgs : ConfigFlags, PaceFlags {
   std::string model = "examples/models/gpt-tiny.json";
+  int seq_len = 0;  // 0: the model's
   double dp_bucket_mib = kDefaultDpBucketMiB;
   long offload_bucket = kDefaultOffloadBucket;
   int offload_chunk = kDefaultOffloadChunk;

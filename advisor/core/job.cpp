@@ -10,6 +10,9 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
   auto s = [](long long v) { return std::to_string(v); };
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " is not divisible by G_x=" + s(g.x);
   if (m.heads % g.y) return "heads " + s(m.heads) + " are not divisible by G_y=" + s(g.y) + " (whole heads per Y rank)";
+  if (m.kv_head_count() % g.y)
+    return "KV heads " + s(m.kv_head_count()) + " are not divisible by G_y=" + s(g.y) +
+           " (each Y rank holds the KV heads its query heads read)";
   if (m.ffn % g.y) return "FFN size " + s(m.ffn) + " is not divisible by G_y=" + s(g.y);
   if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " is not divisible by G_y=" + s(g.y);
   if (g.p > m.layers)
@@ -25,6 +28,9 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
 
 std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   auto s = [](long long v) { return std::to_string(v); };
+  if (std::string f = m.llama_feature(); !f.empty())
+    return "the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, learned positions, biases, an "
+           "untied head); this model has " + f;
   if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
   if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
@@ -46,9 +52,12 @@ std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
 }
 
 std::array<LinearLayer, kBlockLayers> block_layers(const ModelSpec& m) {
-  double H = m.hidden, F = m.ffn;
-  return {LinearLayer{"qkv", H, 3 * H, false}, LinearLayer{"attn_out", H, H, true}, LinearLayer{"fc1", H, F, false},
-          LinearLayer{"fc2", F, H, true}};
+  // QKV: a Y block holds its A/G_y query heads and the A_kv/G_y KV heads they
+  // read. SwiGLU's gate and up are one H → 2F layer whose Y block holds
+  // matching columns of each (MODEL.md §12).
+  const double H = m.hidden, F = m.ffn, dh = m.head_size(), A = m.heads, Akv = m.kv_head_count();
+  return {LinearLayer{"qkv", H, (A + 2 * Akv) * dh, false}, LinearLayer{"attn_out", A * dh, H, true},
+          LinearLayer{"fc1", H, (m.mlp == Mlp::SwiGlu ? 2 : 1) * F, false}, LinearLayer{"fc2", F, H, true}};
 }
 
 LinearLayer lm_head(const ModelSpec& m) { return {"lm_head", double(m.hidden), double(m.padded_vocab), false}; }
@@ -85,6 +94,8 @@ LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s) {
   const LinearLayer ends[] = {lm_head(m), LinearLayer{"embedding", double(m.hidden), double(m.padded_vocab), false}};
   for (const LinearLayer& l : ends) {
     if (&l == &ends[0] ? !s.last : !s.first) continue;
+    // Tied, a stage holding both keeps one; the last of several keeps a copy.
+    if (&l == &ends[0] && m.tied_embeddings && s.first) continue;
     LocalWeight w = local_weight(l, g);
     p.sharded += w.shard;
     p.largest_block = std::max(p.largest_block, w.gathered);
@@ -94,13 +105,16 @@ LocalParams local_params(const ModelSpec& m, const Grid& g, const Stage& s) {
     p.sharded += s.blocks * w.shard;
     p.largest_block = std::max(p.largest_block, w.gathered);
   }
-  double H = m.hidden, F = m.ffn, hx = H / g.x;
-  double per_block = 4 * hx          // two LayerNorms' γ, β
-                     + 3 * H / g.y   // QKV bias (output split over Y)
-                     + hx            // attention-out bias (transposed: output over X)
-                     + F / g.y       // FC1 bias
-                     + hx;           // FC2 bias
-  p.replicated = s.blocks * per_block + (s.last ? 2 * hx : 0) + (s.first ? double(m.seq_len) * hx : 0);  // final LayerNorm, positions
+  const auto layers = block_layers(m);
+  const double hx = double(m.hidden) / g.x;
+  const double norm = (m.norm == Norm::LayerNorm ? 2 : 1) * hx;  // γ and β, or γ alone
+  double per_block = 2 * norm;
+  // Biases on each layer's output split: QKV and FC1 over Y, the
+  // transposed attention-out and FC2 over X.
+  if (m.qkv_bias) per_block += layers[0].n / g.y;
+  if (m.bias) per_block += hx + layers[2].n / g.y + hx;
+  p.replicated = s.blocks * per_block + (s.last ? norm : 0) +
+                 (s.first && m.positions == Positions::Learned ? double(m.seq_len) * hx : 0);  // final norm, positions
   return p;
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "advisor/core/hf_config.hpp"
 #include "advisor/core/json_fields.hpp"
 
 namespace ff {
@@ -16,32 +17,66 @@ ModelSpec gpt(const char* name, int layers, int hidden, int heads) {
 
 long long round_up(long long v, long long multiple) { return (v + multiple - 1) / multiple * multiple; }
 
+// Llama 3 (Meta's model card and config.json): GQA with 8 KV heads, head
+// size 128, SwiGLU, RMSNorm, RoPE, no biases, untied embeddings, 128,256
+// tokens (a multiple of 128 already), 8,192-token pretraining sequences.
+ModelSpec llama3(const char* name, int layers, int hidden, int heads, int ffn) {
+  ModelSpec m{name, layers, hidden, heads, ffn, 128256, 128256, 8192};
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.mlp = Mlp::SwiGlu;
+  m.norm = Norm::RmsNorm;
+  m.positions = Positions::Rope;
+  m.bias = m.qkv_bias = false;
+  return m;
+}
+
 }  // namespace
+
+double ModelSpec::block_matmul_params() const {
+  const double H = hidden, F = ffn, dh = head_size();
+  return H * (heads + 2.0 * kv_head_count()) * dh + heads * dh * H + (mlp == Mlp::SwiGlu ? 3 : 2) * H * F;
+}
+
+std::string ModelSpec::llama_feature() const {
+  if (kv_head_count() != heads) return "kv_heads " + std::to_string(kv_head_count()) + " (grouped-query attention)";
+  if (head_size() * heads != hidden) return "head_dim " + std::to_string(head_size()) + " (heads × head_dim ≠ hidden)";
+  if (mlp != Mlp::Gelu) return "mlp swiglu";
+  if (norm != Norm::LayerNorm) return "norm rmsnorm";
+  if (positions != Positions::Learned) return "positions rope";
+  if (!bias || !qkv_bias) return "bias false";
+  if (tied_embeddings) return "tied_embeddings true";
+  return "";
+}
 
 const std::vector<ModelSpec>& preset_models() {
   static const std::vector<ModelSpec> presets = {
       gpt("gpt-5b", 24, 4096, 32),    gpt("gpt-10b", 32, 5120, 40),   gpt("gpt-20b", 32, 7168, 56),
       gpt("gpt-40b", 38, 9216, 72),   gpt("gpt-60b", 56, 9216, 72),   gpt("gpt-80b", 42, 12288, 96),
       gpt("gpt-160b", 84, 12288, 96), gpt("gpt-320b", 96, 16384, 128), gpt("gpt-640b", 192, 16384, 128),
+      llama3("llama3-8b", 32, 4096, 32, 14336), llama3("llama3-70b", 80, 8192, 64, 28672),
+      llama3("llama3-405b", 126, 16384, 128, 53248),
   };
   return presets;
 }
 
 double parameter_count(const ModelSpec& m) {
-  double H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
-  double block = 4 * H * H + 2 * H * F  // QKV, out, FC1, FC2 weights
-                 + 3 * H + H + F + H    // their biases
-                 + 4 * H;               // two LayerNorms
-  return m.layers * block + 2 * Vp * H  // embedding and untied LM head
-         + S * H + 2 * H;               // positions, final LayerNorm
+  const double H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
+  const double norm = m.norm == Norm::LayerNorm ? 2 * H : H;  // γ and β, or γ alone
+  double biases = m.qkv_bias ? (m.heads + 2.0 * m.kv_head_count()) * m.head_size() : 0;
+  if (m.bias) biases += H + (m.mlp == Mlp::SwiGlu ? 2 : 1) * F + H;  // out, the MLP's up (and gate), down
+  const double block = m.block_matmul_params() + biases + 2 * norm;
+  return m.layers * block + (m.tied_embeddings ? 1 : 2) * Vp * H  // embedding, and the LM head unless tied
+         + (m.positions == Positions::Learned ? S * H : 0) + norm;  // positions, final norm
 }
 
 double model_flops(const ModelSpec& m, double batch) {
   // 3 passes (forward, 2× backward) × 2 FLOPs per multiply-add, per token:
-  // linear layers L·(4H² + 2HF), attention L·2SH (QKᵀ and AV, non-causal),
-  // LM head H·V. For F = 4H this is 72·B·S·L·H²·(1 + S/6H + V/12LH).
-  double H = m.hidden, F = m.ffn, S = m.seq_len;
-  double per_token = m.layers * (4 * H * H + 2 * H * F + 2 * S * H) + H * m.vocab;
+  // the block's linear layers, attention L·2·S·A·d_h (QKᵀ and AV,
+  // non-causal), LM head H·V. For a GPT block with F = 4H this is
+  // 72·B·S·L·H²·(1 + S/6H + V/12LH).
+  const double S = m.seq_len;
+  const double per_token = m.layers * (m.block_matmul_params() + 2 * S * m.attention_width()) + double(m.hidden) * m.vocab;
   return 6.0 * batch * S * per_token;
 }
 
@@ -52,13 +87,22 @@ nlohmann::json to_json(const ModelSpec& m) {
   // Written only where not the default, so files without them read back the same.
   if (m.attention == Attention::Unfused) j["attention"] = "unfused";
   if (m.attention_dropout) j["attention_dropout"] = true;
+  if (m.kv_heads) j["kv_heads"] = m.kv_heads;
+  if (m.head_dim) j["head_dim"] = m.head_dim;
+  if (m.mlp == Mlp::SwiGlu) j["mlp"] = "swiglu";
+  if (m.norm == Norm::RmsNorm) j["norm"] = "rmsnorm";
+  if (m.positions == Positions::Rope) j["positions"] = "rope";
+  if (!m.bias) j["bias"] = false;
+  if (m.qkv_bias != m.bias) j["qkv_bias"] = m.qkv_bias;
+  if (m.tied_embeddings) j["tied_embeddings"] = true;
   return j;
 }
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   Fields f(j, origin);
   f.only({"name", "layers", "hidden", "heads", "ffn", "vocab", "padded_vocab", "seq_len", "attention",
-          "attention_dropout"});
+          "attention_dropout", "kv_heads", "head_dim", "mlp", "norm", "positions", "bias", "qkv_bias",
+          "tied_embeddings"});
   ModelSpec m;
   m.name = f.has("name") ? f.string("name") : std::filesystem::path(origin).stem().string();
   m.layers = static_cast<int>(f.integer("layers", 1));
@@ -77,8 +121,26 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
     f.fail("vocab", "at most " + std::to_string(kMax / 128 * 128) + " (padded_vocab, not given, rounds it up to 128)");
   m.padded_vocab = static_cast<int>(f.integer_or("padded_vocab", 1, round_up(m.vocab, 128)));
   if (m.padded_vocab < m.vocab) f.fail("padded_vocab", "an integer >= vocab (" + std::to_string(m.vocab) + ")");
-  if (m.hidden % m.heads != 0)
-    f.fail("heads", "a divisor of hidden (" + std::to_string(m.hidden) + ")");
+  if (f.has("head_dim")) m.head_dim = static_cast<int>(f.integer("head_dim", 1));
+  else if (m.hidden % m.heads != 0)
+    f.fail("heads", "a divisor of hidden (" + std::to_string(m.hidden) + "), or give head_dim");
+  if (f.has("kv_heads")) {
+    m.kv_heads = static_cast<int>(f.integer("kv_heads", 1));
+    if (m.kv_heads > m.heads || m.heads % m.kv_heads)
+      f.fail("kv_heads", "a divisor of heads (" + std::to_string(m.heads) + "): each KV head serves a group of query heads");
+  }
+  auto choice = [&](const char* key, const char* a, const char* b) {
+    if (!f.has(key)) return false;
+    const std::string v = f.string(key);
+    if (v != a && v != b) f.fail(key, std::string("\"") + a + "\" or \"" + b + "\"");
+    return v == b;
+  };
+  if (choice("mlp", "gelu", "swiglu")) m.mlp = Mlp::SwiGlu;
+  if (choice("norm", "layernorm", "rmsnorm")) m.norm = Norm::RmsNorm;
+  if (choice("positions", "learned", "rope")) m.positions = Positions::Rope;
+  m.bias = f.boolean_or("bias", true);
+  m.qkv_bias = f.boolean_or("qkv_bias", m.bias);
+  m.tied_embeddings = f.boolean_or("tied_embeddings", false);
   if (f.has("attention")) {
     const std::string a = f.string("attention");
     if (a == "unfused") m.attention = Attention::Unfused;
@@ -90,18 +152,46 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& origin) {
   return m;
 }
 
-ModelSpec load_model(const std::string& name_or_file) {
+ModelSpec load_model(const std::string& name_or_file, std::vector<std::string>* notes, int seq_len) {
+  auto note = [&](const std::string& line) {
+    if (notes) notes->push_back(line);
+  };
+  // --seq-len over a preset's or a model file's own length: said where they differ.
+  auto with_seq_len = [&](ModelSpec m, const char* whose) {
+    if (seq_len > 0 && seq_len != m.seq_len)
+      note("seq_len " + std::to_string(seq_len) + " from --seq-len (the " + whose + " says " +
+           std::to_string(m.seq_len) + ")");
+    if (seq_len > 0) m.seq_len = seq_len;
+    return m;
+  };
   for (const auto& m : preset_models())
-    if (m.name == name_or_file) return m;
+    if (m.name == name_or_file) return with_seq_len(m, "preset");
   bool looks_like_file = name_or_file.find('/') != std::string::npos ||
                          name_or_file.ends_with(".json") || std::filesystem::exists(name_or_file);
   if (!looks_like_file) {
     std::string known;
     for (const auto& m : preset_models()) known += (known.empty() ? "" : ", ") + m.name;
     input_error("unknown model '" + name_or_file + "'; known presets: " + known +
-                " (or give a model JSON file: layers, hidden, heads, vocab, seq_len[, ffn, padded_vocab])");
+                " (or give a model JSON file: layers, hidden, heads, vocab, seq_len[, ffn, padded_vocab], "
+                "or a Hugging Face config.json)");
   }
-  return model_from_json(read_json_file(name_or_file), name_or_file);
+  const nlohmann::json j = read_json_file(name_or_file);
+  if (!is_hf_config(j)) return with_seq_len(model_from_json(j, name_or_file), "file");
+  // A config.json holds more than the shape: what was passed over, and where
+  // the sequence length came from, are a person's to check.
+  const HfModel hf = model_from_hf_config(j, name_or_file, seq_len);
+  std::string ignored;
+  for (const auto& key : hf.ignored) ignored += (ignored.empty() ? "" : ", ") + key;
+  if (!ignored.empty()) note(name_or_file + ": fields ignored (they cost nothing): " + ignored);
+  const std::string length = "seq_len " + std::to_string(hf.model.seq_len) + " from " + hf.seq_len_from;
+  std::string says = " (--seq-len sets it)";
+  if (hf.seq_len_from == "--seq-len") {
+    says.clear();
+    for (const char* key : {"max_position_embeddings", "n_positions"})
+      if (j.contains(key) && j.at(key).is_number_integer()) says = " (the file says " + j.at(key).dump() + ")";
+  }
+  note(length + says);
+  return hf.model;
 }
 
 }  // namespace ff

@@ -79,7 +79,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
 
   // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
-  std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{}, n_local{};
+  std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{}, bias_columns{};
   for (int j = 0; j < kBlockLayers; ++j) {
     const LinearLayer& l = layers[j];
     LocalWeight w = local_weight(l, g);
@@ -94,7 +94,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     fwd_gemm[j] = gemm_time(p, dt, t, w.n_local, w.k_local);
     dgrad_gemm[j] = gemm_time(p, dt, t, w.k_local, w.n_local);
     wgrad_gemm[j] = gemm_time(p, dt, w.k_local, w.n_local, t);
-    n_local[j] = w.n_local;
+    // QKV's bias (qkv_bias), the others' (bias), on the output's columns.
+    if (j == 0 ? m.qkv_bias : m.bias) bias_columns[j] = w.n_local;
     work(l.name, "fwd GEMM", KernelClass::Gemm, fwd_gemm[j], 1, fwd_count);
     work(l.name, "bwd input-grad GEMM", KernelClass::Gemm, dgrad_gemm[j], 1, L);
     work(l.name, "bwd weight-grad GEMM", KernelClass::Gemm, wgrad_gemm[j], 1, L);
@@ -103,10 +104,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   }
 
   // Attention: whole heads per Y rank, whole sequences per Z·D rank,
-  // replicated over X. Causal flash attention skips the masked half.
+  // replicated over X. Causal flash attention skips the masked half. Its
+  // width is A·d_h (H for a GPT block); grouped KV heads do not change it.
+  const double ay = m.attention_width() / g.y;
   double attn_fwd = 0, attn_bwd = 0;
   if (m.attention == Attention::Flash) {
-    attn_fwd = flash_attention_time(p, dt, 2.0 * mb * S * S * (H / g.y), S, double(H) / m.heads);
+    attn_fwd = flash_attention_time(p, dt, 2.0 * mb * S * S * ay, S, m.head_size());
     attn_bwd = 2.5 * attn_fwd;
     work("attention", "fwd (flash, causal)", KernelClass::Attention, attn_fwd, 1, fwd_count);
     work("attention", "bwd", KernelClass::Attention, attn_bwd, 1, L);
@@ -117,7 +120,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     // (3bE); dropout reads and writes them and writes a byte mask (2bE + E),
     // its backward the same.
     const double E = mb * (double(m.heads) / g.y) * S * S, drop = m.attention_dropout ? 2 * b * E + E : 0;
-    const double gemm_fwd = attention_time(p, dt, 4.0 * mb * S * S * (H / g.y));
+    const double gemm_fwd = attention_time(p, dt, 4.0 * mb * S * S * ay);
     // A batched GEMM each for QKᵀ and PV forward, four backward; softmax
     // (and dropout) one kernel each way.
     work("attention", "fwd QK^T and PV (unfused, full S×S)", KernelClass::Attention, gemm_fwd, 2, fwd_count);
@@ -130,52 +133,77 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     attn_fwd = gemm_fwd + ew_fwd;
     attn_bwd = 2 * gemm_fwd + ew_bwd;
   }
-  // Memory-bound kernels at the job's fusion level: LayerNorm and residuals
-  // on [t, H/G_x] (replicated over Y), GELU on [t, F/G_y] (replicated over
-  // X), the biases on each layer's output columns.
-  const BlockKernels bk = block_kernels(job.fusion, t, hx, fy, n_local, b);
-  const double ln_fwd = mem("layernorm", "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);
-  const double ln_bwd = mem("layernorm", "bwd", KernelClass::Norm, bk.norm_bwd, 2 * L);
+  // Memory-bound kernels at the job's fusion level: norms and residuals on
+  // [t, H/G_x] (replicated over Y), the activation on [t, F/G_y]
+  // (replicated over X), RoPE on the local queries and keys, the biases on
+  // each layer's output columns.
+  const bool rms = m.norm == Norm::RmsNorm, swiglu = m.mlp == Mlp::SwiGlu;
+  const double qk = m.positions == Positions::Rope ? double(m.heads + m.kv_head_count()) * m.head_size() / g.y : 0;
+  const BlockKernels bk = block_kernels(job.fusion, m, t, hx, fy, qk, bias_columns, b);
+  const char* norm = rms ? "rmsnorm" : "layernorm";
+  const double ln_fwd = mem(norm, "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);
+  const double ln_bwd = mem(norm, "bwd", KernelClass::Norm, bk.norm_bwd, 2 * L);
   const double res_fwd = mem("residual", "fwd add", KernelClass::Residual, bk.residual_fwd, 2 * fwd_count);
   const double res_bwd = mem("residual", "bwd add", KernelClass::Residual, bk.residual_bwd, 2 * L);
-  const double gelu_fwd = mem("gelu", "fwd", KernelClass::Activation, bk.act_fwd, fwd_count);
-  const double gelu_bwd = mem("gelu", "bwd", KernelClass::Activation, bk.act_bwd, L);
-  // Per layer, a bias's share of the four: by its columns.
+  const char* act = swiglu ? "swiglu" : "gelu";
+  const double gelu_fwd = mem(act, "fwd", KernelClass::Activation, bk.act_fwd, fwd_count);
+  const double gelu_bwd = mem(act, "bwd", KernelClass::Activation, bk.act_bwd, L);
+  double rope_fwd = 0, rope_bwd = 0;
+  if (qk > 0) {
+    rope_fwd = mem("rope", "fwd rotate q, k", KernelClass::Rope, bk.rope_fwd, fwd_count);
+    rope_bwd = mem("rope", "bwd rotate dq, dk", KernelClass::Rope, bk.rope_bwd, L);
+  }
+  // Per layer, a bias's share of the ones there are: by its columns.
   double columns = 0;
-  for (double n : n_local) columns += n;
+  for (double n : bias_columns) columns += n;
   std::array<double, kBlockLayers> bias_fwd{}, bias_bwd{};
   if (bk.bias_fwd.launches > 0) {
     mem("biases", "fwd add", KernelClass::Bias, bk.bias_fwd, fwd_count);
     mem("biases", "bwd column sums", KernelClass::Bias, bk.bias_bwd, L);
     for (int j = 0; j < kBlockLayers; ++j) {
-      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * n_local[j] / columns, bk.bias_fwd.launches / kBlockLayers);
-      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * n_local[j] / columns, bk.bias_bwd.launches / kBlockLayers);
+      if (bias_columns[j] == 0) continue;
+      const double share = bias_columns[j] / columns, one = 1 / bk.bias_fwd.launches;
+      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, bk.bias_fwd.launches * one);
+      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, bk.bias_bwd.launches * one);
     }
   }
-  // Exact LayerNorm over a hidden split over X: per-token sum, then centred
-  // sum of squares, forward; one reduction of 2t backward.
-  comm("layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes,
-       2 * 2 * fwd_count);
-  comm("layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 2 * L);
+  // Exact norms over a hidden split over X. LayerNorm: per-token sum, then
+  // centred sum of squares, forward; one reduction of 2t backward. RMSNorm:
+  // the sum of squares forward, one reduction of t backward.
+  comm(norm, rms ? "fwd sum-of-squares all-reduce" : "fwd sum + centred sum-of-squares all-reduces", Axis::X,
+       Coll::AllReduce, t, kStatBytes, (rms ? 1 : 2) * 2 * fwd_count);
+  comm(norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * t, kStatBytes, 2 * L);
 
   // Windows: each layer's GEMMs and the element-wise work that follows it.
-  plan.fwd_window = {fwd_gemm[0] + attn_fwd, fwd_gemm[1] + res_fwd + ln_fwd, fwd_gemm[2] + gelu_fwd,
+  plan.fwd_window = {fwd_gemm[0] + rope_fwd + attn_fwd, fwd_gemm[1] + res_fwd + ln_fwd, fwd_gemm[2] + gelu_fwd,
                      fwd_gemm[3] + res_fwd + ln_fwd};
-  plan.bwd_window = {dgrad_gemm[0] + wgrad_gemm[0] + ln_bwd + res_bwd, dgrad_gemm[1] + wgrad_gemm[1] + attn_bwd,
-                     dgrad_gemm[2] + wgrad_gemm[2] + ln_bwd + res_bwd, dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
+  plan.bwd_window = {dgrad_gemm[0] + wgrad_gemm[0] + ln_bwd + res_bwd,
+                     dgrad_gemm[1] + wgrad_gemm[1] + attn_bwd + rope_bwd, dgrad_gemm[2] + wgrad_gemm[2] + ln_bwd + res_bwd,
+                     dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
   for (int j = 0; j < kBlockLayers; ++j) plan.fwd_window[j] += bias_fwd[j], plan.bwd_window[j] += bias_bwd[j];
   plan.wgrad_window = wgrad_gemm;
 
-  // Embedding (untied): a Vp/G_y × H/G_x block sharded over Z; rows outside
-  // this Y block contribute zero, so the lookup is summed over Y.
-  const EdgeKernels edge = edge_kernels(job.fusion, t, hx, vy, b);
+  // Embedding: a Vp/G_y × H/G_x block sharded over Z; rows outside this Y
+  // block contribute zero, so the lookup is summed over Y. Tied to the LM
+  // head (the same block layout), a stage holding both adds the lookup's
+  // gradient to the head's before one reduction; with stages the first and
+  // last each keep a copy and sum their gradients once a step, priced as an
+  // all-reduce over the pipeline axis (an upper bound on that pair).
+  const EdgeKernels edge = edge_kernels(job.fusion, m, t, hx, vy, b);
+  const bool one_tied_copy = m.tied_embeddings && st.first && st.last;
   if (st.first) {
     LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
     comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
     comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
-    comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
-    comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
-    mem("embedding", "fwd lookup + positions", KernelClass::Embedding, edge.embedding_fwd, 1);
+    if (!one_tied_copy) {
+      comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
+      comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
+    }
+    if (m.tied_embeddings && !st.last)
+      comm("embedding", "tied weight-grad all-reduce (first and last stage)", Axis::P, Coll::AllReduce, emb.shard,
+           kGradBytes, 1, true);
+    mem("embedding", m.positions == Positions::Learned ? "fwd lookup + positions" : "fwd lookup",
+        KernelClass::Embedding, edge.embedding_fwd, 1);
     mem("embedding", "bwd scatter-add", KernelClass::Embedding, edge.embedding_bwd, 1);
     mem("embedding", "grad accumulate (fp32 shard)", KernelClass::Accumulate,
         {emb.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
@@ -184,10 +212,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
   // vocabulary split over Y. Not recomputed: the head's backward follows its forward.
   if (st.last) {
-    comm("final_layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X, Coll::AllReduce, t, kStatBytes, 2);
-    comm("final_layernorm", "bwd statistics all-reduce", Axis::X, Coll::AllReduce, 2 * t, kStatBytes, 1);
-    mem("final_layernorm", "fwd", KernelClass::Norm, bk.norm_fwd, 1);
-    mem("final_layernorm", "bwd", KernelClass::Norm, bk.norm_bwd, 1);
+    const char* final_norm = rms ? "final_rmsnorm" : "final_layernorm";
+    comm(final_norm, rms ? "fwd sum-of-squares all-reduce" : "fwd sum + centred sum-of-squares all-reduces", Axis::X,
+         Coll::AllReduce, t, kStatBytes, rms ? 1 : 2);
+    comm(final_norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * t, kStatBytes, 1);
+    mem(final_norm, "fwd", KernelClass::Norm, bk.norm_fwd, 1);
+    mem(final_norm, "bwd", KernelClass::Norm, bk.norm_bwd, 1);
     LinearLayer head = lm_head(m);
     LocalWeight hw = local_weight(head, g);
     comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
@@ -196,11 +226,14 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
     comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
     comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
+    if (m.tied_embeddings && !st.first)
+      comm("lm_head", "tied weight-grad all-reduce (first and last stage)", Axis::P, Coll::AllReduce, hw.shard,
+           kGradBytes, 1, true);
     work("lm_head", "fwd GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.n_local, hw.k_local), 1, 1);
     work("lm_head", "bwd input-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.k_local, hw.n_local), 1, 1);
     work("lm_head", "bwd weight-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, hw.k_local, hw.n_local, t), 1, 1);
-    mem("lm_head", "grad accumulate (fp32 shard)", KernelClass::Accumulate,
-        {hw.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
+    mem("lm_head", one_tied_copy ? "grad accumulate (fp32 shard, tied)" : "grad accumulate (fp32 shard)",
+        KernelClass::Accumulate, {hw.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
     comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
     comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
     mem("cross_entropy", "fwd softmax (fp32)", KernelClass::CrossEntropy, edge.loss_fwd, 1);
@@ -210,9 +243,9 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // Once per iteration: replicated parameters' gradients over Z, then D; the
   // optimizer on every local parameter.
   LocalParams lp = local_params(m, g, st);
-  comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
+  comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
        kGradBytes, 1, true);
-  comm("replicated", "grad all-reduce (biases, LayerNorm, positions)", Axis::D, Coll::AllReduce, lp.replicated,
+  comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::D, Coll::AllReduce, lp.replicated,
        kGradBytes, 1, true);
   double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
   mem("optimizer", "AdamW step + clipping", KernelClass::Optimizer, {(lp.sharded + lp.replicated) * adam_bytes, 1}, 1,
@@ -243,7 +276,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     (c.per_step ? plan.compute_step_s : c.bwd ? plan.compute_bwd_s : plan.compute_fwd_s) += c.seconds * c.count;
   }
   plan.model_flops = model_flops(m, double(job.batch));
-  double block_fwd_flops = 2.0 * job.batch * S * L * (4 * H * H + 2 * H * F + 2 * S * H);
+  double block_fwd_flops = 2.0 * job.batch * S * L * (m.block_matmul_params() + 2 * S * m.attention_width());
   plan.hardware_flops = plan.model_flops + (rc ? block_fwd_flops : 0);
   plan.peak_flops_all = double(g.total()) * p.peak_flops(dt);
 }

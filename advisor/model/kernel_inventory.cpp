@@ -10,6 +10,7 @@ const char* kernel_class_name(KernelClass c) {
     case KernelClass::Activation: return "activation";
     case KernelClass::Residual: return "residual";
     case KernelClass::Bias: return "bias";
+    case KernelClass::Rope: return "rope";
     case KernelClass::Embedding: return "embedding";
     case KernelClass::CrossEntropy: return "cross_entropy";
     case KernelClass::Accumulate: return "accumulate";
@@ -19,55 +20,64 @@ const char* kernel_class_name(KernelClass c) {
   return "?";
 }
 
-BlockKernels block_kernels(Fusion f, double t, double hx, double fy, const std::array<double, 4>& n_local, int b) {
+BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
+                           const std::array<double, 4>& bias_columns, int b) {
   BlockKernels k;
-  // Bytes are the same at every level but the biases': a LayerNorm reads x
-  // and writes y (its statistics stay on chip), and its backward reads dy
-  // and x and writes dx; a residual add reads two and writes one, both
-  // ways; GELU reads and writes forward and reads two, writes one backward.
-  // Fusing bias into GELU or the residual changes launches, not passes.
+  // Bytes are the same at every level but the biases': a norm reads x and
+  // writes y (its statistics stay on chip), and its backward reads dy and
+  // x and writes dx; a residual add reads two and writes one, both ways;
+  // GELU reads and writes forward and reads two, writes one backward;
+  // SwiGLU reads gate and up and writes their product, and backward reads
+  // the two and the gradient and writes two. Fusing bias into GELU or the
+  // residual changes launches, not passes.
   k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine ? 3.0 : 1.0};  // the engine: sums, centred squares, normalise
-  k.norm_bwd = {3 * t * hx * b, 2};                                  // dx, then the weight and bias gradients
+  k.norm_bwd = {3 * t * hx * b, 2};                                  // dx, then the weight (and bias) gradients
   k.residual_fwd = {3 * t * hx * b, 1};
   k.residual_bwd = {3 * t * hx * b, 1};
-  k.act_fwd = {2 * t * fy * b, 1};
-  k.act_bwd = {3 * t * fy * b, 1};
-  double columns = 0;
-  for (double n : n_local) columns += n;
+  const bool glu = m.mlp == Mlp::SwiGlu;
+  k.act_fwd = {(glu ? 3 : 2) * t * fy * b, 1};
+  k.act_bwd = {(glu ? 5 : 3) * t * fy * b, 1};
+  // RoPE rotates queries and keys in place each way: read and write them,
+  // one kernel for each fused, PyTorch's rotate-half as six ops each.
+  if (qk > 0) k.rope_fwd = k.rope_bwd = {2 * t * qk * b, f == Fusion::Unfused ? 12.0 : 2.0};
+  double columns = 0, biased = 0;
+  for (double n : bias_columns) columns += n, biased += n > 0;
   switch (f) {
     case Fusion::Unfused:
       // Each bias added in a pass of its own (read and write [t, n]) and its
       // gradient a column sum (read [t, n]).
-      k.bias_fwd = {2 * t * columns * b, 4};
-      k.bias_bwd = {t * columns * b, 4};
+      k.bias_fwd = {2 * t * columns * b, biased};
+      k.bias_bwd = {t * columns * b, biased};
       break;
     case Fusion::Fused: break;  // GEMM epilogues: no pass, no launch
     case Fusion::Engine:
       // Its own kernels, charged as the epilogues they stand for.
-      k.bias_fwd = {0, 4};
-      k.bias_bwd = {0, 4};
+      k.bias_fwd = {0, biased};
+      k.bias_bwd = {0, biased};
       break;
   }
   return k;
 }
 
-EdgeKernels edge_kernels(Fusion f, double t, double hx, double vy, int b) {
+EdgeKernels edge_kernels(Fusion f, const ModelSpec& m, double t, double hx, double vy, int b) {
   EdgeKernels k;
-  // Lookup (read the rows, write [t, hx]) and the positions added: 3 passes.
-  const double emb = 3 * t * hx * b, loss = 2 * t * vy * 4;
+  // Lookup (read the rows, write [t, hx]) and learned positions added (a
+  // third pass, and a launch); backward the same passes.
+  const bool learned = m.positions == Positions::Learned;
+  const double emb = (learned ? 3 : 2) * t * hx * b, loss = 2 * t * vy * 4, positions = learned;
   switch (f) {
     case Fusion::Unfused:
-      // Two lookups and an add; the gradient's two scatter-adds. The loss as
+      // Token and position lookups and an add; the gradient's two scatter-adds. The loss as
       // PyTorch's vocabulary-parallel ops: max, subtract, exp, sum, log,
       // gather, ... then softmax minus one-hot and scale.
-      k.embedding_fwd = {emb, 3};
-      k.embedding_bwd = {emb, 2};
+      k.embedding_fwd = {emb, 2 + positions};
+      k.embedding_bwd = {emb, 1 + positions};
       k.loss_fwd = {loss, 8};
       k.loss_bwd = {loss, 3};
       break;
     case Fusion::Fused:
-      k.embedding_fwd = {emb, 3};
-      k.embedding_bwd = {emb, 2};
+      k.embedding_fwd = {emb, 2 + positions};
+      k.embedding_bwd = {emb, 1 + positions};
       k.loss_fwd = {loss, 2};
       k.loss_bwd = {loss, 1};
       break;

@@ -8,11 +8,12 @@
 #include <cstdint>
 
 #include "advisor/core/fusion.hpp"
+#include "advisor/core/model_spec.hpp"
 
 namespace ff {
 
 enum class KernelClass : uint8_t {
-  Gemm, Attention, Norm, Activation, Residual, Bias, Embedding, CrossEntropy, Accumulate, Optimizer, LaunchBound
+  Gemm, Attention, Norm, Activation, Residual, Bias, Rope, Embedding, CrossEntropy, Accumulate, Optimizer, LaunchBound
 };
 const char* kernel_class_name(KernelClass c);
 
@@ -23,16 +24,20 @@ struct MemoryKernels {
 };
 
 // One block's memory-bound kernels on a rank that holds t tokens, a hidden
-// slice of hx, an FFN slice of fy and linear layers with n_local output
-// columns each (MODEL.md §1 order: qkv, attn_out, fc1, fc2), b bytes an
-// element. Per occurrence: each of the two LayerNorms and the two residual
-// adds; the activation once; the biases of all four linears together.
+// slice of hx, an FFN slice of fy, qk values of queries and keys per token
+// (RoPE rotates them; 0 without), and linear layers whose biases span
+// bias_columns output columns each (MODEL.md §1 order: qkv, attn_out, fc1,
+// fc2; 0: no bias), b bytes an element. Per occurrence: each of the two
+// norms and the two residual adds; the activation, the rotation, and the
+// biases of all four linears together once.
 struct BlockKernels {
-  MemoryKernels norm_fwd, norm_bwd, residual_fwd, residual_bwd, act_fwd, act_bwd, bias_fwd, bias_bwd;
+  MemoryKernels norm_fwd, norm_bwd, residual_fwd, residual_bwd, act_fwd, act_bwd, bias_fwd, bias_bwd, rope_fwd,
+      rope_bwd;
 };
-BlockKernels block_kernels(Fusion f, double t, double hx, double fy, const std::array<double, 4>& n_local, int b);
+BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
+                           const std::array<double, 4>& bias_columns, int b);
 
-// The rest of the step: the embedding's lookup with positions and its
+// The rest of the step: the embedding's lookup (with learned positions) and its
 // gradient's scatter-add on [t, hx]; the loss over a vocabulary slice vy in
 // fp32 (forward softmax, backward gradient); the fp32 gradient accumulation
 // of a weight shard; the optimizer's launches a step.
@@ -40,6 +45,6 @@ struct EdgeKernels {
   MemoryKernels embedding_fwd, embedding_bwd, loss_fwd, loss_bwd;
   double accumulate_launches = 1, optimizer_launches = 1;
 };
-EdgeKernels edge_kernels(Fusion f, double t, double hx, double vy, int b);
+EdgeKernels edge_kernels(Fusion f, const ModelSpec& m, double t, double hx, double vy, int b);
 
 }  // namespace ff

@@ -31,15 +31,19 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   // Under ORS one layer's gradient is being reduced while the next is computed.
   u.grad_buffers = lp.largest_block * b * (ov.ors ? 2 : 1);
 
-  double t = double(mb) * m.seq_len, H = m.hidden, F = m.ffn;
-  double hx = H / g.x, hy = H / g.y, fy = F / g.y;
-  // Saved per block: LN1 in and out, QKV out, attention out, LN2 in and out,
-  // FC1 out, GELU out; fp32 softmax log-sum-exp per head and LayerNorm stats.
-  double block = t * (4 * hx + 3 * hy + hy + 2 * fy) * b + t * (double(m.heads) / g.y) * 4 + 2 * 2 * t * 4;
+  const double t = double(mb) * m.seq_len, hx = double(m.hidden) / g.x, fy = double(m.ffn) / g.y;
+  const auto layers = block_layers(m);
+  const double qkv = layers[0].n / g.y, ay = m.attention_width() / g.y, up = layers[2].n / g.y;
+  // Saved per block: norm 1 in and out, QKV out, attention out, norm 2 in and
+  // out, FC1 out (gate and up for SwiGLU), the activation's out; fp32
+  // softmax log-sum-exp per head and the norms' statistics (LayerNorm two a
+  // token, RMSNorm one).
+  const double stats = m.norm == Norm::LayerNorm ? 2 : 1;
+  double block = t * (4 * hx + qkv + ay + up + fy) * b + t * (double(m.heads) / g.y) * 4 + 2 * stats * t * 4;
   // Unfused attention keeps the S×S probabilities (and a byte mask with dropout).
   if (m.attention == Attention::Unfused)
     block += t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
-  double working = 2 * t * std::max({hx, 3 * hy, fy}) * b;  // gradients in flight in backward
+  double working = 2 * t * std::max({hx, qkv, up}) * b;  // gradients in flight in backward
   // Recompute keeps each block's input per micro-batch in flight and one
   // block's full activations while it is recomputed.
   const double blocks = st.blocks, n = n_in_flight;

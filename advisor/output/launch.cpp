@@ -8,8 +8,30 @@
 
 namespace ff {
 
+namespace {
+
+// The model's shape in Megatron-LM's flags. Megatron ties the embedding and
+// the head unless told, learns absolute positions and uses LayerNorm, GELU
+// and biases by default.
+std::string megatron_model_flags(const ModelSpec& m) {
+  auto s = [](long long v) { return std::to_string(v); };
+  std::string f = " --num-layers " + s(m.layers) + " --hidden-size " + s(m.hidden) + " --num-attention-heads " +
+                  s(m.heads) + " --ffn-hidden-size " + s(m.ffn) + " --max-position-embeddings " + s(m.seq_len);
+  if (m.kv_head_count() != m.heads) f += " --group-query-attention --num-query-groups " + s(m.kv_head_count());
+  if (m.head_size() * m.heads != m.hidden) f += " --kv-channels " + s(m.head_size());
+  if (m.mlp == Mlp::SwiGlu) f += " --swiglu";
+  if (m.norm == Norm::RmsNorm) f += " --normalization RMSNorm";
+  if (m.positions == Positions::Rope) f += " --position-embedding-type rope";
+  if (!m.bias) f += " --disable-bias-linear";
+  if (!m.bias && m.qkv_bias) f += " --add-qkv-bias";
+  if (!m.tied_embeddings) f += " --untie-embeddings-and-output-weights";
+  return f;
+}
+
+}  // namespace
+
 std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, const MachineProfile& machine,
-                                     const Config& c) {
+                                     const Config& c, int seq_len) {
   auto s = [](long long v) { return std::to_string(v); };
   const int per_node = machine.gpus_per_node;
   const long long G = c.grid.total();
@@ -17,7 +39,10 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   std::string device_note;
   EngineArgs args = engine_args(model_arg, c, job.batch, &device_note, machine.engine_device);
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
+  args.seq_len = seq_len;
   std::string engine = "engine " + join_args(engine_argv(args));
+  if (std::string f = job.model.llama_feature(); !f.empty())
+    device_note = "the engine runs GPT blocks only; this model has " + f + ": a line to run once it can";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,
@@ -39,6 +64,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
                      s(c.grid.y) + " --depth-tensor-model-parallel-size " + s(c.grid.z) +
                      " --pipeline-model-parallel-size " + s(c.grid.p) + " --micro-batch-size " + s(1LL * c.micro_batch * c.grid.z) +
                      " --global-batch-size " + s(job.batch) + " --seq-length " + s(job.model.seq_len) +
+                     megatron_model_flags(job.model) +
                      (c.dtype == Dtype::BF16 ? " --bf16" : c.dtype == Dtype::FP16 ? " --fp16" : "");
   if (c.recompute) mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   if (c.overlap.oar) mega += " --overlap-axonn-comm";

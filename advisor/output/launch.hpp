@@ -18,11 +18,12 @@ struct LaunchLine {
   std::string note;  // a caveat, or empty
 };
 
-// `model_arg` is what the user passed to --model (a preset name or a file).
-// The engine's line runs what was priced on `machine`: its ranks per node,
-// and under odp its gradient bucket size.
+// `model_arg` is what the user passed to --model (a preset name or a file),
+// `seq_len` what they passed to --seq-len (0: none). The engine's line runs
+// what was priced on `machine`: its ranks per node, and under odp its
+// gradient bucket size.
 std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_arg, const MachineProfile& machine,
-                                     const Config& c);
+                                     const Config& c, int seq_len = 0);
 
 // For people: "  name:\n    line\n    (note)\n" each. For programs:
 // {name: {"line", "note"?}}.

@@ -162,6 +162,7 @@ expect 0 'final loss' -- $run 4 "$engine" --model "$model4" --grid 1,1,1,2 --pip
 expect 2 'offload with --shard-optimizer' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --offload --shard-optimizer
 expect 2 '--offload-bucket 0: expected elements >= 1' -- $run 1 "$engine" --model "$tiny" --offload --offload-bucket 0
 expect 2 'clip: expected a norm' -- $run 1 "$engine" --model "$tiny" --clip -1
+expect 2 'the engine runs GPT blocks only' -- $run 1 "$engine" --model llama3-8b --steps 1
 expect 2 'layers 2 % stages 4' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
 expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 2,1,1,2 --pipeline 2 --record "$tmp/bad.json"
 
