@@ -13,6 +13,7 @@
 #include "advisor/model/kernel_inventory.hpp"
 #include "advisor/model/prediction.hpp"
 #include "tests/helpers.hpp"
+#include "tests/plan_terms.hpp"
 
 using namespace ff;
 using fftest::rel;
@@ -26,12 +27,6 @@ Job one_gpu_job(Fusion f) {
   j.batch = 2;
   j.fusion = f;
   return j;
-}
-
-const ComputeTerm* find(const Plan& plan, const char* layer, const char* what) {
-  for (const auto& c : plan.compute)
-    if (std::strcmp(c.layer, layer) == 0 && std::strcmp(c.what, what) == 0) return &c;
-  return nullptr;
 }
 
 }  // namespace
@@ -94,23 +89,23 @@ TEST_CASE("kernels: each launch is priced beside its bytes") {
   p.launch_s = 3e-6;  // element-wise at 1e12 × 0.5 B/s
   Plan plan;
   make_plan(one_gpu_job(Fusion::Unfused), p, Grid{1, 1, 1, 1}, 1, false, plan);
-  const ComputeTerm* ln = find(plan, "layernorm", "fwd");
+  const ComputeTerm* ln = fftest::compute_term(plan, "layernorm", "fwd");
   REQUIRE(ln);
   CHECK(ln->seconds == rel(2.0 * 16 * 64 * 2 / 5e11 + 3e-6));
   CHECK(ln->cls == KernelClass::Norm);
   // The biases: columns 192 + 64 + 256 + 64 = 576 of 16 tokens.
-  const ComputeTerm* bias = find(plan, "biases", "fwd add");
+  const ComputeTerm* bias = fftest::compute_term(plan, "biases", "fwd add");
   REQUIRE(bias);
   CHECK(bias->seconds == rel(2.0 * 16 * 576 * 2 / 5e11 + 4 * 3e-6));
-  const ComputeTerm* bias_bwd = find(plan, "biases", "bwd column sums");
+  const ComputeTerm* bias_bwd = fftest::compute_term(plan, "biases", "bwd column sums");
   REQUIRE(bias_bwd);
   CHECK(bias_bwd->seconds == rel(16.0 * 576 * 2 / 5e11 + 4 * 3e-6));
   // GEMMs pay no launch of their own here: their rate includes it.
-  const ComputeTerm* qkv = find(plan, "qkv", "fwd GEMM");
+  const ComputeTerm* qkv = fftest::compute_term(plan, "qkv", "fwd GEMM");
   REQUIRE(qkv);
   CHECK(qkv->seconds == rel(2.0 * 16 * 192 * 64 / (100e12 * 0.5)));
   make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, false, plan);
-  CHECK(find(plan, "biases", "fwd add") == nullptr);
+  CHECK(fftest::compute_term(plan, "biases", "fwd add") == nullptr);
 }
 
 TEST_CASE("kernels: a step is never shorter than the host takes to issue its launches") {
@@ -124,13 +119,13 @@ TEST_CASE("kernels: a step is never shorter than the host takes to issue its lau
   make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, false, plan);
   CHECK(plan.compute_fwd_s == rel(27e-3, 1e-9));
   CHECK(plan.compute_bwd_s == rel(39e-3, 1e-9));
-  const ComputeTerm* wait = find(plan, "host", "fwd launch-bound wait");
+  const ComputeTerm* wait = fftest::compute_term(plan, "host", "fwd launch-bound wait");
   REQUIRE(wait);
   CHECK(wait->cls == KernelClass::LaunchBound);
   CHECK(wait->launches == 0);
   // Without a launch cost nothing waits for the host.
   make_plan(one_gpu_job(Fusion::Fused), fftest::toy_machine(1), Grid{1, 1, 1, 1}, 1, false, plan);
-  CHECK(find(plan, "host", "fwd launch-bound wait") == nullptr);
+  CHECK(fftest::compute_term(plan, "host", "fwd launch-bound wait") == nullptr);
 }
 
 TEST_CASE("kernels: compute slows by compute_slowdown of the time it hides, and no more") {

@@ -11,8 +11,11 @@
 
 #include "advisor/model/prediction.hpp"
 #include "tests/helpers.hpp"
+#include "tests/plan_terms.hpp"
 
 using namespace ff;
+using fftest::comm_term;
+using fftest::compute_term;
 using fftest::contains;
 using fftest::rel;
 
@@ -36,18 +39,6 @@ Job job_of(const ModelSpec& m, long long gpus, long long batch) {
   j.gpus = gpus;
   j.batch = batch;
   return j;
-}
-
-const CommTerm* comm_term(const Plan& plan, const char* layer, const char* what, Axis a) {
-  for (const auto& c : plan.comm)
-    if (std::strcmp(c.layer, layer) == 0 && std::strcmp(c.what, what) == 0 && c.axis == a) return &c;
-  return nullptr;
-}
-
-const ComputeTerm* compute_term(const Plan& plan, const char* layer, const char* what) {
-  for (const auto& c : plan.compute)
-    if (std::strcmp(c.layer, layer) == 0 && std::strcmp(c.what, what) == 0) return &c;
-  return nullptr;
 }
 
 }  // namespace

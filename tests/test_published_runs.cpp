@@ -7,8 +7,9 @@
 //   the Z axis over every GPU (G_z = GPUs), prefetched all-gathers and
 //   overlapped reduce-scatters (OAG, ORS), PyTorch kernels (unfused); the
 //   measured time is the batch's tokens over the published tokens/s.
-// * Megatron-LM's README, H100 weak scaling (dgx-h100): TP on Y, PP stages,
-//   DP; micro-batch 1, no recompute, the distributed optimizer (ZeRO-1),
+// * Megatron-LM's README, H100 weak scaling (dgx-h100): TP on Y with sequence
+//   parallelism, PP stages, DP; micro-batch 1, no recompute, the distributed
+//   optimizer (ZeRO-1),
 //   the TP all-reduce under the weight-gradient GEMM and the gradients'
 //   reduction under the backward (OAR, ODP); fused kernels. Measured time =
 //   model FLOPs (Narayanan et al.'s count, no recompute) / published FLOP/s.
@@ -107,6 +108,7 @@ std::vector<Priced> price_published_runs() {
       c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
       c.overlap.oar = c.overlap.odp = true;
       c.shard_optimizer = true;
+      c.sequence_parallel = c.grid.y > 1;
       const double tflops = meas.at("tflops_per_gpu");
       p.measured_s = narayanan_flops(job.model, double(job.batch), false) / (tflops * 1e12 * double(G));
       p.predicted_s = price(job, "dgx-h100", c);

@@ -22,6 +22,10 @@ void add_filter_options(CLI::App& app, FilterFlags& f) {
                                   "Only configurations with the optimizer state sharded over the data axis (ZeRO-1)"));
   group(app.add_flag("--no-shard-optimizer", f.no_shard_optimizer, "Only configurations without a sharded optimizer")
             ->excludes(zero));
+  auto* sp = group(app.add_flag("--sequence-parallel", f.sequence_parallel,
+                                "Only configurations with sequence parallelism wherever G_y > 1"));
+  group(app.add_flag("--no-sequence-parallel", f.no_sequence_parallel, "Only configurations without sequence parallelism")
+            ->excludes(sp));
   group(app.add_option("--pipeline", f.pipelines,
                        "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
             ->delimiter(','));
@@ -47,6 +51,10 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
   so.offload_on = state_when_asked ? f.offload : !f.no_offload;
   so.shard_off = !f.shard_optimizer;
   so.shard_on = state_when_asked ? f.shard_optimizer : !f.no_shard_optimizer;
+  if (state_when_asked && f.sequence_parallel)
+    input_error("--sequence-parallel: the engine does not split the sequence over Y yet, so there is nothing to run");
+  so.sequence_parallel_off = !f.sequence_parallel;
+  so.sequence_parallel_on = !state_when_asked && !f.no_sequence_parallel;
   return so;
 }
 

@@ -22,6 +22,7 @@ struct FilterFlags {
   bool recompute = false, no_recompute = false;
   bool offload = false, no_offload = false;
   bool shard_optimizer = false, no_shard_optimizer = false;
+  bool sequence_parallel = false, no_sequence_parallel = false;
   std::vector<int> pipelines;  // empty: every stage count dividing the layers and the GPUs
   std::string order, overlap;  // empty: every one
 };
@@ -30,7 +31,8 @@ void add_filter_options(CLI::App& app, FilterFlags& f);
 // The search's options the filters say; throws InputError naming the flag.
 // Offload and the sharded optimizer are tried where the machine allows them
 // unless a flag excludes them, or, with `state_when_asked` (validate, whose
-// runs sweep one kind at a time), only where a flag asks for them.
+// runs sweep one kind at a time), only where a flag asks for them; there
+// sequence parallelism, which the engine does not run, is refused.
 SearchOptions search_filters(const FilterFlags& f, const Job& job, const MachineProfile& m,
                              bool state_when_asked = false);
 

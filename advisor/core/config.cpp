@@ -57,12 +57,14 @@ nlohmann::json to_json(const Config& c) {
           {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}, {"odp", c.overlap.odp}}},
           {"dtype", dtype_name(c.dtype)},
           {"offload", c.offload},
-          {"shard_optimizer", c.shard_optimizer}};
+          {"shard_optimizer", c.shard_optimizer},
+          {"sequence_parallel", c.sequence_parallel}};
 }
 
 std::string config_label(const Config& c) {
   return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
-         c.overlap.str() + (c.offload ? " offload" : "") + (c.shard_optimizer ? " zero1" : "");
+         c.overlap.str() + (c.offload ? " offload" : "") + (c.shard_optimizer ? " zero1" : "") +
+         (c.sequence_parallel ? " sp" : "");
 }
 
 nlohmann::json per_axis_json(const PerAxis<double>& v) {
@@ -103,6 +105,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   c.dtype = parse_dtype(dt);
   c.offload = f.boolean_or("offload", false);  // absent in records written before offload
   c.shard_optimizer = f.boolean_or("shard_optimizer", false);
+  c.sequence_parallel = f.boolean_or("sequence_parallel", false);  // absent in records written before it
   return c;
 }
 

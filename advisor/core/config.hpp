@@ -40,6 +40,9 @@ struct Config {
   Dtype dtype = Dtype::BF16;
   bool offload = false;  // master weights and Adam state in host memory (MODEL.md §9)
   bool shard_optimizer = false;  // master weights and Adam state divided over D (ZeRO-1, MODEL.md §10)
+  // Megatron's sequence parallelism on Y (MODEL.md §13): the norm and residual
+  // regions split over Y along the sequence.
+  bool sequence_parallel = false;
   bool operator==(const Config&) const = default;
 };
 

@@ -51,6 +51,8 @@ Config config_of(const EngineArgs& a) {
     input_error("--dtype " + a.dtype + ": the " + a.device + " device computes in fp32, bf16 or fp64" +
                 (a.dtype == "fp16" ? " (fp16, with its loss scaling, is to come)" : ""));
   if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
+  if (a.sequence_parallel)
+    input_error("--sequence-parallel: the engine does not split the sequence over Y yet (the advisor prices it)");
   if (a.offload && a.shard_optimizer)
     input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
                 "is not implemented, as the advisor does not price it; drop one");
@@ -75,6 +77,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.recompute) v.push_back("--recompute");
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
+  if (a.sequence_parallel) v.push_back("--sequence-parallel");
   auto real = [](double x) {  // the shortest decimal that reads back as x: 0.1, not 0.10000000000000001
     char buf[32];
     // At least the integer digits: 50, not 5e+01.

@@ -43,6 +43,9 @@ void add_config_options(CLI::App& app, ConfigFlags& f) {
   group(app.add_flag("--shard-optimizer", f.shard_optimizer,
                      "Master weights and Adam state divided over the data axis (ZeRO-1, Megatron's distributed "
                      "optimizer): gradients reduce-scattered, weights all-gathered"));
+  group(app.add_flag("--sequence-parallel", f.sequence_parallel,
+                     "Megatron's sequence parallelism on Y: norms and residuals split over Y along the sequence, "
+                     "Y's all-reduces a reduce-scatter and an all-gather (MODEL.md §13)"));
   group(app.add_option("--overlap", f.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
             ->capture_default_str());
 }
@@ -62,6 +65,7 @@ Config config_of(const ConfigFlags& f) {
   c.recompute = f.recompute;
   c.offload = f.offload;
   c.shard_optimizer = f.shard_optimizer;
+  c.sequence_parallel = f.sequence_parallel;
   c.overlap = flag_value("--overlap", [&] { return parse_overlap(f.overlap); });
   return c;
 }
@@ -75,6 +79,7 @@ ConfigFlags config_flags(const Config& c) {
   f.recompute = c.recompute;
   f.offload = c.offload;
   f.shard_optimizer = c.shard_optimizer;
+  f.sequence_parallel = c.sequence_parallel;
   f.overlap = c.overlap.str();
   return f;
 }

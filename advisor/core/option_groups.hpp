@@ -29,6 +29,7 @@ struct ConfigFlags {
   bool recompute = false;
   bool offload = false;
   bool shard_optimizer = false;
+  bool sequence_parallel = false;
   std::string overlap = "none";
   bool operator==(const ConfigFlags&) const = default;
 };

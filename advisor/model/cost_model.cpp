@@ -19,7 +19,8 @@ int next_slot(int j) { return (j + 1) % kBlockLayers; }
 
 }  // namespace
 
-void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan, const Stage& st) {
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan, const Stage& st,
+               bool sequence_parallel) {
   const ModelSpec& m = job.model;
   const Dtype dt = job.dtype;
   const int b = dtype_bytes(dt);
@@ -33,6 +34,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.stage = st;
   plan.micro_batch = mb;
   plan.recompute = rc;
+  // Sequence parallel (MODEL.md §13): the norm and residual regions hold t/G_y
+  // tokens; Y's all-reduces become a reduce-scatter into them and an
+  // all-gather out of them.
+  const bool sp = sequence_parallel && g.y > 1;
+  plan.sequence_parallel = sp;
+  const double ty = sp ? t / g.y : t;
   plan.dtype = dt;
   plan.fusion = job.fusion;
   plan.micro_steps = job.batch / (1LL * mb * g.z * g.d);
@@ -86,9 +93,25 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     Axis out_axis = l.transposed ? Axis::Y : Axis::X;  // partial sums of the output
     Axis in_axis = l.transposed ? Axis::X : Axis::Y;   // partial sums of the input gradient
     comm(l.name, "fwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, fwd_count, false, Hide::OagForward, j);
-    comm(l.name, "fwd output all-reduce", out_axis, Coll::AllReduce, t * w.n_local, b, fwd_count);
+    if (sp && !l.transposed)  // the input, out of the split region
+      comm(l.name, "fwd input all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.k_local, b, fwd_count);
+    if (sp && l.transposed)
+      comm(l.name, "fwd output reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * w.n_local, b,
+           fwd_count);
+    else
+      comm(l.name, "fwd output all-reduce", out_axis, Coll::AllReduce, t * w.n_local, b, fwd_count);
     comm(l.name, "bwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, L, false, Hide::OagBackward, j);
-    comm(l.name, "bwd input-grad all-reduce", in_axis, Coll::AllReduce, t * w.k_local, b, L, false, Hide::Oar, j);
+    if (sp && l.transposed)  // the output's gradient, out of the split region
+      comm(l.name, "bwd output-grad all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.n_local, b, L);
+    if (sp && !l.transposed) {
+      comm(l.name, "bwd input-grad reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * w.k_local, b,
+           L, false, Hide::Oar, j);
+      // The input was kept split: gathered again for the weight gradient.
+      comm(l.name, "bwd input re-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.k_local, b, L, false,
+           Hide::SpGather, j);
+    } else {
+      comm(l.name, "bwd input-grad all-reduce", in_axis, Coll::AllReduce, t * w.k_local, b, L, false, Hide::Oar, j);
+    }
     comm(l.name, "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, w.gathered, b, L, false, Hide::Ors, j);
     comm(l.name, "weight-grad all-reduce", Axis::D, Coll::AllReduce, w.shard, kGradBytes, L, true);
     fwd_gemm[j] = gemm_time(p, dt, t, w.n_local, w.k_local);
@@ -139,7 +162,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // each layer's output columns.
   const bool rms = m.norm == Norm::RmsNorm, swiglu = m.mlp == Mlp::SwiGlu;
   const double qk = m.positions == Positions::Rope ? double(m.heads + m.kv_head_count()) * m.head_size() / g.y : 0;
-  const BlockKernels bk = block_kernels(job.fusion, m, t, hx, fy, qk, bias_columns, b);
+  BlockKernels bk = block_kernels(job.fusion, m, t, hx, fy, qk, bias_columns, b);
+  for (MemoryKernels* k : {&bk.norm_fwd, &bk.norm_bwd, &bk.residual_fwd, &bk.residual_bwd}) k->bytes *= ty / t;
   const char* norm = rms ? "rmsnorm" : "layernorm";
   const double ln_fwd = mem(norm, "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);
   const double ln_bwd = mem(norm, "bwd", KernelClass::Norm, bk.norm_bwd, 2 * L);
@@ -171,8 +195,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // centred sum of squares, forward; one reduction of 2t backward. RMSNorm:
   // the sum of squares forward, one reduction of t backward.
   comm(norm, rms ? "fwd sum-of-squares all-reduce" : "fwd sum + centred sum-of-squares all-reduces", Axis::X,
-       Coll::AllReduce, t, kStatBytes, (rms ? 1 : 2) * 2 * fwd_count);
-  comm(norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * t, kStatBytes, 2 * L);
+       Coll::AllReduce, ty, kStatBytes, (rms ? 1 : 2) * 2 * fwd_count);
+  comm(norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * ty, kStatBytes, 2 * L);
 
   // Windows: each layer's GEMMs and the element-wise work that follows it.
   plan.fwd_window = {fwd_gemm[0] + rope_fwd + attn_fwd, fwd_gemm[1] + res_fwd + ln_fwd, fwd_gemm[2] + gelu_fwd,
@@ -182,6 +206,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
                      dgrad_gemm[3] + wgrad_gemm[3] + gelu_bwd};
   for (int j = 0; j < kBlockLayers; ++j) plan.fwd_window[j] += bias_fwd[j], plan.bwd_window[j] += bias_bwd[j];
   plan.wgrad_window = wgrad_gemm;
+  plan.dgrad_window = dgrad_gemm;
 
   // Embedding: a Vp/G_y × H/G_x block sharded over Z; rows outside this Y
   // block contribute zero, so the lookup is summed over Y. Tied to the LM
@@ -194,7 +219,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   if (st.first) {
     LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
     comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
-    comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
+    if (sp) comm("embedding", "fwd lookup reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * hx, b, 1);
+    else comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
     if (!one_tied_copy) {
       comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
       comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
@@ -214,16 +240,23 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   if (st.last) {
     const char* final_norm = rms ? "final_rmsnorm" : "final_layernorm";
     comm(final_norm, rms ? "fwd sum-of-squares all-reduce" : "fwd sum + centred sum-of-squares all-reduces", Axis::X,
-         Coll::AllReduce, t, kStatBytes, rms ? 1 : 2);
-    comm(final_norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * t, kStatBytes, 1);
+         Coll::AllReduce, ty, kStatBytes, rms ? 1 : 2);
+    comm(final_norm, "bwd statistics all-reduce", Axis::X, Coll::AllReduce, (rms ? 1 : 2) * ty, kStatBytes, 1);
     mem(final_norm, "fwd", KernelClass::Norm, bk.norm_fwd, 1);
     mem(final_norm, "bwd", KernelClass::Norm, bk.norm_bwd, 1);
     LinearLayer head = lm_head(m);
     LocalWeight hw = local_weight(head, g);
     comm("lm_head", "fwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
+    if (sp) comm("lm_head", "fwd input all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * hw.k_local, b, 1);
     comm("lm_head", "fwd output all-reduce", Axis::X, Coll::AllReduce, t * hw.n_local, b, 1);
     comm("lm_head", "bwd weight all-gather", Axis::Z, Coll::AllGather, hw.gathered, b, 1);
-    comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
+    if (sp) {
+      comm("lm_head", "bwd input-grad reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter,
+           t * hw.k_local, b, 1);
+      comm("lm_head", "bwd input re-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * hw.k_local, b, 1);
+    } else {
+      comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
+    }
     comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
     comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
     if (m.tied_embeddings && !st.first)
@@ -308,7 +341,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     return src[k][i] * mul[k];
   };
   // Per slot: what each hidable collective costs once.
-  std::array<double, kBlockLayers> ag_f{}, ag_b{}, ar_in{}, rs{};
+  std::array<double, kBlockLayers> ag_f{}, ag_b{}, ar_in{}, rs{}, sp_ag{};
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     switch (c.hide) {
@@ -316,6 +349,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       case Hide::OagBackward: ag_b[c.slot] = t(i); break;
       case Hide::Oar: ar_in[c.slot] = t(i); break;
       case Hide::Ors: rs[c.slot] = t(i); break;
+      case Hide::SpGather: sp_ag[c.slot] = t(i); break;
       case Hide::None: break;
     }
   }
@@ -323,10 +357,13 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   // j's window first hosts its own input-grad all-reduce (OAR, under its
   // weight-grad GEMM), then the reduce-scatter of the layer before it in
   // backward order (ORS), then the all-gather of the layer after it (OAG).
-  std::array<double, kBlockLayers> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, room{};
+  // Sequence parallelism's re-gather, first, under the input-gradient GEMM
+  // it is issued ahead of (Megatron's order).
+  std::array<double, kBlockLayers> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, hid_sp{}, room{};
   for (int j = 0; j < kBlockLayers; ++j) {
+    hid_sp[j] = std::min(sp_ag[j], h * plan.dgrad_window[j]);
     hid_ar[j] = ov.oar ? std::min(ar_in[j], h * plan.wgrad_window[j]) : 0;
-    room[j] = h * plan.bwd_window[j] - hid_ar[j];
+    room[j] = h * plan.bwd_window[j] - hid_ar[j] - hid_sp[j];
   }
   for (int j = 0; j < kBlockLayers; ++j) {
     if (!ov.ors) break;
@@ -358,6 +395,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       case Hide::OagBackward: hid = hid_ag_b[c.slot]; break;
       case Hide::Oar: hid = hid_ar[c.slot]; break;
       case Hide::Ors: hid = hid_rs[c.slot]; break;
+      case Hide::SpGather: hid = hid_sp[c.slot]; break;
       case Hide::None: break;
     }
     if (hidden) hidden[i] = hid;

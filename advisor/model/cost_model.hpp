@@ -16,8 +16,10 @@
 
 namespace ff {
 
-enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors };
-inline constexpr size_t kHideKinds = 5;
+// SpGather: sequence parallelism's re-gather of a layer's input for its
+// weight gradient, issued before and hidden under the input-gradient GEMM.
+enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors, SpGather };
+inline constexpr size_t kHideKinds = 6;
 
 struct CommTerm {
   const char* layer;  // "qkv", "attn_out", "fc1", "fc2", "layernorm", "embedding", "lm_head", ...
@@ -50,6 +52,7 @@ struct Plan {
   Stage stage;  // the blocks, embedding and head this rank's stage holds
   int micro_batch = 1;
   bool recompute = false;
+  bool sequence_parallel = false;  // and G_y > 1
   Dtype dtype = Dtype::BF16;
   long long micro_steps = 1;
   double tokens = 0;  // t = micro_batch · S per rank per micro-step
@@ -61,7 +64,7 @@ struct Plan {
   // Compute windows of the block's four linear layers, one occurrence each:
   // forward (GEMM and the element-wise work after it), backward (both GEMMs and
   // what follows), and the weight-gradient GEMM alone.
-  std::array<double, kBlockLayers> fwd_window{}, bwd_window{}, wgrad_window{};
+  std::array<double, kBlockLayers> fwd_window{}, bwd_window{}, wgrad_window{}, dgrad_window{};
   double compute_s = 0;        // per iteration
   double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
   double compute_step_s = 0;                    // once per iteration (the optimizer)
@@ -84,8 +87,9 @@ struct Plan {
   double nonblocking_slowdown = 1;
 };
 // The plan of one stage's rank (the whole model when G_p = 1).
+// `sequence_parallel`: Megatron's on Y (MODEL.md §13), where G_y > 1.
 void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out,
-               const Stage& stage);
+               const Stage& stage, bool sequence_parallel = false);
 inline void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
                       Plan& out) {
   make_plan(job, p, g, micro_batch, recompute, out, stage_of(job.model, g, 0));
@@ -140,6 +144,7 @@ inline bool issued_nonblocking(Hide h, const Overlap& ov) {
     case Hide::None: return false;
     case Hide::Oar: return ov.oar;
     case Hide::Ors: return ov.ors;
+    case Hide::SpGather: return true;  // always ahead of the GEMM it feeds
     default: return ov.oag;
   }
 }

@@ -5,7 +5,7 @@
 namespace ff {
 
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                       const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os) {
+                       const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os, bool sp) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
   // bf16: bf16 weight, fp32 master, Adam m and v, fp32 gradient accumulator.
@@ -39,7 +39,10 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   // softmax log-sum-exp per head and the norms' statistics (LayerNorm two a
   // token, RMSNorm one).
   const double stats = m.norm == Norm::LayerNorm ? 2 : 1;
-  double block = t * (4 * hx + qkv + ay + up + fy) * b + t * (double(m.heads) / g.y) * 4 + 2 * stats * t * 4;
+  // Sequence parallel: the norms' inputs, outputs and statistics hold t/G_y tokens.
+  const double split = sp ? g.y : 1;
+  double block = t * (4 * hx / split + qkv + ay + up + fy) * b + t * (double(m.heads) / g.y) * 4 +
+                 2 * stats * t / split * 4;
   // Unfused attention keeps the S×S probabilities (and a byte mask with dropout).
   if (m.attention == Attention::Unfused)
     block += t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
@@ -47,7 +50,7 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   // Recompute keeps each block's input per micro-batch in flight and one
   // block's full activations while it is recomputed.
   const double blocks = st.blocks, n = n_in_flight;
-  u.activations = recompute ? n * blocks * t * hx * b + block + working : n * blocks * block + working;
+  u.activations = recompute ? n * blocks * t * hx / split * b + block + working : n * blocks * block + working;
   u.logits = st.last ? t * (double(m.padded_vocab) / g.y) * (b + 4) : 0;
   u.reserve = p.memory_reserve;
   return u;
@@ -69,23 +72,23 @@ int in_flight(const Grid& g, long long micro_steps, int stage) {
 }
 
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                                       const Overlap& ov, OptimizerState os) {
+                                       const Overlap& ov, OptimizerState os, bool sp) {
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   std::vector<MemoryUse> out;
   for (int i = 0; i < g.p; ++i)
-    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os));
+    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os, sp));
   return out;
 }
 
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
-                     const Overlap& ov, OptimizerState os) {
-  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, os);
+                     const Overlap& ov, OptimizerState os, bool sp) {
+  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, os, sp);
   // Stages 1 … G_p − 2 hold the same weights and no more in flight than
   // stage 1: first, second and last decide.
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   MemoryUse most;
   for (int i : {0, std::min(1, g.p - 1), g.p - 1}) {
-    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os);
+    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os, sp);
     if (u.total() > most.total()) most = u;
     most.host = std::max(most.host, u.host);
   }

@@ -44,7 +44,7 @@ struct StagedPlan {
   StageKinds kinds;
 };
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
-                      StagedPlan& out);
+                      StagedPlan& out, bool sequence_parallel = false);
 
 // Term times for every kind of stage on a placement's links, in the layout
 // term_times uses, one block per kind.

@@ -22,9 +22,15 @@ Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c,
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
     input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
                 job.model.name + ": " + why);
+  if (c.sequence_parallel) {
+    if (c.grid.y == 1) input_error("sequence parallelism splits the sequence over Y: grid " + c.grid.label() + " has G_y = 1");
+    if ((1LL * c.micro_batch * job.model.seq_len) % c.grid.y)
+      input_error("sequence parallelism: micro-batch " + std::to_string(c.micro_batch) + " × " +
+                  std::to_string(job.model.seq_len) + " tokens do not divide over G_y = " + std::to_string(c.grid.y));
+  }
   pr.config = c;
   const double tokens = double(job.batch) * job.model.seq_len;
-  make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged);
+  make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged, c.sequence_parallel);
   pr.links = placement_links(p, c.grid, c.order);
   pr.pairs = pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p);
   staged_term_times(pr.staged, pr.links, pr.pairs, st);
@@ -59,8 +65,9 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   pr.term_hidden.resize(pr.plan.comm.size());
   combine(pr.plan, pr.term_seconds.data(), c.overlap, tokens, pr.term_hidden.data());
   const OptimizerState os{c.offload, c.shard_optimizer};
-  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os);
-  if (P > 1) pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os);
+  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel);
+  if (P > 1)
+    pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel);
   pr.host_copy_s = st.host_copy_s[k];
   pr.dp_buckets = st.dp_buckets[k];
   pr.dp_bucket_s = c.shard_optimizer ? st.dp_rs_bucket_s[k] : st.dp_bucket_s[k];

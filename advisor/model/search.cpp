@@ -18,7 +18,7 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64 };
+enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64, kSp = 128 };
 constexpr size_t kOverlapSets = 64;  // overlap flag sets are below kOdp·2
 
 Overlap overlap_of(uint8_t flags) {
@@ -97,6 +97,7 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   cfg.dtype = dt;
   cfg.offload = c.flags & kOffload;
   cfg.shard_optimizer = c.flags & kShard;
+  cfg.sequence_parallel = c.flags & kSp;
   return cfg;
 }
 
@@ -104,7 +105,7 @@ namespace {
 
 // What the search space looks like whatever the grid.
 struct Choices {
-  std::vector<bool> recompute, offload, shard;  // the smaller footprint first
+  std::vector<bool> recompute, offload, shard, sequence_parallel;  // the smaller footprint first
   double capacity = 0, host_capacity = 0, batch_tokens = 0;
 };
 
@@ -212,31 +213,43 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   for (bool off : ch.offload)
     for (bool shard : ch.shard)
       if (!(off && shard) && (!shard || g.d > 1)) states.push_back({off, shard});
-  out.evaluated = (long long)(out.micro_batches.size() * order_ids.size() * ch.recompute.size() *
-                              flag_choices.size() * states.size());
+  // Sequence parallelism where Y can split the micro-batch's tokens.
+  auto sp_choices = [&](int mb) {
+    std::vector<bool> sps;
+    for (bool sp : ch.sequence_parallel)
+      if (!sp || (g.y > 1 && (1LL * mb * job.model.seq_len) % g.y == 0)) sps.push_back(sp);
+    if (sps.empty()) sps.push_back(false);  // only SP asked, and Y cannot split: as without
+    return sps;
+  };
+  out.evaluated = 0;
+  for (int mb : out.micro_batches)
+    out.evaluated += (long long)(order_ids.size() * ch.recompute.size() * sp_choices(mb).size() *
+                                 flag_choices.size() * states.size());
 
   for (int mb : out.micro_batches) {
+    const std::vector<bool> sps = sp_choices(mb);
     // Memory grows with the micro-batch: once the smallest footprint of
     // this micro-batch does not fit, no larger one will.
     // The smallest footprint: offload if tried, else sharding if tried.
     OptimizerState small{};
     for (const OptimizerState& os : states)
       if (os.offload || (os.sharded && !small.offload)) small = os;
-    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small);
+    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small, sps.front());
     if (least.total() < out.smallest_footprint) {
       out.smallest_footprint = least.total();
       out.smallest_config = Config{g, all_orders[0], mb, ch.recompute.front(), Overlap{}, job.dtype, small.offload,
-                                   small.sharded};
+                                   small.sharded, sps.front()};
     }
     bool any_fit = false;
-    for (bool rc : ch.recompute) {
+    for (size_t choice = 0; choice < ch.recompute.size() * sps.size(); ++choice) {
+      const bool rc = ch.recompute[choice / sps.size()], sp = sps[choice % sps.size()];
       // OAG and ORS hold more buffers, offload and sharding fewer: per
       // optimizer state, the flag sets that fit (GPU and host memory).
       std::vector<std::vector<uint8_t>> fitting(states.size());
       size_t fit_sets = 0;
       for (size_t si = 0; si < states.size(); ++si) {
         const OptimizerState os = states[si];
-        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os);
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp);
         if (base.total() > ch.capacity || (os.offload && base.host > ch.host_capacity)) {
           if (opt.keep_rejected)
             out.rejected.push_back({g, mb, rc,
@@ -249,12 +262,12 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
           continue;
         }
         for (uint8_t f : flag_choices)
-          if (memory_use(job, p, g, mb, rc, overlap_of(f), os).total() <= ch.capacity) fitting[si].push_back(f);
+          if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp).total() <= ch.capacity) fitting[si].push_back(f);
         fit_sets += fitting[si].size();
       }
       if (fit_sets == 0) continue;
       any_fit = true;
-      make_staged_plan(job, p, g, mb, rc, s.plan);
+      make_staged_plan(job, p, g, mb, rc, s.plan, sp);
       const long long fit = (long long)(fit_sets * order_ids.size());
       out.feasible += fit;
       // Counted, not priced: the ranking would drop every one of them.
@@ -276,7 +289,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
             Estimate e = finish_staged(s.plan, s.times, s.kinds[f], overlap_of(f), os, ch.batch_tokens);
             out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
                                       uint8_t(f | (rc ? kRecompute : 0) | (os.offload ? kOffload : 0) |
-                                              (os.sharded ? kShard : 0))});
+                                              (os.sharded ? kShard : 0) | (sp ? kSp : 0))});
             note_time(s, e.time_s, top);
           }
       }
@@ -341,6 +354,8 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   if (opt.offload_off) ch.offload.push_back(false);
   if (opt.shard_on) ch.shard.push_back(true);
   if (opt.shard_off) ch.shard.push_back(false);
+  if (opt.sequence_parallel_on) ch.sequence_parallel.push_back(true);
+  if (opt.sequence_parallel_off) ch.sequence_parallel.push_back(false);
   ch.capacity = p.hbm_capacity;
   ch.host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
   ch.batch_tokens = double(job.batch) * job.model.seq_len;

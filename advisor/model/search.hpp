@@ -25,6 +25,9 @@ struct SearchOptions {
   bool offload_on = true, offload_off = true;
   // The optimizer state sharded over D is tried where G_d > 1, unless excluded.
   bool shard_on = true, shard_off = true;
+  // Sequence parallelism is tried where G_y > 1 divides the micro-batch's
+  // tokens, unless excluded.
+  bool sequence_parallel_on = true, sequence_parallel_off = true;
   // Threads pricing grids (0: every core). The result does not depend on it.
   int threads = 0;
   // Count without pricing the configurations a lower bound on their time
@@ -54,7 +57,7 @@ struct Candidate {
   uint32_t grid;       // index into SearchResult::grids
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer
+  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 

@@ -43,6 +43,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   std::string engine = "engine " + join_args(engine_argv(args));
   if (std::string f = job.model.llama_feature(); !f.empty())
     device_note = "the engine runs GPT blocks only; this model has " + f + ": a line to run once it can";
+  else if (c.sequence_parallel)
+    device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,
@@ -72,6 +74,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
+  if (c.sequence_parallel) mega += " --sequence-parallel";
   out.push_back({"megatron-axonn", mega, placement_note});
   return out;
 }

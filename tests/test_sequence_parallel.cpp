@@ -1,0 +1,132 @@
+// Sequence parallelism on Y (MODEL.md §13), by hand on the toy GPT.
+//
+// Model: L = 2, H = 64, A = 4, F = 256, Vp = 128, S = 16. Grid 1,4,1,2 (Y = 4,
+// D = 2) on 8 GPUs, batch 4, micro-batch 1: 2 micro-steps of t = 16 tokens,
+// 4 per Y rank in the split regions.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "advisor/model/prediction.hpp"
+#include "tests/helpers.hpp"
+#include "tests/plan_terms.hpp"
+
+using namespace ff;
+using fftest::contains;
+using fftest::input_error_of;
+using fftest::rel;
+
+namespace {
+
+Job toy_job() {
+  Job j;
+  j.model = fftest::toy_model();
+  j.gpus = 8;
+  j.batch = 4;
+  return j;
+}
+
+const Grid kGrid{1, 4, 1, 2};
+
+}  // namespace
+
+TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gathers, and the re-gathers") {
+  Plan plan;
+  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, false, plan, stage_of(toy_job().model, kGrid, 0), true);
+  REQUIRE(plan.sequence_parallel);
+  // Every buffer is [t, H] = 16 × 64 = 1024 elements, counted gathered.
+  struct Want {
+    const char *layer, *what;
+    Coll coll;
+    double count;  // per micro-step
+    Hide hide;
+  };
+  const Want want[] = {
+      {"qkv", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
+      {"attn_out", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::None},
+      {"fc1", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
+      {"fc2", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::None},
+      {"qkv", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::Oar},
+      {"qkv", "bwd input re-gather (sequence parallel)", Coll::AllGather, 2, Hide::SpGather},
+      {"attn_out", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
+      {"fc1", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::Oar},
+      {"fc1", "bwd input re-gather (sequence parallel)", Coll::AllGather, 2, Hide::SpGather},
+      {"fc2", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
+      {"embedding", "fwd lookup reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
+      {"lm_head", "fwd input all-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
+      {"lm_head", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
+      {"lm_head", "bwd input re-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
+  };
+  for (const Want& w : want) {
+    INFO(w.layer, " / ", w.what);
+    const CommTerm* c = fftest::comm_term(plan, w.layer, w.what);
+    REQUIRE(c);
+    CHECK(c->axis == Axis::Y);
+    CHECK(c->coll == w.coll);
+    CHECK(c->elements == 16 * 64);
+    CHECK(c->count == w.count);
+    CHECK(c->hide == w.hide);
+  }
+  // No all-reduce over Y is left.
+  for (const auto& c : plan.comm) {
+    INFO(c.layer, " / ", c.what);
+    CHECK_FALSE((c.axis == Axis::Y && c.coll == Coll::AllReduce && std::strcmp(c.layer, "cross_entropy") != 0));
+  }
+  // Bytes over Y per step, 2 micro-steps of bf16: forward 4 per block, backward
+  // 6 per block, the embedding 1, the head 3; without, 2 + 2 per block, the
+  // embedding's and the head's one each. Apart from both: the loss's
+  // statistics, (max, then sum-exp and target) × t in fp32.
+  CHECK(bytes_per_step(plan)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 ==
+        2.0 * (2 * 4 + 2 * 6 + 1 + 3) * 1024 * 2);
+  Plan without;
+  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, false, without);
+  CHECK(bytes_per_step(without)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 == 2.0 * (2 * 2 + 2 * 2 + 1 + 1) * 1024 * 2);
+  // The norms and residuals move a quarter of the tokens: 2·(t/4)·H·b.
+  const ComputeTerm* ln = fftest::compute_term(plan, "layernorm", "fwd");
+  REQUIRE(ln);
+  CHECK(ln->seconds == rel(2.0 * 4 * 64 * 2 / 5e11));
+}
+
+TEST_CASE("sequence parallel: the norm and residual regions' activations divide by G_y") {
+  // Per block, bf16: norm 1 and 2 in and out 4·t·H (now t/4 tokens), QKV out
+  // t·3H/4, attention out t·H/4, FC1 and GELU out 2·t·F/4; log-sum-exp
+  // t·(A/4)·4 B; the norms' statistics 2·2·t·4 B (t/4 tokens). Two blocks,
+  // one micro-batch in flight.
+  const double t = 16;
+  auto block = [&](double split) {
+    return t * (4 * 64 / split + 3 * 64 / 4 + 64 / 4 + 2 * 256 / 4) * 2 + t * 1 * 4 + 2 * 2 * t / split * 4;
+  };
+  const MachineProfile p = fftest::toy_machine(8);
+  const MemoryUse on = memory_use(toy_job(), p, kGrid, 1, false, Overlap{}, {}, true);
+  const MemoryUse off = memory_use(toy_job(), p, kGrid, 1, false, Overlap{}, {}, false);
+  CHECK(off.activations - on.activations == rel(2 * (block(1) - block(4))));
+  // Recompute keeps each block's input, split too: t·H/4·b a block.
+  const MemoryUse rc_on = memory_use(toy_job(), p, kGrid, 1, true, Overlap{}, {}, true);
+  const MemoryUse rc_off = memory_use(toy_job(), p, kGrid, 1, true, Overlap{}, {}, false);
+  CHECK(rc_off.activations - rc_on.activations == rel(2 * t * 64 * (1 - 0.25) * 2 + (block(1) - block(4))));
+}
+
+TEST_CASE("sequence parallel: the re-gather hides under the input-gradient GEMM; predict refuses what cannot split") {
+  MachineProfile p = fftest::toy_machine(8);
+  p.overlap_efficiency = 1;
+  Config c;
+  c.grid = kGrid;
+  c.sequence_parallel = true;
+  const Prediction pr = predict(toy_job(), p, c);
+  for (size_t i = 0; i < pr.plan.comm.size(); ++i) {
+    const CommTerm& t = pr.plan.comm[i];
+    if (t.hide != Hide::SpGather) continue;
+    INFO(t.layer);
+    // The input-gradient GEMM (t, k_local, n_local) at 50 TFLOP/s, as hidden as it can be.
+    const double n = std::strcmp(t.layer, "qkv") == 0 ? 3 * 64 / 4 : 256 / 4;
+    const double dgrad = 2.0 * 16 * 64 * n / 50e12;
+    CHECK(pr.term_hidden[i] == rel(std::min(pr.term_seconds[pr.plan.comm.size() + i], dgrad)));
+  }
+  c.grid = Grid{2, 1, 1, 4};
+  CHECK(contains(input_error_of([&] { predict(toy_job(), p, c); }), "G_y = 1"));
+  Job odd = toy_job();
+  odd.model.seq_len = 15;  // 15 tokens over G_y = 4
+  odd.model.heads = 4;
+  c.grid = kGrid;
+  CHECK(contains(input_error_of([&] { predict(odd, p, c); }), "do not divide over G_y = 4"));
+}
