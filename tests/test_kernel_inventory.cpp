@@ -76,10 +76,12 @@ TEST_CASE("kernels: launches per iteration of the toy, by hand, at each level") 
   // the loss as eight ops forward and three backward.
   const double unfused = 2 * (2 * (14 + 20) + 5 + 3 + 3 + 11) + 1;
   const MachineProfile p = fftest::toy_machine(1);
-  for (auto [f, want] : {std::pair{Fusion::Fused, fused}, {Fusion::Engine, engine}, {Fusion::Unfused, unfused}}) {
+  for (const auto& level : {std::pair{Fusion::Fused, fused}, {Fusion::Engine, engine}, {Fusion::Unfused, unfused}}) {
     Plan plan;
-    make_plan(one_gpu_job(f), p, Grid{1, 1, 1, 1}, 1, false, plan);
-    INFO(std::string(fusion_name(f)));
+    make_plan(one_gpu_job(level.first), p, Grid{1, 1, 1, 1}, 1, false, plan);
+    const std::string name = fusion_name(level.first);
+    const double want = level.second;
+    INFO(name);
     CHECK(plan.launches == want);
   }
 }
