@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "advisor/core/job.hpp"
+#include "advisor/model/cost_model.hpp"
 #include "advisor/model/memory_model.hpp"
 #include "tests/helpers.hpp"
 
@@ -71,6 +72,35 @@ TEST_CASE("memory: optimizer states, 18 bytes a parameter in bf16, 16 in fp32") 
   MemoryUse fp = memory_use(toy_job(Dtype::FP32), p, kGrid, 1, false, Overlap{});
   CHECK(fp.states == (kSharded + kReplicated) * 16);
   CHECK(bf.reserve == p.memory_reserve);
+}
+
+TEST_CASE("memory: gradients in the training dtype (--grad-dtype), AxoNN's 4 bytes a parameter under offload") {
+  MachineProfile p = fftest::toy_machine(4);
+  p.has_host = true, p.host_link_bw = p.host_node_bw = 1e9, p.host_memory = 1e12;
+  Job job = toy_job(Dtype::FP16);
+  job.grad_dtype = Dtype::FP16;
+  // fp16 weight 2 + fp32 master 4 + m 4 + v 4 + fp16 accumulator 2.
+  MemoryUse u = memory_use(job, p, kGrid, 1, false, Overlap{});
+  CHECK(u.states == 10970.0 * 16);
+  // Offloaded, the GPU keeps the fp16 weight and the fp16 gradient: 4 bytes;
+  // the host the master, m and v: 12.
+  u = memory_use(job, p, kGrid, 1, false, Overlap{}, OptimizerState{true, false});
+  CHECK(u.states == 10970.0 * 4);
+  CHECK(u.host == 10970.0 * 12);
+  job.grad_dtype = Dtype::FP32;
+  u = memory_use(job, p, kGrid, 1, false, Overlap{}, OptimizerState{true, false});
+  CHECK(u.states == 10970.0 * 6);
+  // The data-parallel reductions leave the accumulator in its dtype: 2 bytes
+  // an element in fp16, 4 in fp32.
+  job.gpus = 24, job.batch = 24;
+  const Grid with_data{2, 2, 3, 2};
+  for (Dtype g : {Dtype::FP16, Dtype::FP32}) {
+    job.grad_dtype = g;
+    Plan plan;
+    make_plan(job, p, with_data, 1, false, plan);
+    for (const CommTerm& c : plan.comm)
+      if (c.axis == Axis::D) CHECK(c.elem_bytes == (g == Dtype::FP16 ? 2 : 4));
+  }
 }
 
 TEST_CASE("memory: gathered and gradient buffers, doubled under OAG and ORS") {

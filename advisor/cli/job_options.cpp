@@ -25,6 +25,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   group(app->add_option("--seq-len", o.seq_len,
                         "Tokens per sequence, in place of the model's (a Hugging Face config.json's "
                         "max_position_embeddings)"));
+  group(app->add_option("--grad-dtype", o.grad_dtype,
+                        "The gradient accumulator and the data-parallel reduction: fp32, or the training dtype "
+                        "(AxoNN's fp16; MODEL.md §13)")
+            ->capture_default_str());
   group(app->add_option("--fusion", o.fusion,
                         "The framework's kernels (MODEL.md §2): fused (Megatron-LM with Transformer Engine), unfused "
                         "(PyTorch eager) or engine (this project's engine)")
@@ -63,6 +67,10 @@ LoadedJob load_job(const JobOptions& o) {
   for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
   if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
+  l.job.grad_dtype = flag_value("--grad-dtype", [&] { return parse_dtype(o.grad_dtype); });
+  if (l.job.grad_dtype != Dtype::FP32 && l.job.grad_dtype != l.job.dtype)
+    input_error("--grad-dtype " + o.grad_dtype + ": expected fp32 or the training dtype (" + dtype_name(l.job.dtype) +
+                ")");
   if (l.machine.peak_flops(l.job.dtype) <= 0) {
     const char* d = dtype_name(l.job.dtype);
     input_error(std::string("--dtype ") + d + ": machine '" + l.machine.name + "' gives no " + d +

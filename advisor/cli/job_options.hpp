@@ -17,6 +17,7 @@ struct JobOptions {
   long long batch_tokens = -1; // -1: not given
   std::string dtype;  // empty: bf16, or fp16 on a machine without bf16
   std::string fusion = "fused";
+  std::string grad_dtype = "fp32";
   int seq_len = -1;  // -1: not given, the model's (a config.json's max_position_embeddings)
 };
 

@@ -157,6 +157,7 @@ void run(const PredictOptions& o) {
     out["compute_s"] = e.compute_s;
     out["contention_s"] = e.contention_s;  // of compute_s: slowed under the collectives it hides
     out["fusion"] = fusion_name(job.fusion);
+    out["grad_dtype"] = dtype_name(job.grad_dtype);
     out["launches"] = plan.launches;
     out["exposed_comm_s"] = per_axis_json(e.exposed_comm_s);
     out["comm_s"] = per_axis_json(e.comm_s);

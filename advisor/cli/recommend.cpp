@@ -119,6 +119,7 @@ void run(const RecommendOptions& o) {
                           {"gpus", job.gpus},         {"batch_sequences", job.batch},
                           {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
                           {"fusion", fusion_name(job.fusion)},
+                          {"grad_dtype", dtype_name(job.grad_dtype)},
                           {"evaluated", r.evaluated}, {"feasible", r.feasible},
                           {"search_seconds", r.seconds}, {"search_threads", r.threads},
                           {"parameters", params},

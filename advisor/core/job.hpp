@@ -15,6 +15,9 @@ struct Job {
   long long batch = 0;  // sequences per iteration
   Dtype dtype = Dtype::BF16;
   Fusion fusion = Fusion::Fused;  // the framework that runs it (MODEL.md §2, "Kernels")
+  // The gradient accumulator's and the data-parallel reduction's element:
+  // fp32 (Megatron's default) or the training dtype (AxoNN's fp16; MODEL.md §13).
+  Dtype grad_dtype = Dtype::FP32;
 };
 
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.

@@ -12,7 +12,6 @@ namespace ff {
 namespace {
 
 constexpr int kStatBytes = 4;  // LayerNorm and cross-entropy statistics are reduced in fp32
-constexpr int kGradBytes = 4;  // gradients leave the fp32 accumulator for the per-step all-reduces
 
 int prev_slot(int j) { return (j + kBlockLayers - 1) % kBlockLayers; }
 int next_slot(int j) { return (j + 1) % kBlockLayers; }
@@ -24,6 +23,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   const ModelSpec& m = job.model;
   const Dtype dt = job.dtype;
   const int b = dtype_bytes(dt);
+  // Gradients leave their accumulator (fp32, or --grad-dtype) for the per-step reductions.
+  const int grad_bytes = dtype_bytes(job.grad_dtype);
   // L: the blocks this stage runs (all of them without stages).
   const double L = st.blocks, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double t = double(mb) * S;
@@ -76,7 +77,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     work(layer, what, cls, s, k.launches, count, per_step);
     return s;
   };
-  // Weight gradients reach the fp32 shard accumulator: with G_z = 1 the
+  // Weight gradients reach the shard's accumulator: with G_z = 1 the
   // weight-gradient GEMM accumulates into it (β = 1, Megatron's gradient-
   // accumulation fusion), no pass of its own; with G_z > 1 the reduce-
   // scatter's output is added in, except on a step's first micro-step, which
@@ -113,7 +114,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
       comm(l.name, "bwd input-grad all-reduce", in_axis, Coll::AllReduce, t * w.k_local, b, L, false, Hide::Oar, j);
     }
     comm(l.name, "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, w.gathered, b, L, false, Hide::Ors, j);
-    comm(l.name, "weight-grad all-reduce", Axis::D, Coll::AllReduce, w.shard, kGradBytes, L, true);
+    comm(l.name, "weight-grad all-reduce", Axis::D, Coll::AllReduce, w.shard, grad_bytes, L, true);
     fwd_gemm[j] = gemm_time(p, dt, t, w.n_local, w.k_local);
     dgrad_gemm[j] = gemm_time(p, dt, t, w.k_local, w.n_local);
     wgrad_gemm[j] = gemm_time(p, dt, w.k_local, w.n_local, t);
@@ -122,8 +123,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     work(l.name, "fwd GEMM", KernelClass::Gemm, fwd_gemm[j], 1, fwd_count);
     work(l.name, "bwd input-grad GEMM", KernelClass::Gemm, dgrad_gemm[j], 1, L);
     work(l.name, "bwd weight-grad GEMM", KernelClass::Gemm, wgrad_gemm[j], 1, L);
-    mem(l.name, "grad accumulate (fp32 shard)", KernelClass::Accumulate,
-        {w.shard * (b + 8) * accumulate_share, accumulate_share}, L);
+    mem(l.name, "grad accumulate (shard)", KernelClass::Accumulate,
+        {w.shard * (b + 2 * grad_bytes) * accumulate_share, accumulate_share}, L);
   }
 
   // Attention: whole heads per Y rank, whole sequences per Z·D rank,
@@ -223,16 +224,16 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     else comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
     if (!one_tied_copy) {
       comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
-      comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, kGradBytes, 1, true);
+      comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, grad_bytes, 1, true);
     }
     if (m.tied_embeddings && !st.last)
       comm("embedding", "tied weight-grad all-reduce (first and last stage)", Axis::P, Coll::AllReduce, emb.shard,
-           kGradBytes, 1, true);
+           grad_bytes, 1, true);
     mem("embedding", m.positions == Positions::Learned ? "fwd lookup + positions" : "fwd lookup",
         KernelClass::Embedding, edge.embedding_fwd, 1);
     mem("embedding", "bwd scatter-add", KernelClass::Embedding, edge.embedding_bwd, 1);
-    mem("embedding", "grad accumulate (fp32 shard)", KernelClass::Accumulate,
-        {emb.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
+    mem("embedding", "grad accumulate (shard)", KernelClass::Accumulate,
+        {emb.shard * (b + 2 * grad_bytes) * accumulate_share, accumulate_share}, 1);
   }
 
   // Final LayerNorm, LM head (a normal layer H → Vp), cross-entropy with the
@@ -258,15 +259,15 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
       comm("lm_head", "bwd input-grad all-reduce", Axis::Y, Coll::AllReduce, t * hw.k_local, b, 1);
     }
     comm("lm_head", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, hw.gathered, b, 1);
-    comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, kGradBytes, 1, true);
+    comm("lm_head", "weight-grad all-reduce", Axis::D, Coll::AllReduce, hw.shard, grad_bytes, 1, true);
     if (m.tied_embeddings && !st.first)
       comm("lm_head", "tied weight-grad all-reduce (first and last stage)", Axis::P, Coll::AllReduce, hw.shard,
-           kGradBytes, 1, true);
+           grad_bytes, 1, true);
     work("lm_head", "fwd GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.n_local, hw.k_local), 1, 1);
     work("lm_head", "bwd input-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, t, hw.k_local, hw.n_local), 1, 1);
     work("lm_head", "bwd weight-grad GEMM", KernelClass::Gemm, gemm_time(p, dt, hw.k_local, hw.n_local, t), 1, 1);
-    mem("lm_head", one_tied_copy ? "grad accumulate (fp32 shard, tied)" : "grad accumulate (fp32 shard)",
-        KernelClass::Accumulate, {hw.shard * (b + 8) * accumulate_share, accumulate_share}, 1);
+    mem("lm_head", one_tied_copy ? "grad accumulate (shard, tied)" : "grad accumulate (shard)",
+        KernelClass::Accumulate, {hw.shard * (b + 2 * grad_bytes) * accumulate_share, accumulate_share}, 1);
     comm("cross_entropy", "fwd max all-reduce", Axis::Y, Coll::AllReduce, t, kStatBytes, 1);
     comm("cross_entropy", "fwd sum-exp + target-logit all-reduce", Axis::Y, Coll::AllReduce, 2 * t, kStatBytes, 1);
     mem("cross_entropy", "fwd softmax (fp32)", KernelClass::CrossEntropy, edge.loss_fwd, 1);
@@ -277,10 +278,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   // optimizer on every local parameter.
   LocalParams lp = local_params(m, g, st);
   comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
-       kGradBytes, 1, true);
+       grad_bytes, 1, true);
   comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::D, Coll::AllReduce, lp.replicated,
-       kGradBytes, 1, true);
-  double adam_bytes = low_precision(dt) ? 34 : 32;  // master, m, v read+write, gradient read and zeroed, bf16 copy
+       grad_bytes, 1, true);
+  // Master, m, v read and written, the gradient read and zeroed, the bf16 copy.
+  const double adam_bytes = 24 + 2 * grad_bytes + (low_precision(dt) ? 2 : 0);
   mem("optimizer", "AdamW step + clipping", KernelClass::Optimizer, {(lp.sharded + lp.replicated) * adam_bytes, 1}, 1,
       true);
   const double params = lp.sharded + lp.replicated;

@@ -8,16 +8,17 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
                        const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os, bool sp) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
-  // bf16: bf16 weight, fp32 master, Adam m and v, fp32 gradient accumulator.
-  // fp32: weight, m, v, gradient accumulator.
-  double state_bytes = low_precision(job.dtype) ? 2 + 4 + 8 + 4 : 16;
+  // bf16: bf16 weight, fp32 master, Adam m and v, the gradient accumulator
+  // (fp32, or bf16/fp16 with --grad-dtype). fp32: weight, m, v, accumulator.
+  const double grad = dtype_bytes(job.grad_dtype);
+  double state_bytes = low_precision(job.dtype) ? 2 + 4 + 8 + grad : 4 + 8 + grad;
   LocalParams lp = local_params(m, g, st);
   MemoryUse u;
   const double params = lp.sharded + lp.replicated;
   const bool offload = os.offload;
   // Sharded (ZeRO-1): the master, m and v divided over D; the weight and the
   // fp32 gradient shard stay whole.
-  const double kept = offload_gpu_bytes(job.dtype), moved = offload_host_bytes(job.dtype);
+  const double kept = offload_gpu_bytes(job.dtype, job.grad_dtype), moved = offload_host_bytes(job.dtype);
   u.states = params * (offload ? kept : os.sharded ? kept + moved / g.d : state_bytes);
   if (offload) {
     u.host = params * offload_host_bytes(job.dtype);

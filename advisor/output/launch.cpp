@@ -45,6 +45,9 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
     device_note = "the engine runs GPT blocks only; this model has " + f + ": a line to run once it can";
   else if (c.sequence_parallel)
     device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
+  else if (job.grad_dtype != Dtype::FP32)
+    device_note = std::string("the engine accumulates gradients in fp32, not ") + dtype_name(job.grad_dtype) +
+                  ": it runs the same grid with 4-byte gradients";
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,
@@ -75,6 +78,10 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
   if (c.sequence_parallel) mega += " --sequence-parallel";
+  // Megatron accumulates and reduces bf16 training's gradients in fp32 by
+  // itself; fp16 training's only when told, and bf16's in bf16 when told.
+  if (c.dtype == Dtype::FP16 && job.grad_dtype == Dtype::FP32) mega += " --accumulate-allreduce-grads-in-fp32";
+  if (c.dtype == Dtype::BF16 && job.grad_dtype == Dtype::BF16) mega += " --grad-reduce-in-bf16";
   out.push_back({"megatron-axonn", mega, placement_note});
   return out;
 }
