@@ -482,8 +482,22 @@ TEST_CASE("with a base profile: measured sections replace, the rest stays, unmea
   CHECK(p.hbm_bandwidth == rel(1555 * GB));      // not measured: from the base
   CHECK(j["memory"]["kind"] == "nominal");
   CHECK(ff::gemm_efficiency(p.gemm_bf16, 4096, 4096, 4096) == rel(0.5));
+  // Measured bf16 replaces the base's published rate: the table prices it.
+  CHECK_FALSE(j["gemm"].contains("rate"));
+  CHECK(p.gemm_rate.efficiency_max == 0);
+  CHECK(ff::gemm_time(p, ff::Dtype::BF16, 4096, 4096, 4096) == rel(2.0 * 4096 * 4096 * 4096 / (0.5 * 312e12)));
   // fp32 not measured: perlmutter's fp32 table at 4096³ (a grid point there) is 0.859.
   CHECK(ff::gemm_efficiency(p.gemm_fp32, 4096, 4096, 4096) == rel(0.859));
+  // fp32 measured instead: the base's bf16 rate stays as it was, and prices bf16.
+  ff::Measurement m32 = m;
+  m32.gemm_dtype = ff::Dtype::FP32;
+  m32.gemm = {gemm_at(4096, 4096, 4096, 0.5, 19.5e12)};
+  nlohmann::json j32 = ff::calibrate_profile(base, m32, "pm-fp32");
+  CHECK(j32["gemm"]["rate"] == base["gemm"]["rate"]);
+  CHECK_FALSE(j32["gemm"].contains("bf16"));
+  const ff::MachineProfile p32 = ff::machine_from_json(j32, "pm-fp32.json");
+  CHECK(p32.gemm_rate.efficiency_max == ff::load_machine("perlmutter").gemm_rate.efficiency_max);
+  CHECK(ff::gemm_efficiency(p32.gemm_fp32, 4096, 4096, 4096) == rel(0.5));
 
   // Intra: the measured (1, 2) replaces the base's; (1, 4) and (2, 2) stay, marked nominal.
   REQUIRE(p.intra.size() == 3);
