@@ -37,13 +37,12 @@ struct BlockKernels {
 BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
                            const std::array<double, 4>& bias_columns, int b);
 
-// The rest of the step: the embedding's lookup (with learned positions) and its
+// The block's edges: the embedding's lookup (with learned positions) and its
 // gradient's scatter-add on [t, hx]; the loss over a vocabulary slice vy in
-// fp32 (forward softmax, backward gradient); the fp32 gradient accumulation
-// of a weight shard; the optimizer's launches a step.
+// fp32 (forward softmax, backward gradient). The gradient accumulation and
+// the optimizer are one kernel each at every level.
 struct EdgeKernels {
   MemoryKernels embedding_fwd, embedding_bwd, loss_fwd, loss_bwd;
-  double accumulate_launches = 1, optimizer_launches = 1;
 };
 EdgeKernels edge_kernels(Fusion f, const ModelSpec& m, double t, double hx, double vy, int b);
 
