@@ -17,6 +17,7 @@
 #include "advisor/core/atomic_file.hpp"
 #include "advisor/core/engine_args.hpp"
 #include "advisor/core/error.hpp"
+#include "advisor/core/job.hpp"
 #include "engine/data.hpp"
 #include "engine/record.hpp"
 #include "engine/train.hpp"
@@ -178,10 +179,8 @@ int main(int argc, char** argv) {
   std::string error;
   try {
     opts.model = load_model(cli.model, nullptr, cli.seq_len);
-    if (std::string f = opts.model.llama_feature(); !f.empty())
-      input_error("--model " + cli.model + ": the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, "
-                  "learned positions, biases, an untied head); this model has " + f +
-                  ". The advisor prices it; the engine cannot run it yet");
+    if (std::string why = engine_model_problem(opts.model); !why.empty())
+      input_error("--model " + cli.model + ": " + why + " (the advisor prices it; the engine cannot run it yet)");
     opts.config = config_of(cli);
     const Config& c = opts.config;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);

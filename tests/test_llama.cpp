@@ -33,14 +33,6 @@ ModelSpec llama_toy(bool tied = false) {
   return m;
 }
 
-Job job_of(const ModelSpec& m, long long gpus, long long batch) {
-  Job j;
-  j.model = m;
-  j.gpus = gpus;
-  j.batch = batch;
-  return j;
-}
-
 }  // namespace
 
 TEST_CASE("llama: Llama 3's published parameter counts") {
@@ -70,8 +62,8 @@ TEST_CASE("llama: the block's layers, FLOPs and what the grid must divide") {
   const double weights = 64.0 * 128 + 64 * 64 + 3 * 64 * 96;
   CHECK(model_flops(m, 2) == rel(6.0 * 2 * 16 * (2 * (weights + 2 * 16 * 64) + 64 * 100)));
   // Each Y rank holds whole KV heads: A_kv = 2 divides G_y = 2, not 4.
-  CHECK(split_problem(job_of(m, 2, 2), Grid{1, 2, 1, 1}, 1).empty());
-  CHECK(contains(split_problem(job_of(m, 4, 4), Grid{1, 4, 1, 1}, 1), "KV heads 2 are not divisible by G_y=4"));
+  CHECK(split_problem(Job{m, 2, 2}, Grid{1, 2, 1, 1}, 1).empty());
+  CHECK(contains(split_problem(Job{m, 4, 4}, Grid{1, 4, 1, 1}, 1), "KV heads 2 are not divisible by G_y=4"));
   // The engine runs GPT blocks only: validate never plans a run of this one.
   CHECK(contains(engine_split_problem(m, Grid{}), "kv_heads 2"));
 }
@@ -82,7 +74,7 @@ TEST_CASE("llama: collectives and memory-bound kernels of one block, by hand") {
   MachineProfile p = fftest::toy_machine(8);
   p.launch_s = 0;
   Plan plan;
-  make_plan(job_of(m, 8, 4), p, Grid{1, 2, 2, 1}, 1, false, plan);
+  make_plan(Job{m, 8, 4}, p, Grid{1, 2, 2, 1}, 1, false, plan);
   REQUIRE(plan.micro_steps == 2);
   // QKV's gathered block: H × (A + 2A_kv)·d_h / G_y = 64 × 128/2.
   const CommTerm* ag = comm_term(plan, "qkv", "fwd weight all-gather", Axis::Z);
@@ -127,7 +119,7 @@ TEST_CASE("llama: RMSNorm's one statistic over X") {
   // block) and 2t backward; RMSNorm one and t.
   const ModelSpec m = llama_toy();
   Plan plan;
-  make_plan(job_of(m, 2, 2), fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
+  make_plan(Job{m, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
   const CommTerm* fwd = comm_term(plan, "rmsnorm", "fwd sum-of-squares all-reduce", Axis::X);
   REQUIRE(fwd);
   CHECK(fwd->elements == 16);
@@ -137,7 +129,7 @@ TEST_CASE("llama: RMSNorm's one statistic over X") {
   CHECK(bwd->elements == 16);
   ModelSpec gpt = m;
   gpt.norm = Norm::LayerNorm;
-  make_plan(job_of(gpt, 2, 2), fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
+  make_plan(Job{gpt, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
   fwd = comm_term(plan, "layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X);
   REQUIRE(fwd);
   CHECK(fwd->count == 2 * 2 * 2);
@@ -148,13 +140,13 @@ TEST_CASE("llama: tied embeddings, one copy or one per end stage") {
   // One stage, Z = 2: the head's reduce-scatter carries both gradients; the
   // embedding has none of its own, and its weight is stored once.
   Plan plan;
-  make_plan(job_of(llama_toy(true), 2, 2), p, Grid{1, 1, 2, 1}, 1, false, plan);
+  make_plan(Job{llama_toy(true), 2, 2}, p, Grid{1, 1, 2, 1}, 1, false, plan);
   CHECK(comm_term(plan, "embedding", "bwd weight-grad reduce-scatter", Axis::Z) == nullptr);
   CHECK(comm_term(plan, "lm_head", "bwd weight-grad reduce-scatter", Axis::Z) != nullptr);
   const double vh = 128.0 * 64;
   CHECK(local_params(llama_toy(false), Grid{}).sharded - local_params(llama_toy(true), Grid{}).sharded == vh);
   // Two stages: each end keeps a copy and they sum their gradients once a step.
-  const Job job = job_of(llama_toy(true), 2, 2);
+  const Job job = Job{llama_toy(true), 2, 2};
   const Grid staged{1, 1, 1, 1, 2};
   make_plan(job, p, staged, 1, false, plan, stage_of(job.model, staged, 0));
   const CommTerm* tie = comm_term(plan, "embedding", "tied weight-grad all-reduce (first and last stage)", Axis::P);
@@ -166,7 +158,7 @@ TEST_CASE("llama: tied embeddings, one copy or one per end stage") {
 }
 
 TEST_CASE("llama: recommend and predict run Llama 3 end to end") {
-  Job job = job_of(load_model("llama3-70b"), 1024, 1024);
+  Job job = Job{load_model("llama3-70b"), 1024, 1024};
   const MachineProfile p = load_machine("dgx-h100");
   Config c;
   c.grid = Grid{1, 8, 1, 128};
@@ -174,6 +166,9 @@ TEST_CASE("llama: recommend and predict run Llama 3 end to end") {
   c.shard_optimizer = true;
   const Prediction pr = predict(job, p, c);
   CHECK(pr.estimate.time_s > 0);
-  // MFU from the model's own FLOPs: 6·B·S·params-ish, computed by hand above.
-  CHECK(pr.estimate.mfu == rel(model_flops(job.model, 1024) / (pr.estimate.time_s * 1024 * 989e12), 1e-9));
+  // MFU on Llama 3 70B's FLOPs by hand: 6·B·S·(L·(weights + 2·S·A·d_h) + H·V),
+  // weights H·(A + 2A_kv)·d_h + A·d_h·H + 3·H·F a block.
+  const double H = 8192, S = 8192, weights = H * (64 + 16) * 128 + 64 * 128 * H + 3 * H * 28672;
+  const double flops = 6.0 * 1024 * S * (80 * (weights + 2 * S * 64 * 128) + H * 128256);
+  CHECK(pr.estimate.mfu == rel(flops / (pr.estimate.time_s * 1024 * 989e12), 1e-9));
 }

@@ -38,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "advisor/core/measurement.hpp"
 #include "advisor/model/search.hpp"
 #include "tests/helpers.hpp"
 
@@ -153,12 +154,6 @@ std::vector<Priced> price_published_runs() {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 
 TEST_CASE("published runs: priced with no per-run parameter") {
@@ -187,14 +182,14 @@ TEST_CASE("published runs: priced with no per-run parameter") {
   // kernel rate explains (too fast).
   const std::map<std::string, double> bound = {{"axonn", 0.10}, {"megatron", 0.15}, {"zero3", 0.25}};
   for (const auto& [family, errs] : abs_by_family) {
-    const double med = median(errs), sgn = median(signed_by_family[family]);
+    const double med = ff::median(errs), sgn = ff::median(signed_by_family[family]);
     MESSAGE(family << ": " << errs.size() << " rows, median |error| " << 100 * med << "%, median signed "
                    << 100 * sgn << "%");
     CHECK(med <= bound.at(family));
   }
   // AxoNN's own runs, the advisor's kind of pick: neither faster nor slower
   // on the median by more than 10%.
-  CHECK(std::abs(median(signed_by_family["axonn"])) <= 0.10);
+  CHECK(std::abs(ff::median(signed_by_family["axonn"])) <= 0.10);
   // A global factor on every prediction (what no published kernel rate
   // explains: clocks under load, framework overheads), fitted on alternate
   // rows as a geometric mean, scored on the others.
@@ -205,6 +200,6 @@ TEST_CASE("published runs: priced with no per-run parameter") {
   std::vector<double> held;
   for (size_t i = 1; i < runs.size(); i += 2) held.push_back(std::abs(factor * runs[i].predicted_s / runs[i].measured_s - 1));
   MESSAGE("global factor " << factor << " fitted on " << n_fit << " rows; the other " << held.size()
-                           << ": median |error| " << 100 * median(held) << "%");
-  CHECK(median(held) <= 0.15);
+                           << ": median |error| " << 100 * ff::median(held) << "%");
+  CHECK(ff::median(held) <= 0.15);
 }

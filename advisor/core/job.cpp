@@ -26,11 +26,16 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
   return "";
 }
 
+std::string engine_model_problem(const ModelSpec& m) {
+  const std::string f = m.llama_feature();
+  if (f.empty()) return "";
+  return "the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, learned positions, biases, an "
+         "untied head); this model has " + f;
+}
+
 std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   auto s = [](long long v) { return std::to_string(v); };
-  if (std::string f = m.llama_feature(); !f.empty())
-    return "the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, learned positions, biases, an "
-           "untied head); this model has " + f;
+  if (std::string why = engine_model_problem(m); !why.empty()) return why;
   if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
   if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";

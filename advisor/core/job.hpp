@@ -29,6 +29,8 @@ std::string split_problem(const Job& job, const Grid& grid, int micro_batch);
 // (X, Y)) must divide by G_z. `advisor validate` filters with it so it never
 // launches a run the engine would refuse.
 std::string engine_split_problem(const ModelSpec& m, const Grid& grid);
+// Why engine/ cannot run `m` on any grid (a Llama-style block, MODEL.md §12), or "".
+std::string engine_model_problem(const ModelSpec& m);
 
 // One pipeline stage's share of the model (MODEL.md §9): contiguous, equal
 // runs of L/G_p blocks; the first stage also holds the embedding and

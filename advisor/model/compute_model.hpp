@@ -20,6 +20,6 @@ double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, dou
 // The efficiency flash_attention_time prices at (of the dtype's peak).
 double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim);
 // Memory-bound kernels moving `bytes` in all, in `launches` launches.
-double elementwise_time(const MachineProfile& p, double bytes, double launches = 0);
+double elementwise_time(const MachineProfile& p, double bytes, double launches);
 
 }  // namespace ff

@@ -42,7 +42,6 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   plan.sequence_parallel = sp;
   const double ty = sp ? t / g.y : t;
   plan.dtype = dt;
-  plan.fusion = job.fusion;
   plan.micro_steps = job.batch / (1LL * mb * g.z * g.d);
   plan.tokens = t;
   plan.comm.clear();
@@ -187,9 +186,9 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
     mem("biases", "bwd column sums", KernelClass::Bias, bk.bias_bwd, L);
     for (int j = 0; j < kBlockLayers; ++j) {
       if (bias_columns[j] == 0) continue;
-      const double share = bias_columns[j] / columns, one = 1 / bk.bias_fwd.launches;
-      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, bk.bias_fwd.launches * one);
-      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, bk.bias_bwd.launches * one);
+      const double share = bias_columns[j] / columns;  // one launch each way
+      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, 1);
+      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, 1);
     }
   }
   // Exact norms over a hidden split over X. LayerNorm: per-token sum, then

@@ -68,7 +68,6 @@ struct Plan {
   double compute_s = 0;        // per iteration
   double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
   double compute_step_s = 0;                    // once per iteration (the optimizer)
-  Fusion fusion = Fusion::Fused;
   double launches = 0;         // kernels per iteration, all terms
   double message_elements = 0; // a stage message: the activation shard [t, H/G_x] (MODEL.md §9)
   // Offload (MODEL.md §9): host-link bytes each way per iteration, the

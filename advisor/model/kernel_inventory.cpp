@@ -65,29 +65,16 @@ EdgeKernels edge_kernels(Fusion f, const ModelSpec& m, double t, double hx, doub
   // third pass, and a launch); backward the same passes.
   const bool learned = m.positions == Positions::Learned;
   const double emb = (learned ? 3 : 2) * t * hx * b, loss = 2 * t * vy * 4, positions = learned;
-  switch (f) {
-    case Fusion::Unfused:
-      // Token and position lookups and an add; the gradient's two scatter-adds. The loss as
-      // PyTorch's vocabulary-parallel ops: max, subtract, exp, sum, log,
-      // gather, ... then softmax minus one-hot and scale.
-      k.embedding_fwd = {emb, 2 + positions};
-      k.embedding_bwd = {emb, 1 + positions};
-      k.loss_fwd = {loss, 8};
-      k.loss_bwd = {loss, 3};
-      break;
-    case Fusion::Fused:
-      k.embedding_fwd = {emb, 2 + positions};
-      k.embedding_bwd = {emb, 1 + positions};
-      k.loss_fwd = {loss, 2};
-      k.loss_bwd = {loss, 1};
-      break;
-    case Fusion::Engine:
-      k.embedding_fwd = {emb, 2};  // lookup, then positions
-      k.embedding_bwd = {emb, 1};
-      k.loss_fwd = {loss, 2};      // row maxima, then exp-sums
-      k.loss_bwd = {loss, 1};      // the gradient
-      break;
-  }
+  // Token and position lookups and an add; the gradient's scatter-adds. The
+  // engine looks up and adds positions in two kernels, and scatters once.
+  k.embedding_fwd = {emb, f == Fusion::Engine ? 2.0 : 2 + positions};
+  k.embedding_bwd = {emb, f == Fusion::Engine ? 1.0 : 1 + positions};
+  // The loss fused: row maxima, then exp-sums forward, the gradient backward;
+  // as PyTorch's vocabulary-parallel ops: max, subtract, exp, sum, log,
+  // gather, ... then softmax minus one-hot and scale.
+  const bool ops = f == Fusion::Unfused;
+  k.loss_fwd = {loss, ops ? 8.0 : 2.0};
+  k.loss_bwd = {loss, ops ? 3.0 : 1.0};
   return k;
 }
 

@@ -28,7 +28,7 @@ inline constexpr int kOffloadChunk = 4;
 // Bytes per parameter offload keeps on the GPU (training-dtype weight and the
 // gradient shard in `g`) and in host memory (fp32 master unless the weight is
 // it, Adam m and v), and so copies each way every iteration.
-inline double offload_gpu_bytes(Dtype t, Dtype g = Dtype::FP32) { return dtype_bytes(t) + dtype_bytes(g); }
+inline double offload_gpu_bytes(Dtype t, Dtype g) { return dtype_bytes(t) + dtype_bytes(g); }
 inline double offload_host_bytes(Dtype t) { return low_precision(t) ? 4 + 8 : 8; }
 // Where the optimizer state lives: on the GPU (replicated over D, or
 // divided over it) or in host memory.

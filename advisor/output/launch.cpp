@@ -41,8 +41,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
   args.seq_len = seq_len;
   std::string engine = "engine " + join_args(engine_argv(args));
-  if (std::string f = job.model.llama_feature(); !f.empty())
-    device_note = "the engine runs GPT blocks only; this model has " + f + ": a line to run once it can";
+  if (std::string why = engine_model_problem(job.model); !why.empty())
+    device_note = why + ": a line to run once it can";
   else if (c.sequence_parallel)
     device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
   else if (job.grad_dtype != Dtype::FP32)
