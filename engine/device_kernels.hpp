@@ -13,6 +13,7 @@
 #include "engine/adamw.hpp"
 #include "engine/device.hpp"
 #include "engine/layers.hpp"
+#include "engine/llama_layers.hpp"
 #include "engine/matmul.hpp"
 #include "engine/runtime/bf16.hpp"
 
@@ -43,6 +44,7 @@ class DeviceKernels {
   virtual void zero(void* x, size_t bytes) = 0;
   virtual void add(const T* a, const T* b, T* out, size_t n) = 0;           // out = a + b (out may be a)
   virtual void accumulate(M* acc, const T* x, size_t n) = 0;                 // acc += x
+  virtual void accumulate_master(M* acc, const M* x, size_t n) = 0;          // acc += x, both in M
   virtual void widen(const T* x, M* out, size_t n) = 0;                      // out = x
   virtual void narrow(const M* x, T* out, size_t n) = 0;                     // out = x rounded to T
   virtual void add_bias(T* out, const T* bias, long rows, long n) = 0;      // out[i, j] += bias[j]
@@ -71,9 +73,20 @@ class DeviceKernels {
   virtual void embedding_scatter_add(const int* tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S,
                                      long hx, long vy, long v0) = 0;
   // Both return the host's seconds in BLAS, as gemm does.
-  virtual double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) = 0;
+  virtual double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv,
+                                   long dh) = 0;
   virtual double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S,
-                                    long heads, long dh) = 0;
+                                    long heads, long kv, long dh) = 0;
+  // The Llama-style block's layers (llama_layers.hpp).
+  virtual void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) = 0;
+  virtual void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,
+                                 long H) = 0;
+  virtual void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) = 0;
+  virtual void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
+                                      M* dgamma, long t, long hx, long H) = 0;
+  virtual void swiglu_forward(const T* f, T* g, long t, long fy) = 0;
+  virtual void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) = 0;
+  virtual void rope_rotate(T* qkv, long t, long S, long heads, long kv, long dh, bool inverse) = 0;
   virtual void cross_entropy_row_max(const T* logits, M* mx, long t, long vy, long valid) = 0;
   virtual void cross_entropy_exp_sums(const T* logits, const int* targets, const M* mx, T* dlogits, M* st, long t,
                                       long vy, long v0, long valid) = 0;
@@ -107,6 +120,9 @@ class CpuKernels final : public DeviceKernels<T> {
   }
   void accumulate(M* acc, const T* x, size_t n) override {
     for (size_t i = 0; i < n; ++i) acc[i] += M(x[i]);
+  }
+  void accumulate_master(M* acc, const M* x, size_t n) override {
+    for (size_t i = 0; i < n; ++i) acc[i] += x[i];
   }
   void widen(const T* x, M* out, size_t n) override {
     for (size_t i = 0; i < n; ++i) out[i] = M(x[i]);
@@ -155,12 +171,32 @@ class CpuKernels final : public DeviceKernels<T> {
                              long vy, long v0) override {
     engine::embedding_scatter_add(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0);
   }
-  double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) override {
-    return engine::attention_forward(dev_, qkv, out, probs, seqs, S, heads, dh);
+  double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv,
+                           long dh) override {
+    return engine::attention_forward(dev_, qkv, out, probs, seqs, S, heads, kv, dh);
   }
   double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
-                            long dh) override {
-    return engine::attention_backward(dev_, qkv, probs, dout, dqkv, seqs, S, heads, dh);
+                            long kv, long dh) override {
+    return engine::attention_backward(dev_, qkv, probs, dout, dqkv, seqs, S, heads, kv, dh);
+  }
+  void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) override { engine::rmsnorm_row_squares(x, sq, t, hx); }
+  void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,
+                         long H) override {
+    engine::rmsnorm_normalize(x, sq, gamma, y, xhat, rstd, t, hx, H);
+  }
+  void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) override {
+    engine::rmsnorm_backward_sums(dy, xhat, gamma, stat, t, hx);
+  }
+  void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
+                              M* dgamma, long t, long hx, long H) override {
+    engine::rmsnorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, t, hx, H);
+  }
+  void swiglu_forward(const T* f, T* g, long t, long fy) override { engine::swiglu_forward(f, g, t, fy); }
+  void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) override {
+    engine::swiglu_backward(f, dg, df, t, fy);
+  }
+  void rope_rotate(T* qkv, long t, long S, long heads, long kv, long dh, bool inverse) override {
+    engine::rope_rotate(qkv, t, S, heads, kv, dh, inverse);
   }
   void cross_entropy_row_max(const T* logits, M* mx, long t, long vy, long valid) override {
     engine::cross_entropy_row_max(logits, mx, t, vy, valid);

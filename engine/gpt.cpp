@@ -21,11 +21,14 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;
-  hy_ = m.hidden / g.y;
   fy_ = m.ffn / g.y;
+  mlp_y_ = (m.mlp == Mlp::SwiGlu ? 2 : 1) * fy_;
   vy_ = m.padded_vocab / g.y;
   heads_y_ = m.heads / g.y;
-  head_dim_ = m.hidden / m.heads;
+  kv_y_ = m.kv_head_count() / g.y;
+  head_dim_ = m.head_size();
+  att_y_ = heads_y_ * head_dim_;
+  qkv_y_ = (heads_y_ + 2 * kv_y_) * head_dim_;
 
   // Matrix gradients and moments are allocated on first use, as llm.c does:
   // start-up touches only the weights and what the forward pass needs.
@@ -51,12 +54,14 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   logits_.assign(t_ * vy_, T(0));
   dlogits_.assign(t_ * vy_, T(0));
   dffn_.assign(t_ * fy_, T(0));
-  dffn2_.assign(t_ * fy_, T(0));
-  datt_.assign(t_ * hy_, T(0));
-  dqkv_.assign(t_ * 3 * hy_, T(0));
+  dffn2_.assign(t_ * mlp_y_, T(0));
+  datt_.assign(t_ * att_y_, T(0));
+  dqkv_.assign(t_ * qkv_y_, T(0));
   targets_.assign(t_, 0);
   for (auto* v : {&ln_sum_, &ln_mean_, &ln_sq_, &ce_max_}) v->assign(t_, M(0));
   for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, M(0));
+  if (tied_across_stages() && (layout_.first || layout_.last))
+    tied_received_.assign(layout_.matrices[size_t(layout_.first ? layout_.embedding : layout_.tied_copy)].shard_n, M(0));
   if (kMasterCopy && g.z > 1 && layout_.first) emb_grad_.assign(layout_.matrices[layout_.embedding].block_n(), M(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
   build_buckets();
@@ -69,10 +74,10 @@ void Gpt<T>::size_acts(BlockActs& a, bool full) {
   for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(t_ * hx_, T(0));
   a.rstd1.assign(t_, M(0));
   a.rstd2.assign(t_, M(0));
-  a.qkv.assign(t_ * 3 * hy_, T(0));
+  a.qkv.assign(t_ * qkv_y_, T(0));
   a.probs.assign(long(c_.micro_batch) * heads_y_ * m_.seq_len * m_.seq_len, T(0));
-  a.att.assign(t_ * hy_, T(0));
-  a.f.assign(t_ * fy_, T(0));
+  a.att.assign(t_ * att_y_, T(0));
+  a.f.assign(t_ * mlp_y_, T(0));
   a.g.assign(t_ * fy_, T(0));
 }
 
@@ -177,8 +182,29 @@ void Gpt<T>::begin_step(const std::vector<bool>& forward_ops) {
 template <typename T>
 void Gpt<T>::end_step() {
   comm_.wait_all();
+  if (tied_across_stages() && (layout_.first || layout_.last) && last_micro_) sum_tied_gradient();
   post_ready_buckets();  // what the last reduce-scatters over Z completed
   if (c_.grid.z > 1 && cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
+}
+
+// Tied embeddings over stages: the first stage's embedding gradient and the
+// last stage's (its copy's, from the head) exchanged and added, before either
+// is reduced over D. a + b on one rank and b + a on the other: the same sum,
+// so the two copies stay equal through AdamW. A two-rank all-reduce on the
+// pipe axis (Megatron's embedding group), as MODEL.md §12 prices it.
+template <typename T>
+void Gpt<T>::sum_tied_gradient() {
+  const int mi = layout_.first ? layout_.embedding : layout_.tied_copy;
+  const MatrixParam& p = layout_.matrices[size_t(mi)];
+  const int peer = layout_.first ? c_.grid.p - 1 : 0;
+  constexpr int kTiedTag = 1 << 20;  // above any micro-batch's message tag
+  M* g = &shard_g_[p.offset];
+  const Comm::Ticket recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
+  const Comm::Ticket send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
+  comm_.wait_one(recv);
+  comm_.wait_one(send);
+  elementwise(3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });
+  gradient_done(mi);
 }
 
 template <typename T>
@@ -239,7 +265,7 @@ typename Gpt<T>::GradSlot& Gpt<T>::grad_slot() {
 // accumulator is in T; in M (bf16's fp32) every part is added in.
 // (With G_z = 1 the gradients go straight into the accumulator: no slot.)
 template <typename T>
-void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
+void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot, bool done) {
   const MatrixParam& p = layout_.matrices[mi];
   M* acc = &shard_g_[p.offset];
   const bool first = grad_first_[size_t(mi)] && !kMasterCopy;
@@ -247,10 +273,10 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot) {
   T* dest = slot.part.data();
   if constexpr (!kMasterCopy)
     if (first) dest = acc;
-  auto accumulate = [this, mi, acc, &slot, first, n = p.shard_n]() {
+  auto accumulate = [this, mi, acc, &slot, first, done, n = p.shard_n]() {
     if (!first)
       elementwise(n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
-    gradient_done(mi);
+    if (done) gradient_done(mi);
     slot.busy = false;
     slot.ticket = 0;
   };
@@ -280,44 +306,52 @@ void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, in
 }
 
 // out[t, n] = in[t, k] · W[k, n], partial sums reduced over X (normal layer)
-// or Y (transposed), then the bias.
+// or Y (transposed), then the bias. The tied head (`tied`) reads the
+// embedding's block [n, k] transposed, and reduces as a normal layer.
 template <typename T>
-void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out) {
+void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out, bool tied) {
   const MatrixParam& p = layout_.matrices[mi];
   const T* W = acquire(mi);
-  const int k = int(p.block_rows), n = int(p.block_cols);
-  gemm(false, false, int(t_), n, k, M(1), in, k, W, n, M(0), out, n);
-  comm_.all_reduce(p.transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
+  const int k = int(tied ? p.block_cols : p.block_rows), n = int(tied ? p.block_rows : p.block_cols);
+  gemm(false, tied, int(t_), n, k, M(1), in, k, W, tied ? k : n, M(0), out, n);
+  comm_.all_reduce(p.transposed && !tied ? Axis::Y : Axis::X, out, size_t(t_) * n);
   if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
     elementwise(0, [&] { k_->add_bias(out, bias, t_, n); });
 }
 
 // din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
-// Under OAR the din all-reduce runs while dW is computed.
+// Under OAR the din all-reduce runs while dW is computed. The tied head's
+// gradient goes into the embedding's accumulator ([n, k]: dW = doutᵀ · in),
+// which is final only after the embedding's own backward has added to it.
 template <typename T>
-void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias) {
+void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias, bool tied) {
   const MatrixParam& p = layout_.matrices[mi];
-  const int k = int(p.block_rows), n = int(p.block_cols);
+  const int k = int(tied ? p.block_cols : p.block_rows), n = int(tied ? p.block_rows : p.block_cols);
   if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
     elementwise(0, [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
-  gemm(false, true, int(t_), k, n, M(1), dout, n, W, n, M(0), din, k);
-  const Axis in_axis = p.transposed ? Axis::X : Axis::Y;
+  gemm(false, !tied, int(t_), k, n, M(1), dout, n, W, tied ? k : n, M(0), din, k);
+  const Axis in_axis = p.transposed && !tied ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
   if (c_.overlap.oar)
     oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
   else
     comm_.all_reduce(in_axis, din, size_t(t_) * k);
+  // The weight gradient: [k, n] = inᵀ · dout, or the tied head's [n, k] = doutᵀ · in.
+  auto weight_grad = [&](M beta, auto* C) {
+    if (tied) gemm(true, false, n, k, int(t_), M(1), dout, n, in, k, beta, C, k);
+    else gemm(true, false, k, n, int(t_), M(1), in, k, dout, n, beta, C, n);
+  };
   if (c_.grid.z == 1) {
     // The block is the shard: accumulate into it in the GEMM (β = 1; BLAS
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
-    gemm(true, false, k, n, int(t_), M(1), in, k, dout, n, M(1), &shard_g_[p.offset], n);
-    gradient_done(mi);
+    weight_grad(M(1), &shard_g_[p.offset]);
+    if (!tied) gradient_done(mi);
   } else {
     GradSlot& slot = grad_slot();
-    gemm(true, false, k, n, int(t_), M(1), in, k, dout, n, M(0), slot.full.data(), n);
-    submit_weight_grad(mi, slot);
+    weight_grad(M(0), slot.full.data());
+    submit_weight_grad(mi, slot, !tied);
   }
   comm_.wait(oar);
   post_ready_buckets();
@@ -329,10 +363,11 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   const double bytes = double(t_) * hx_ * sizeof(T);
-  elementwise(bytes, [&] { k_->embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
+  elementwise(2 * bytes, [&] { k_->embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
   comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
+  if (layout_.positions < 0) return;  // rotary positions: applied to Q and K in each block
   const T* pos = vw(layout_.positions);
-  elementwise(2 * bytes, [&] { k_->add_positions(h0, pos, t_, S, hx_); });
+  elementwise(bytes, [&] { k_->add_positions(h0, pos, t_, S, hx_); });
 }
 
 template <typename T>
@@ -349,24 +384,35 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
     if constexpr (kMasterCopy) dE = emb_grad_.data();
     else dE = slot->full.data();
   }
-  M* gpos = vg(layout_.positions);
-  elementwise(3.0 * t_ * hx_ * sizeof(T), [&] {
+  M* gpos = vg_or_null(layout_.positions);
+  elementwise((gpos ? 3.0 : 2.0) * t_ * hx_ * sizeof(T), [&] {
     if (slot) k_->zero(dE, p.block_n() * sizeof(M));
     k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
     if (slot && kMasterCopy) k_->narrow(dE, slot->full.data(), p.block_n());
   });
-  if (slot) submit_weight_grad(layout_.embedding, *slot);
-  else gradient_done(layout_.embedding);
+  // With stages, a tied embedding's gradient is final once the last stage's
+  // has been added (end_step).
+  const bool done = !tied_across_stages();
+  if (slot) submit_weight_grad(layout_.embedding, *slot, done);
+  else if (done) gradient_done(layout_.embedding);
   post_ready_buckets();
 }
 
-// LayerNorm's kernels move 2·t·hx (forward) and 3·t·hx (backward) values in
-// all, MODEL.md's count: a GPU reads x once and keeps (mean, rstd), however
-// many passes the host makes.
+// The norms' kernels move 2·t·hx (forward) and 3·t·hx (backward) values in
+// all, MODEL.md's count: a GPU reads x once and keeps its statistics, however
+// many passes the host makes. LayerNorm reduces twice over X forward (the
+// sum, then the centred squares) and once (2t) backward; RMSNorm once (t)
+// each way. `beta` and `dbeta` are LayerNorm's.
 template <typename T>
-void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd) {
+void Gpt<T>::norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd) {
   const long H = m_.hidden;
   const double values = double(t_) * hx_ * sizeof(T);
+  if (m_.norm == Norm::RmsNorm) {
+    elementwise(values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), t_, hx_); });
+    comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(t_));
+    elementwise(values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, t_, hx_, H); });
+    return;
+  }
   elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
   comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(t_));
   elementwise(0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), t_, hx_, H); });
@@ -377,14 +423,21 @@ void Gpt<T>::layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, 
 }
 
 template <typename T>
-void Gpt<T>::layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma,
-                                M* dbeta) {
+void Gpt<T>::norm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta) {
+  const long H = m_.hidden;
   const double values = double(t_) * hx_ * sizeof(T);
+  if (m_.norm == Norm::RmsNorm) {
+    elementwise(values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
+    comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(t_));
+    elementwise(2 * values, [&] {
+      k_->rmsnorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, t_, hx_, H);
+    });
+    return;
+  }
   elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
   comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * t_));
   elementwise(2 * values, [&] {
-    k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_,
-                                 long(m_.hidden));
+    k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_, H);
   });
 }
 
@@ -419,7 +472,7 @@ void Gpt<T>::attention_forward(BlockActs& a) {
   const double flops = 4.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 2 * scores * sizeof(T)}, [&] {
-    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, head_dim_);
+    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, kv_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
@@ -432,26 +485,39 @@ void Gpt<T>::attention_backward(BlockActs& a) {
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 3 * scores * sizeof(T)}, [&] {
     blas_s = k_->attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(), seqs, S, heads_y_,
-                                    head_dim_);
+                                    kv_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
+}
+
+// Rotary positions on this rank's query and key heads, in place: forward on
+// QKV's output, backward (the inverse turn) on its gradient.
+template <typename T>
+void Gpt<T>::rope(T* qkv, bool inverse) {
+  if (m_.positions != Positions::Rope) return;
+  const double bytes = 2.0 * t_ * (heads_y_ + kv_y_) * head_dim_ * sizeof(T);
+  elementwise(bytes, [&] { k_->rope_rotate(qkv, t_, m_.seq_len, heads_y_, kv_y_, head_dim_, inverse); });
 }
 
 template <typename T>
 void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   const BlockParams& b = layout_.blocks[l];
   const long n_hx = t_ * hx_;
-  const double residual = 3.0 * n_hx * sizeof(T), gelu = 2.0 * t_ * fy_ * sizeof(T);
-  layernorm_forward(a.h_in.data(), vw(b.ln1_g), vw(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data());
-  linear_forward(b.qkv, a.a1.data(), vw(b.qkv_b), a.qkv.data());
+  const double residual = 3.0 * n_hx * sizeof(T);
+  norm_forward(a.h_in.data(), vw(b.ln1_g), vw_or_null(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data());
+  linear_forward(b.qkv, a.a1.data(), vw_or_null(b.qkv_b), a.qkv.data());
+  rope(a.qkv.data(), false);
   attention_forward(a);
-  linear_forward(b.out, a.att.data(), vw(b.out_b), tmp_hx_.data());
+  linear_forward(b.out, a.att.data(), vw_or_null(b.out_b), tmp_hx_.data());
   elementwise(residual, [&] { k_->add(a.h_in.data(), tmp_hx_.data(), a.h_mid.data(), size_t(n_hx)); });
-  layernorm_forward(a.h_mid.data(), vw(b.ln2_g), vw(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
-  linear_forward(b.fc1, a.a2.data(), vw(b.fc1_b), a.f.data());
-  elementwise(gelu, [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
-  linear_forward(b.fc2, a.g.data(), vw(b.fc2_b), tmp_hx_.data());
+  norm_forward(a.h_mid.data(), vw(b.ln2_g), vw_or_null(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
+  linear_forward(b.fc1, a.a2.data(), vw_or_null(b.fc1_b), a.f.data());
+  if (m_.mlp == Mlp::SwiGlu)
+    elementwise(3.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_forward(a.f.data(), a.g.data(), t_, fy_); });
+  else
+    elementwise(2.0 * t_ * fy_ * sizeof(T), [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
+  linear_forward(b.fc2, a.g.data(), vw_or_null(b.fc2_b), tmp_hx_.data());
   elementwise(residual, [&] { k_->add(a.h_mid.data(), tmp_hx_.data(), h_out, size_t(n_hx)); });
 }
 
@@ -460,21 +526,26 @@ template <typename T>
 void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   const BlockParams& b = layout_.blocks[l];
   const long n_hx = t_ * hx_;
-  const double residual = 3.0 * n_hx * sizeof(T), gelu = 3.0 * t_ * fy_ * sizeof(T);
+  const double residual = 3.0 * n_hx * sizeof(T);
   auto add_residual = [&] {
     elementwise(residual, [&] { k_->add(dh, dtmp_.data(), dh, size_t(n_hx)); });
   };
-  linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg(b.fc2_b));
-  elementwise(gelu, [&] { k_->gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
-  linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg(b.fc1_b));
-  layernorm_backward(tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
-                     vg(b.ln2_b));
+  linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg_or_null(b.fc2_b));
+  if (m_.mlp == Mlp::SwiGlu)
+    elementwise(5.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_, fy_); });
+  else
+    elementwise(3.0 * t_ * fy_ * sizeof(T),
+                [&] { k_->gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
+  linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg_or_null(b.fc1_b));
+  norm_backward(tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
+                vg_or_null(b.ln2_b));
   add_residual();
-  linear_backward(b.out, a.att.data(), dh, datt_.data(), vg(b.out_b));
+  linear_backward(b.out, a.att.data(), dh, datt_.data(), vg_or_null(b.out_b));
   attention_backward(a);
-  linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg(b.qkv_b));
-  layernorm_backward(tmp_hx_.data(), a.xhat1.data(), a.rstd1.data(), vw(b.ln1_g), dtmp_.data(), vg(b.ln1_g),
-                     vg(b.ln1_b));
+  rope(dqkv_.data(), true);
+  linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg_or_null(b.qkv_b));
+  norm_backward(tmp_hx_.data(), a.xhat1.data(), a.rstd1.data(), vw(b.ln1_g), dtmp_.data(), vg(b.ln1_g),
+                vg_or_null(b.ln1_b));
   add_residual();
 }
 
@@ -534,13 +605,13 @@ double Gpt<T>::head(const int* tokens, M grad_scale, bool last_of_step) {
   begin_backward(last_of_step);
   const long S = m_.seq_len;
   k_->targets(k_->tokens(tokens, size_t(c_.micro_batch) * (S + 1), forward_slot_), targets_.data(), t_, S);
-  layernorm_forward(h_final_.data(), vw(layout_.lnf_g), vw(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
-                    rstd_f_.data());
-  linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data());
+  norm_forward(h_final_.data(), vw(layout_.lnf_g), vw_or_null(layout_.lnf_b), a_f_.data(), xhat_f_.data(),
+               rstd_f_.data());
+  linear_forward(layout_.lm_head, a_f_.data(), nullptr, logits_.data(), layout_.tied);
   double loss = cross_entropy(grad_scale);
-  linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr);
-  layernorm_backward(tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(),
-                     vg(layout_.lnf_g), vg(layout_.lnf_b));
+  linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr, layout_.tied);
+  norm_backward(tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(), vg(layout_.lnf_g),
+                vg_or_null(layout_.lnf_b));
   return loss;
 }
 
@@ -595,7 +666,8 @@ std::vector<std::pair<std::string, std::vector<double>>> Gpt<T>::canonical_param
   for (const MatrixParam& whole_p : all.matrices) {
     std::vector<double> full(size_t(whole_p.rows) * whole_p.cols, 0.0);
     const MatrixParam* here = mine(layout_.matrices, whole_p.id);
-    if (here && owns_matrix(co)) {
+    const bool copy = layout_.tied_copy >= 0 && here == &layout_.matrices[size_t(layout_.tied_copy)];
+    if (here && owns_matrix(co) && !copy) {
       const MatrixParam& p = *here;
       for (size_t i = 0; i < p.shard_n; ++i) {
         long r, c;

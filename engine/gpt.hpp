@@ -150,6 +150,8 @@ class Gpt {
   void size_acts(BlockActs& a, bool full);
   T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
   M* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
+  T* vw_or_null(int v) { return v < 0 ? nullptr : vw(v); }  // a parameter the model may not have
+  M* vg_or_null(int v) { return v < 0 ? nullptr : vg(v); }
 
   // Weight all-gathers follow a fixed schedule, so under OAG the next one can
   // be prefetched while this one is in use: per micro-step, or per step of a
@@ -157,20 +159,26 @@ class Gpt {
   void schedule_op(bool forward_op);
   const T* acquire(int mi);
   GradSlot& grad_slot();
-  void submit_weight_grad(int mi, GradSlot& slot);
+  // `done`: the gradient is final once added (not the tied head's: the
+  // embedding's own backward adds to it after).
+  void submit_weight_grad(int mi, GradSlot& slot, bool done = true);
+  bool tied_across_stages() const { return layout_.tied && c_.grid.p > 1; }
+  void sum_tied_gradient();
+  double shard_squares(size_t lo, size_t hi);
 
   template <typename C>
   void gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta, C* Cp,
             int ldc);
-  void linear_forward(int mi, const T* in, const T* bias, T* out);
-  void linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias);
+  void linear_forward(int mi, const T* in, const T* bias, T* out, bool tied = false);
+  void linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias, bool tied = false);
   void embedding_forward(const int* tokens, T* h0);
   void embedding_backward(const int* tokens, const T* dh0);
   void block_forward(int l, BlockActs& a, T* h_out);  // l: the stage's local block
   void block_backward(int l, BlockActs& a, T* dh);
   // The layers with reductions: their kernels and collectives (layers.hpp).
-  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd);
-  void layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta);
+  void norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd);
+  void norm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta);
+  void rope(T* qkv, bool inverse);
   double cross_entropy(M grad_scale);
   void attention_forward(BlockActs& a);
   void attention_backward(BlockActs& a);
@@ -188,7 +196,10 @@ class Gpt {
   Config c_;
   BucketSizes sizes_;
   ParamLayout layout_;
-  long t_, hx_, hy_, fy_, vy_, heads_y_, head_dim_;
+  // Per rank: tokens, hidden columns, FFN columns (and the MLP's input layer's:
+  // 2·fy for SwiGLU's gate and up), vocabulary rows, query and KV heads, the
+  // attention output's and QKV's columns.
+  long t_, hx_, fy_, mlp_y_, vy_, heads_y_, kv_y_, head_dim_, att_y_, qkv_y_;
   // The weights in T (what the GEMMs and kernels read) and, where T is not
   // M, their masters: for the parts this rank updates, stored as compactly as
   // the moments (the rounded initial weights at the first step).
@@ -222,7 +233,8 @@ class Gpt {
   BlockActs scratch_;            // recompute's working set
   Buffer<T> h_final_, xhat_f_, a_f_, logits_, dlogits_;
   Buffer<M> rstd_f_;
-  Buffer<M> emb_grad_;  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
+  Buffer<M> emb_grad_;
+  Buffer<M> tied_received_;  // the other end's tied-embedding gradient (stages)  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)

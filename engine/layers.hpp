@@ -159,7 +159,8 @@ void add_positions(T* h0, const T* pos, long t, long S, long hx) {
 }
 
 // Backward: each token's gradient row added into its row of dE (where this
-// block holds it) and into its position's row of dpos, tokens in order.
+// block holds it) and into its position's row of dpos (where there is one),
+// tokens in order.
 template <typename T>
 void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
                            long S, long hx, long vy, long v0) {
@@ -169,29 +170,45 @@ void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, lon
     if (r < 0 || r >= vy) continue;
     for (long j = 0; j < hx; ++j) dE[r * ldE + j] += M(dh0[i * hx + j]);
   }
+  if (!dpos) return;  // rotary positions: no table
   for (long i = 0; i < t; ++i)
     for (long j = 0; j < hx; ++j) dpos[(i % S) * hx + j] += M(dh0[i * hx + j]);
 }
 
-// Causal attention over `seqs` sequences of S tokens and `heads` local
-// heads of size dh. qkv is [seqs·S, 3·heads·dh] with this rank's Q, K, V
-// heads in order; out is [seqs·S, heads·dh]; probs keeps softmax(QKᵀ) per
-// (sequence, head) for backward, in T. The scores and their softmax are
-// computed in M (for bf16, scores rounded before the softmax would move
-// the probabilities by percents); P·V reads the probabilities as kept. One
-// kernel (fused, as on a GPU); returns the seconds its GEMMs spent in BLAS.
+// Causal attention over `seqs` sequences of S tokens and `heads` local query
+// heads of size dh over `kv` local key/value heads (grouped-query attention:
+// query head h reads KV head h / (heads / kv); kv = heads is multi-head
+// attention). qkv is [seqs·S, (heads + 2·kv)·dh]: this rank's Q heads, then
+// its K heads, then its V heads; out is [seqs·S, heads·dh]; probs keeps
+// softmax(QKᵀ) per (sequence, query head) for backward, in T. The scores and
+// their softmax are computed in M (for bf16, scores rounded before the
+// softmax would move the probabilities by percents); P·V reads the
+// probabilities as kept. One kernel (fused, as on a GPU); returns the seconds
+// its GEMMs spent in BLAS.
+struct HeadLayout {
+  long heads, kv, dh;
+  long hy() const { return heads * dh; }
+  long ld() const { return (heads + 2 * kv) * dh; }
+  long group() const { return heads / kv; }
+  long q(long h) const { return h * dh; }
+  long k(long h) const { return hy() + (h / group()) * dh; }
+  long v(long h) const { return hy() + (kv + h / group()) * dh; }
+};
+
 template <typename T>
-double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) {
+double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv, long dh) {
   using M = master_t<T>;
-  const long hy = heads * dh, ld = 3 * hy;
+  const HeadLayout hl{heads, kv, dh};
+  const long hy = hl.hy(), ld = hl.ld();
   const M scale = M(1) / std::sqrt(M(dh));
   std::vector<M> scores(std::is_same_v<T, M> ? 0 : size_t(S * S));
   double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
-      const T* q = qkv + s * S * ld + h * dh;
-      const T* k = q + hy;
-      const T* v = q + 2 * hy;
+      const T* base = qkv + s * S * ld;
+      const T* q = base + hl.q(h);
+      const T* k = base + hl.k(h);
+      const T* v = base + hl.v(h);
       T* P = probs + (s * heads + h) * S * S;
       M* Pm = nullptr;
       if constexpr (std::is_same_v<T, M>) Pm = P;
@@ -215,29 +232,34 @@ double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs,
 }
 
 // Backward: dP = dO·Vᵀ and the softmax's backward in M, its result rounded
-// to T for the two products that read it.
+// to T for the two products that read it. A KV head's dK and dV are the sums
+// over its query heads, added in head order (β = 1 after the group's first).
 template <typename T>
 double attention_backward(Device& dev, const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S,
-                          long heads, long dh) {
+                          long heads, long kv, long dh) {
   using M = master_t<T>;
-  const long hy = heads * dh, ld = 3 * hy;
+  const HeadLayout hl{heads, kv, dh};
+  const long hy = hl.hy(), ld = hl.ld();
   const M scale = M(1) / std::sqrt(M(dh));
   std::vector<M> dP(S * S);
   std::vector<T> dS(std::is_same_v<T, M> ? 0 : size_t(S * S));
   double blas_s = 0;
   for (long s = 0; s < seqs; ++s)
     for (long h = 0; h < heads; ++h) {
-      const T* q = qkv + s * S * ld + h * dh;
-      const T* k = q + hy;
-      const T* v = q + 2 * hy;
-      T* dq = dqkv + s * S * ld + h * dh;
-      T* dk = dq + hy;
-      T* dv = dq + 2 * hy;
+      const T* base = qkv + s * S * ld;
+      const T* q = base + hl.q(h);
+      const T* k = base + hl.k(h);
+      const T* v = base + hl.v(h);
+      T* dbase = dqkv + s * S * ld;
+      T* dq = dbase + hl.q(h);
+      T* dk = dbase + hl.k(h);
+      T* dv = dbase + hl.v(h);
+      const M kv_beta = h % hl.group() == 0 ? M(0) : M(1);
       const T* P = probs + (s * heads + h) * S * S;
       const T* dO = dout + s * S * hy + h * dh;
       blas_s += host_gemm(dev, false, true, int(S), int(S), int(dh), M(1), dO, int(hy), v, int(ld), M(0), dP.data(),
                           int(S));
-      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), P, int(S), dO, int(hy), M(0), dv, int(ld));
+      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), P, int(S), dO, int(hy), kv_beta, dv, int(ld));
       for (long i = 0; i < S; ++i) {  // softmax backward, scaled: dScores = P∘(dP − Σ dP∘P)·scale
         M* d = dP.data() + i * S;
         const T* p = P + i * S;
@@ -254,7 +276,7 @@ double attention_backward(Device& dev, const T* qkv, const T* probs, const T* do
         dSp = dS.data();
       }
       blas_s += host_gemm(dev, false, false, int(S), int(dh), int(S), M(1), dSp, int(S), k, int(ld), M(0), dq, int(ld));
-      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), dSp, int(S), q, int(ld), M(0), dk, int(ld));
+      blas_s += host_gemm(dev, true, false, int(S), int(dh), int(S), M(1), dSp, int(S), q, int(ld), kv_beta, dk, int(ld));
     }
   return blas_s;
 }

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   try {
     opts.model = load_model(cli.model, nullptr, cli.seq_len);
     if (std::string why = engine_model_problem(opts.model); !why.empty())
-      input_error("--model " + cli.model + ": " + why + " (the advisor prices it; the engine cannot run it yet)");
+      input_error("--model " + cli.model + ": " + why + " (the advisor prices it; the engine cannot run it)");
     opts.config = config_of(cli);
     const Config& c = opts.config;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);

@@ -98,6 +98,20 @@ double Gpt<T>::adamw_bytes(size_t n, const T* w) {
   return double(n) * (8.0 * sizeof(M) + (w ? sizeof(T) : 0));
 }
 
+// Σ g² over shard_g_[lo, hi), but the last stage's tied copy: its gradient
+// is the first stage's embedding's, counted there.
+template <typename T>
+double Gpt<T>::shard_squares(size_t lo, size_t hi) {
+  size_t skip_lo = hi, skip_hi = hi;
+  if (layout_.tied_copy >= 0) {
+    const MatrixParam& c = layout_.matrices[size_t(layout_.tied_copy)];
+    skip_lo = std::clamp(c.offset, lo, hi);
+    skip_hi = std::clamp(c.offset + c.shard_n, lo, hi);
+  }
+  return k_->sum_of_squares(shard_g_.data() + lo, skip_lo - lo) +
+         k_->sum_of_squares(shard_g_.data() + skip_hi, hi - skip_hi);
+}
+
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
@@ -192,7 +206,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     elementwise(0, [&] {
       const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
       const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
-      sq += k_->sum_of_squares(&shard_g_[lo], hi - lo);
+      sq += shard_squares(lo, hi);
     });
     if (update_per_chunk) adam_bucket(b);
   }

@@ -20,7 +20,9 @@ struct MatrixParam {
   int id = 0;
   long rows = 0, cols = 0;
   bool transposed = false;
-  bool qkv = false;  // columns [Q|K|V], stored by head group (whole heads per Y block)
+  // Column groups stored block by block: block b holds, in order, its slice
+  // of each group ([Q|K|V] by whole heads; SwiGLU's [gate|up]). Empty: one.
+  std::vector<long> parts;
   double init_std = 0.02;
   long block_rows = 0, block_cols = 0;
   size_t shard_n = 0;
@@ -36,7 +38,7 @@ struct VectorParam {
   int id = 0;
   long rows = 1, cols = 0;
   Axis split = Axis::X;
-  bool qkv = false;
+  std::vector<long> parts;  // as MatrixParam's
   Init init = Init::Zero;
   double init_std = 0;
   long local_cols = 0;
@@ -44,16 +46,21 @@ struct VectorParam {
   size_t offset = 0;  // into the rank's replicated arena
 };
 
+// Absent parameters (biases of a bias-free model, RMSNorm's β) are -1.
 struct BlockParams {
   int ln1_g, ln1_b, qkv_b, out_b, ln2_g, ln2_b, fc1_b, fc2_b;  // VectorParam indices
-  int qkv, out, fc1, fc2;                                      // MatrixParam indices
+  int qkv, out, fc1, fc2;                                      // MatrixParam indices; fc1 is [gate|up] for SwiGLU
 };
 
 // One pipeline stage's parameters (MODEL.md §9): its L/P contiguous blocks,
 // the embedding and positions on the first stage, the final LayerNorm and LM
 // head on the last. Ids (which key the initialisation) are the whole
 // model's, so a parameter has the same values whichever stage holds it;
-// absent parameters' indices are -1.
+// absent parameters' indices are -1. Tied embeddings (MODEL.md §12): the
+// head is the embedding's block read transposed; lm_head is the embedding
+// itself on one stage, and with stages the last holds a copy (`tied_copy`,
+// the embedding's id, first in its arena) whose gradient it sums with the
+// first stage's, as Megatron's embedding group does.
 struct ParamLayout {
   int stage = 0, first_layer = 0;
   bool first = true, last = true;
@@ -61,6 +68,8 @@ struct ParamLayout {
   std::vector<VectorParam> vectors;
   std::vector<BlockParams> blocks;
   int embedding = -1, lm_head = -1, positions = -1, lnf_g = -1, lnf_b = -1;
+  bool tied = false;   // lm_head is stored as the embedding, [Vp, H]
+  int tied_copy = -1;  // the last stage's copy of the embedding (stages only)
   size_t shard_total = 0, vector_total = 0;
   size_t largest_block = 0;
 };
@@ -71,7 +80,7 @@ void check_divisible(const ModelSpec& m, const Grid& g);
 ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0);
 
 // Logical column of local column `lc` in column block `b` of `block_cols`.
-long logical_col(bool qkv, long cols, long block_cols, int b, long lc);
+long logical_col(const std::vector<long>& parts, long cols, long block_cols, int b, long lc);
 
 // Logical (row, col) of element i of the rank's shard of `p`.
 void matrix_element(const MatrixParam& p, const Coords& c, size_t i, long& row, long& col);

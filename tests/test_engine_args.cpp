@@ -205,7 +205,12 @@ TEST_CASE("the Megatron line carries the model's shape; a Llama model's engine l
   }
   CHECK(mega.find("--kv-channels") == std::string::npos);
   CHECK(mega.find("--add-qkv-bias") == std::string::npos);
-  CHECK(llama["mpirun"].note.find("the engine runs GPT blocks only") != std::string::npos);
+  CHECK(llama["mpirun"].note.find("cannot run") == std::string::npos);  // the engine runs Llama-style blocks
+  // But not rotary positions on an odd head size (pairs of columns turn).
+  ff::ModelSpec odd = ff::load_model("llama3-8b");
+  odd.head_dim = 127;
+  auto odd_lines = lines(ff::Job{odd, 32, 64, ff::Dtype::BF16});
+  CHECK(odd_lines["mpirun"].note.find("the engine cannot run this model (rotary positions") != std::string::npos);
   // A GPT model: the defaults but the untied head, and its engine lines stand.
   auto gpt = lines(ff::Job{ff::load_model("gpt-5b"), 32, 64, ff::Dtype::BF16});
   for (const char* flag : {" --swiglu", " --normalization", " --position-embedding-type", " --disable-bias-linear",

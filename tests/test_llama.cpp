@@ -64,8 +64,10 @@ TEST_CASE("llama: the block's layers, FLOPs and what the grid must divide") {
   // Each Y rank holds whole KV heads: A_kv = 2 divides G_y = 2, not 4.
   CHECK(split_problem(Job{m, 2, 2}, Grid{1, 2, 1, 1}, 1).empty());
   CHECK(contains(split_problem(Job{m, 4, 4}, Grid{1, 4, 1, 1}, 1), "KV heads 2 are not divisible by G_y=4"));
-  // The engine runs GPT blocks only: validate never plans a run of this one.
-  CHECK(contains(engine_split_problem(m, Grid{}), "kv_heads 2"));
+  // The engine runs it on the grids that keep whole KV heads per Y rank, as
+  // validate plans them.
+  CHECK(engine_split_problem(m, Grid{1, 2, 1, 1}).empty());
+  CHECK(contains(engine_split_problem(m, Grid{1, 4, 1, 1}), "KV heads 2 % G_y 4 != 0"));
 }
 
 TEST_CASE("llama: collectives and memory-bound kernels of one block, by hand") {

@@ -61,9 +61,10 @@ nlohmann::json pipeline_json(const Prediction& pr) {
     const MemoryUse& u = pr.stage_memory[i];
     const Plan& plan = pr.staged.plan[pr.staged.kinds.kind_of(i)];
     // What the stage sends on P: activations forward (all but the last),
-    // gradients backward (all but the first), one per micro-batch each.
+    // gradients backward (all but the first), one per micro-batch each;
+    // besides the tied embedding's all-reduce, where there is one.
     PerAxis<double> bytes = bytes_per_step(plan, pr.config.shard_optimizer);
-    bytes[int(Axis::P)] = message_bytes * double(plan.micro_steps) * ((i + 1 < g.p) + (i > 0));
+    bytes[int(Axis::P)] += message_bytes * double(plan.micro_steps) * ((i + 1 < g.p) + (i > 0));
     j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)])},
                               {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
                               {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},

@@ -27,31 +27,31 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
 }
 
 std::string engine_model_problem(const ModelSpec& m) {
-  const std::string f = m.llama_feature();
-  if (f.empty()) return "";
-  return "the engine runs GPT blocks only (multi-head attention, GELU, LayerNorm, learned positions, biases, an "
-         "untied head); this model has " + f;
+  if (m.positions == Positions::Rope && m.head_size() % 2)
+    return "rotary positions turn pairs of a head's columns, and head_dim " + std::to_string(m.head_size()) +
+           " is odd";
+  if (m.heads % m.kv_head_count())
+    return "heads " + std::to_string(m.heads) + " are not a multiple of kv_heads " + std::to_string(m.kv_head_count());
+  return "";
 }
 
 std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   auto s = [](long long v) { return std::to_string(v); };
   if (std::string why = engine_model_problem(m); !why.empty()) return why;
-  if (m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
+  if (!m.head_dim && m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
   if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
   if (m.heads % g.y) return "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)";
+  if (m.kv_head_count() % g.y)
+    return "KV heads " + s(m.kv_head_count()) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole KV heads)";
   if (m.ffn % g.y) return "ffn " + s(m.ffn) + " % G_y " + s(g.y) + " != 0";
   if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " % G_y " + s(g.y) + " != 0";
-  struct W {
-    const char* name;
-    long long k, n;
-    bool transposed;
-  };
-  const long long H = m.hidden, F = m.ffn, Vp = m.padded_vocab;
-  for (W w : {W{"embedding", Vp, H, true}, W{"qkv", H, 3 * H, false}, W{"attention-out", H, H, true},
-              W{"fc1", H, F, false}, W{"fc2", F, H, true}, W{"lm_head", H, Vp, false}}) {
-    long long block = (w.k / (w.transposed ? g.y : g.x)) * (w.n / (w.transposed ? g.x : g.y));
-    if (block % g.z) return std::string(w.name) + " block of " + s(block) + " values % G_z " + s(g.z) + " != 0";
+  std::vector<LinearLayer> weights{{"embedding", double(m.padded_vocab), double(m.hidden), true}, lm_head(m)};
+  for (const LinearLayer& l : block_layers(m)) weights.push_back(l);
+  for (const LinearLayer& w : weights) {
+    const double block = (w.k / (w.transposed ? g.y : g.x)) * (w.n / (w.transposed ? g.x : g.y));
+    if (std::fmod(block, g.z) != 0)
+      return std::string(w.name) + " block of " + s((long long)block) + " values % G_z " + s(g.z) + " != 0";
   }
   return "";
 }

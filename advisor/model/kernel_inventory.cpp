@@ -30,7 +30,9 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, do
   // SwiGLU reads gate and up and writes their product, and backward reads
   // the two and the gradient and writes two. Fusing bias into GELU or the
   // residual changes launches, not passes.
-  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine ? 3.0 : 1.0};  // the engine: sums, centred squares, normalise
+  // The engine: LayerNorm's sums, centred squares, normalise; RMSNorm's squares, normalise.
+  const bool rms = m.norm == Norm::RmsNorm;
+  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine ? (rms ? 2.0 : 3.0) : 1.0};
   k.norm_bwd = {3 * t * hx * b, 2};                                  // dx, then the weight (and bias) gradients
   k.residual_fwd = {3 * t * hx * b, 1};
   k.residual_bwd = {3 * t * hx * b, 1};
@@ -38,8 +40,10 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, do
   k.act_fwd = {(glu ? 3 : 2) * t * fy * b, 1};
   k.act_bwd = {(glu ? 5 : 3) * t * fy * b, 1};
   // RoPE rotates queries and keys in place each way: read and write them,
-  // one kernel for each fused, PyTorch's rotate-half as six ops each.
-  if (qk > 0) k.rope_fwd = k.rope_bwd = {2 * t * qk * b, f == Fusion::Unfused ? 12.0 : 2.0};
+  // one kernel for each fused, PyTorch's rotate-half as six ops each; the
+  // engine turns both in one kernel.
+  if (qk > 0)
+    k.rope_fwd = k.rope_bwd = {2 * t * qk * b, f == Fusion::Unfused ? 12.0 : f == Fusion::Engine ? 1.0 : 2.0};
   double columns = 0, biased = 0;
   for (double n : bias_columns) columns += n, biased += n > 0;
   switch (f) {
@@ -66,8 +70,8 @@ EdgeKernels edge_kernels(Fusion f, const ModelSpec& m, double t, double hx, doub
   const bool learned = m.positions == Positions::Learned;
   const double emb = (learned ? 3 : 2) * t * hx * b, loss = 2 * t * vy * 4, positions = learned;
   // Token and position lookups and an add; the gradient's scatter-adds. The
-  // engine looks up and adds positions in two kernels, and scatters once.
-  k.embedding_fwd = {emb, f == Fusion::Engine ? 2.0 : 2 + positions};
+  // engine looks up, then adds positions (where learned), and scatters once.
+  k.embedding_fwd = {emb, f == Fusion::Engine ? 1 + positions : 2 + positions};
   k.embedding_bwd = {emb, f == Fusion::Engine ? 1.0 : 1 + positions};
   // The loss fused: row maxima, then exp-sums forward, the gradient backward;
   // as PyTorch's vocabulary-parallel ops: max, subtract, exp, sum, log,

@@ -42,7 +42,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   args.seq_len = seq_len;
   std::string engine = "engine " + join_args(engine_argv(args));
   if (std::string why = engine_model_problem(job.model); !why.empty())
-    device_note = why + ": a line to run once it can";
+    device_note = "the engine cannot run this model (" + why + ")";
   else if (c.sequence_parallel)
     device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
   else if (job.grad_dtype != Dtype::FP32)

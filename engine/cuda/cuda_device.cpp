@@ -317,6 +317,8 @@ class CudaKernels final : public DeviceKernels<T> {
   }
   void add(const T* a, const T* b, T* out, size_t n) override { cuda::add(a, b, out, n, s_); }
   void accumulate(M* acc, const T* x, size_t n) override { cuda::accumulate(acc, x, n, s_); }
+  // acc += x in M: T = M's accumulate (master_t<M> is M).
+  void accumulate_master(M* acc, const M* x, size_t n) override { cuda::accumulate<M>(acc, x, n, s_); }
   void widen(const T* x, M* out, size_t n) override { cuda::widen(x, out, n, s_); }
   void narrow(const M* x, T* out, size_t n) override { cuda::narrow(x, out, n, s_); }
   void add_bias(T* out, const T* bias, long rows, long n) override { cuda::add_bias(out, bias, rows, n, s_); }
@@ -376,22 +378,42 @@ class CudaKernels final : public DeviceKernels<T> {
   // dP backward), as before bf16: one workspace of probs' size, backward's.
   // bf16 keeps the unrounded scores and dP in an M workspace and dS in a T
   // one.
-  double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long dh) override {
+  double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv,
+                           long dh) override {
     M* scores = nullptr;
     if constexpr (std::is_same_v<T, M>) scores = probs;
     else scores = grow(scores_, scores_n_, size_t(seqs * heads * S * S));
-    cuda::attention_forward(blas_, qkv, out, probs, scores, seqs, S, heads, dh, s_);
+    cuda::attention_forward(blas_, qkv, out, probs, scores, seqs, S, heads, kv, dh, s_);
     return 0;
   }
   double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
-                            long dh) override {
+                            long kv, long dh) override {
     const size_t n = size_t(seqs * heads * S * S);
     T* dscores = grow(dscores_, dscores_n_, n);
     M* scores = nullptr;
     if constexpr (std::is_same_v<T, M>) scores = dscores;
     else scores = grow(scores_, scores_n_, n);
-    cuda::attention_backward(blas_, qkv, probs, dout, dqkv, scores, dscores, seqs, S, heads, dh, s_);
+    cuda::attention_backward(blas_, qkv, probs, dout, dqkv, scores, dscores, seqs, S, heads, kv, dh, s_);
     return 0;
+  }
+  void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) override { cuda::rmsnorm_row_squares(x, sq, t, hx, s_); }
+  void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,
+                         long H) override {
+    cuda::rmsnorm_normalize(x, sq, gamma, y, xhat, rstd, t, hx, H, s_);
+  }
+  void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) override {
+    cuda::rmsnorm_backward_sums(dy, xhat, gamma, stat, t, hx, s_);
+  }
+  void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
+                              M* dgamma, long t, long hx, long H) override {
+    cuda::rmsnorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, t, hx, H, s_);
+  }
+  void swiglu_forward(const T* f, T* g, long t, long fy) override { cuda::swiglu_forward(f, g, t, fy, s_); }
+  void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) override {
+    cuda::swiglu_backward(f, dg, df, t, fy, s_);
+  }
+  void rope_rotate(T* qkv, long t, long S, long heads, long kv, long dh, bool inverse) override {
+    cuda::rope_rotate(qkv, t, S, heads, kv, dh, inverse, kRopeTheta, s_);
   }
   void cross_entropy_row_max(const T* logits, M* mx, long t, long vy, long valid) override {
     cuda::cross_entropy_row_max(logits, mx, t, vy, valid, s_);

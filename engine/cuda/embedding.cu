@@ -65,7 +65,7 @@ void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, lon
                            long S, long hx, long vy, long v0, Stream s) {
   if (t * hx <= 0) return;
   scatter_add_kernel<<<blocks_for(hx), kThreads, 0, s>>>(tokens, dh0, dE, ldE, t, S, hx, vy, v0);
-  positions_grad_kernel<<<blocks_for(S * hx), kThreads, 0, s>>>(dh0, dpos, t, S, hx);
+  if (dpos) positions_grad_kernel<<<blocks_for(S * hx), kThreads, 0, s>>>(dh0, dpos, t, S, hx);  // none: rotary
 }
 
 #define FF_EMBEDDING(T, M)                                                                                       \

@@ -1,8 +1,9 @@
 #pragma once
 // The engine's non-GEMM kernels on a GPU, one .cu file per concern, each the
-// twin of the cpu function of the same name (layers.hpp, adamw.hpp) and
-// checked against it (tests/engine/test_cuda_kernels.cpp). Pointers are
-// device memory; each launcher enqueues on `stream` and returns at once.
+// twin of the cpu function of the same name (layers.hpp, llama_layers.hpp,
+// adamw.hpp) and checked against it (tests/engine/test_cuda_kernels.cpp).
+// Pointers are device memory; each launcher enqueues on `stream` and returns
+// at once.
 // T is the training dtype (float, double, engine::bf16) and M = master_t<T>
 // its master type, as in DeviceKernels (device_kernels.hpp): each launcher
 // takes the arguments of the DeviceKernels method of its name, loads T into
@@ -42,6 +43,31 @@ void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rst
                               const master_t<T>* stat, T* dx, master_t<T>* dgamma, master_t<T>* dbeta, long t, long hx,
                               long H, Stream s);
 
+// RMSNorm over H columns of which this rank holds hx, around its one
+// all-reduce over X each way (llama_layers.hpp): the row sums of squares;
+// x̂, y, rstd. Backward: Σ dy·γ·x̂ per token; dx, and dγ accumulated. M and
+// T as LayerNorm's.
+template <typename T> void rmsnorm_row_squares(const T* x, master_t<T>* sq, long t, long hx, Stream s);
+template <typename T>
+void rmsnorm_normalize(const T* x, const master_t<T>* sq, const T* gamma, T* y, T* xhat, master_t<T>* rstd, long t,
+                       long hx, long H, Stream s);
+template <typename T>
+void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, master_t<T>* stat, long t, long hx, Stream s);
+template <typename T>
+void rmsnorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma,
+                            const master_t<T>* stat, T* dx, master_t<T>* dgamma, long t, long hx, long H, Stream s);
+
+// SwiGLU on a Y block: f [t, 2·fy] holds the gate columns then the up ones,
+// so one H → 2F GEMM feeds it; g [t, fy]. Backward writes both halves of df.
+template <typename T> void swiglu_forward(const T* f, T* g, long t, long fy, Stream s);
+template <typename T> void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy, Stream s);
+
+// Rotary positions, in place on the Q and K heads of qkv [t, (heads + 2·kv)·dh]
+// (whole heads: nothing from another rank). `inverse` turns back, which is
+// backward: the rotation is orthogonal.
+template <typename T>
+void rope_rotate(T* qkv, long t, long S, long heads, long kv, long dh, bool inverse, double theta, Stream s);
+
 // GPT-2's tanh GELU.
 template <typename T> void gelu_forward(const T* x, T* y, long n, Stream s);
 template <typename T> void gelu_backward(const T* x, const T* dy, T* dx, long n, Stream s);
@@ -63,7 +89,8 @@ void cross_entropy_finish(const int* targets, const master_t<T>* mx, const maste
 
 // The embedding over a Y block of the vocabulary (layers.hpp): lookup,
 // positions added, and backward's scatter-add into dE and dpos (one thread a
-// column, tokens in order: deterministic, no atomics) into M gradients.
+// column, tokens in order: deterministic, no atomics) into M gradients;
+// dpos nullptr where the model has no position table (rotary positions).
 template <typename T>
 void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0,
                       Stream s);
@@ -72,10 +99,13 @@ template <typename T>
 void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
                            long S, long hx, long vy, long v0, Stream s);
 
-// Causal attention on whole local heads, the layouts of layers.hpp (qkv
-// [seqs·S, 3·heads·dh], out [seqs·S, heads·dh], probs [seqs, heads, S, S]):
-// the cpu's GEMMs per (sequence, head) as one cuBLAS strided-batched call per
-// sequence (`blas`, bound to stream s), full S×S products with the causal
+// Causal attention on whole local heads, `heads` query heads over `kv`
+// key/value heads (grouped-query; kv = heads is multi-head), the layouts of
+// layers.hpp (qkv [seqs·S, (heads + 2·kv)·dh], out [seqs·S, heads·dh], probs
+// [seqs, heads, S, S]): the cpu's GEMMs per (sequence, query head) as cuBLAS
+// strided-batched calls, one per sequence and member of a KV head's group,
+// batched over the groups (`blas`, bound to stream s; a group's dK and dV
+// summed in head order, as the cpu's), full S×S products with the causal
 // mask applied by the softmax kernels (one block per query row). The S×S
 // scores are in memory, as the cpu's; a flash-style kernel would keep them
 // on chip, never writing probs (S² values per head less traffic and memory)
@@ -87,10 +117,10 @@ void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, lon
 // scores = probs, backward's dscores = scores.
 template <typename T>
 void attention_forward(Blas blas, const T* qkv, T* out, T* probs, master_t<T>* scores, long seqs, long S, long heads,
-                       long dh, Stream s);
+                       long kv, long dh, Stream s);
 template <typename T>
 void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, T* dqkv, master_t<T>* scores,
-                        T* dscores, long seqs, long S, long heads, long dh, Stream s);
+                        T* dscores, long seqs, long S, long heads, long kv, long dh, Stream s);
 
 // The schedule's glue (device_kernels.hpp): out = a + b; acc += x; x widened
 // to M and narrowed (rounded) to T; out[i, j] += bias[j]; dbias[j] += Σ_i

@@ -75,6 +75,33 @@ assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["byte
 ' "$tmp/run3.json" "$tmp/predict3.json"
 expect 0 'G_data = 1: nothing to shard over' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --shard-optimizer --steps 1
 
+# A Llama-style model (MODEL.md §12: GQA with A·d_h ≠ H, SwiGLU, RMSNorm,
+# RoPE, no biases): its bytes per axis are what the advisor prices for it;
+# tied and over two stages, the embedding group's all-reduce on the pipe
+# axis too, per stage.
+llama=$root/tests/engine/llama-exact.json
+cfg_l=(--grid 2,2,1,2 --micro-batch 2 --batch 8 --overlap all)
+expect 0 'final loss' -- $run 8 "$engine" --model "$llama" "${cfg_l[@]}" --steps 2 --record "$tmp/run_l.json"
+"$advisor" predict --model "$llama" --gpus 8 "${cfg_l[@]}" --dtype fp32 --json >"$tmp/predict_l.json"
+check "llama-style: bytes per axis equal advisor predict" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["model"] == "llama-exact"
+assert r["bytes_per_step"] == p["bytes_per_step"], (r["bytes_per_step"], p["bytes_per_step"])
+' "$tmp/run_l.json" "$tmp/predict_l.json"
+tied=$tmp/llama-tied.json
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="llama-tied", layers=4, tied_embeddings=True); json.dump(m, open(sys.argv[2], "w"))' \
+  "$llama" "$tied"
+cfg_t=(--grid 1,2,2,1 --pipeline 2 --micro-batch 1 --batch 8 --overlap all)
+expect 0 'final loss' -- $run 8 "$engine" --model "$tied" "${cfg_t[@]}" --steps 2 --record "$tmp/run_t.json"
+"$advisor" predict --model "$tied" --gpus 8 "${cfg_t[@]}" --dtype fp32 --json >"$tmp/predict_t.json"
+check "llama-style, tied, two stages: per stage, bytes equal advisor predict" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
+    assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
+' "$tmp/run_t.json" "$tmp/predict_t.json"
+
 # Pipeline stages: per stage, the bytes of every axis equal the advisor's
 # for the same flags (its messages on P included), and a busy/idle split.
 model4=$tmp/gpt-4l.json
@@ -162,7 +189,10 @@ expect 0 'final loss' -- $run 4 "$engine" --model "$model4" --grid 1,1,1,2 --pip
 expect 2 'offload with --shard-optimizer' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --offload --shard-optimizer
 expect 2 '--offload-bucket 0: expected elements >= 1' -- $run 1 "$engine" --model "$tiny" --offload --offload-bucket 0
 expect 2 'clip: expected a norm' -- $run 1 "$engine" --model "$tiny" --clip -1
-expect 2 'the engine runs GPT blocks only' -- $run 1 "$engine" --model llama3-8b --steps 1
+odd=$tmp/llama-odd.json
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="llama-odd", head_dim=3); json.dump(m, open(sys.argv[2], "w"))' \
+  "$llama" "$odd"
+expect 2 'head_dim 3 is odd' -- $run 1 "$engine" --model "$odd" --steps 1
 expect 2 'layers 2 % stages 4' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
 expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 2,1,1,2 --pipeline 2 --record "$tmp/bad.json"
 
@@ -207,6 +237,19 @@ assert c["device"] == {"name": "cpu"}
 p = json.load(open(sys.argv[3]))["compute_s"]
 assert abs(r["steps"][-1]["device_s"] / p - 1) < 0.05, (r["steps"][-1]["device_s"], p)
 ' "$tmp/paced.json" "$tmp/run2.json" "$tmp/predict_paced.json"
+# The Llama-style model's kernels charge what MODEL.md §12 prices (GQA
+# attention on A·d_h, SwiGLU, RMSNorm, RoPE, the lookup without positions).
+expect 0 'paced device' -- $run 8 "$engine" --model "$llama" "${cfg2[@]}" --steps 2 --device paced --pace-gflops 4 \
+  --pace-gbps 1 --poll-us 40 --record "$tmp/paced_l.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["attention"] = "unfused"; json.dump(m, open(sys.argv[2], "w"))' \
+  "$llama" "$tmp/llama_unfused.json"
+"$advisor" predict --model "$tmp/llama_unfused.json" --gpus 8 "${cfg2[@]}" --dtype fp32 --fusion engine \
+  --machine "$tmp/paced_profile.json" --json >"$tmp/predict_paced_l.json"
+check "paced llama-style: the device's time is the model's compute" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["compute_s"]
+assert abs(r["steps"][-1]["device_s"] / p - 1) < 1e-9, (r["steps"][-1]["device_s"], p)
+' "$tmp/paced_l.json" "$tmp/predict_paced_l.json"
 
 # --- bf16: fp32 masters, statistics and gradient reductions ------------------
 # What each axis carries in bf16 (weights, activations and messages in 2

@@ -57,6 +57,18 @@ ModelSpec small_model() {
   return m;
 }
 
+// The Llama-style block (GQA with A·d_h ≠ H, SwiGLU, RMSNorm, RoPE, no
+// biases), its head tied to the embedding.
+ModelSpec small_llama_model() {
+  ModelSpec m = small_model();
+  m.name = "llama-check";
+  m.heads = 8, m.kv_heads = 2, m.head_dim = 16, m.ffn = 176;
+  m.mlp = Mlp::SwiGlu, m.norm = Norm::RmsNorm, m.positions = Positions::Rope;
+  m.bias = m.qkv_bias = false;
+  m.tied_embeddings = true;
+  return m;
+}
+
 int world_size() {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -66,12 +78,12 @@ int world_size() {
 // offload: m and v through 256-element buckets in chunks of 2, as the
 // exactness test runs it.
 RunOptions options(const std::string& device, int micro_batch, bool recompute, const Grid& grid = {},
-                   bool offload = false) {
+                   bool offload = false, const ModelSpec& model = small_model()) {
   RunOptions o;
   o.config.offload = offload;
   o.buckets.offload_elements = 256;
   o.buckets.offload_chunk = 2;
-  o.model = small_model();
+  o.model = model;
   o.config.grid = grid;
   o.config.order = distinct_orders(grid)[0];
   o.config.micro_batch = micro_batch;
@@ -192,10 +204,12 @@ TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
     int micro_batch;
     bool recompute, offload;
   };
+  for (const ModelSpec& m : {small_model(), small_llama_model()})
   for (const Variant v : {Variant{1, false, false}, Variant{2, true, false}, Variant{1, false, true}}) {
-    INFO("micro-batch " << v.micro_batch << (v.recompute ? ", recompute" : "") << (v.offload ? ", offload" : ""));
+    INFO(m.name << ", micro-batch " << v.micro_batch << (v.recompute ? ", recompute" : "")
+                << (v.offload ? ", offload" : ""));
     auto run = [&](const char* device) {
-      return train<double>(MPI_COMM_WORLD, options(device, v.micro_batch, v.recompute, {}, v.offload), true);
+      return train<double>(MPI_COMM_WORLD, options(device, v.micro_batch, v.recompute, {}, v.offload, m), true);
     };
     const RunResult cpu = run("cpu"), gpu = run("cuda");
     check_fp64(gpu, cpu);
@@ -207,10 +221,13 @@ TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
 
 TEST_CASE("three training steps: cuda against cpu, fp32 loss to 1e-5") {
   if (world_size() != 1) return;
-  const RunResult cpu = train<float>(MPI_COMM_WORLD, options("cpu", 2, false), false);
-  const RunResult gpu = train<float>(MPI_COMM_WORLD, options("cuda", 2, false), false);
-  for (size_t s = 0; s < cpu.steps.size(); ++s)
-    CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-5 * std::abs(cpu.steps[s].loss));
+  for (const ModelSpec& m : {small_model(), small_llama_model()}) {
+    INFO(m.name);
+    const RunResult cpu = train<float>(MPI_COMM_WORLD, options("cpu", 2, false, {}, false, m), false);
+    const RunResult gpu = train<float>(MPI_COMM_WORLD, options("cuda", 2, false, {}, false, m), false);
+    for (size_t s = 0; s < cpu.steps.size(); ++s)
+      CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-5 * std::abs(cpu.steps[s].loss));
+  }
 }
 
 // bf16 with fp32 masters: the project's bf16 tolerance, 1e-2 (the cpu's and
@@ -242,11 +259,12 @@ TEST_CASE("two GPUs over NCCL: every grid of two and two stages, against one cpu
   };
   const Case cases[] = {{grid(2, 1, 1, 1), "oar"}, {grid(1, 2, 1, 1), "none"}, {grid(1, 1, 2, 1), "all"},
                         {grid(1, 1, 1, 2), "odp"}, {grid(1, 1, 1, 2), "none", true}, {grid(1, 1, 1, 1, 2), "none"}};
+  for (const ModelSpec& m : {small_model(), small_llama_model()})  // tied over two stages: the exchange over NCCL
   for (const Case& k : cases) {
-    INFO("grid " << k.grid.str() << ", overlap " << k.overlap << (k.offload ? ", offload" : ""));
-    RunOptions on_gpu = options("cuda", 1, false, k.grid, k.offload);
+    INFO(m.name << ", grid " << k.grid.str() << ", overlap " << k.overlap << (k.offload ? ", offload" : ""));
+    RunOptions on_gpu = options("cuda", 1, false, k.grid, k.offload, m);
     on_gpu.config.overlap = parse_overlap(k.overlap);
-    const RunResult cpu = train<double>(MPI_COMM_SELF, options("cpu", 1, false), true);
+    const RunResult cpu = train<double>(MPI_COMM_SELF, options("cpu", 1, false, {}, false, m), true);
     const RunResult gpu = train<double>(MPI_COMM_WORLD, on_gpu, true);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,5 +1,6 @@
 // The GPU kernels (engine/cuda/kernels.hpp) against the cpu functions they
-// are the twins of (layers.hpp, adamw.hpp): the same inputs, results within
+// are the twins of (layers.hpp, llama_layers.hpp, adamw.hpp): the same
+// inputs, results within
 // the dtype's rounding (the GPU sums rows in a tree, the cpu in lanes). fp32,
 // fp64 and bf16, whose kernels compute in fp32 (its master type M) and round
 // what they store in bf16: a value the two round from fp32 results a few
@@ -21,6 +22,7 @@
 #include "engine/cuda/kernels.hpp"
 #include "engine/device.hpp"
 #include "engine/layers.hpp"
+#include "engine/llama_layers.hpp"
 #include "engine/matmul.hpp"
 #include "engine/runtime/bf16.hpp"
 #include "engine/runtime/cublas_api.hpp"
@@ -192,23 +194,98 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double, bf16) {
   CHECK(rel_diff(ddx.get(), dx) < tolerance<T>());
 }
 
-TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (rows above a block's threads)", T, float,
-                   double, bf16) {
+TEST_CASE_TEMPLATE("rmsnorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double,
+                   bf16) {
+  using M = master_t<T>;
+  // As LayerNorm's: rows strided over the block, dγ summed across chunks.
+  const long t = 150, hx = 300, H = 600;
+  auto x = uniform<T>(t * hx, -2, 2, 31), gamma = uniform<T>(hx, 0.5, 1.5, 32);
+  std::vector<M> sq(t), rstd(t);
+  std::vector<T> y(t * hx), xhat(t * hx);
+  ff::engine::rmsnorm_row_squares(x.data(), sq.data(), t, hx);
+  ff::engine::rmsnorm_normalize(x.data(), sq.data(), gamma.data(), y.data(), xhat.data(), rstd.data(), t, hx, H);
+  DeviceArray<T> dx_(x), dgamma_(gamma), dy_out(y), dxhat(xhat);
+  DeviceArray<M> dsq(sq), drstd(rstd);
+  ff::cuda::rmsnorm_row_squares(dx_.p, dsq.p, t, hx, nullptr);
+  CHECK(rel_diff(dsq.get(), sq) < master_tolerance<T>());
+  dsq.set(sq);  // normalize from the cpu's sums, as the reduction over X would hand them
+  ff::cuda::rmsnorm_normalize(dx_.p, dsq.p, dgamma_.p, dy_out.p, dxhat.p, drstd.p, t, hx, H, nullptr);
+  CHECK(rel_diff(dy_out.get(), y) < tolerance<T>());
+  CHECK(rel_diff(dxhat.get(), xhat) < tolerance<T>());
+  CHECK(rel_diff(drstd.get(), rstd) < master_tolerance<T>());
+
+  // Backward on the cpu's x̂ and rstd, dγ accumulating onto what is there.
+  dxhat.set(xhat);
+  drstd.set(rstd);
+  auto dy = uniform<T>(t * hx, -1, 1, 33);
+  auto dg = uniform<M>(hx, -1, 1, 34);
+  std::vector<M> stat(t);
+  std::vector<T> dxv(t * hx);
+  DeviceArray<T> ddy(dy), ddx(dxv);
+  DeviceArray<M> ddg(dg), dstat(stat);
+  ff::engine::rmsnorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, hx);
+  ff::engine::rmsnorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dxv.data(),
+                                     dg.data(), t, hx, H);
+  ff::cuda::rmsnorm_backward_sums(ddy.p, dxhat.p, dgamma_.p, dstat.p, t, hx, nullptr);
+  CHECK(rel_diff(dstat.get(), stat) < master_tolerance<T>());
+  dstat.set(stat);
+  ff::cuda::rmsnorm_backward_apply(ddy.p, dxhat.p, drstd.p, dgamma_.p, dstat.p, ddx.p, ddg.p, t, hx, H, nullptr);
+  CHECK(rel_diff(ddx.get(), dxv) < tolerance<T>());
+  CHECK(rel_diff(ddg.get(), dg) < master_tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("swiglu forward and backward on a Y block of 300 columns", T, float, double, bf16) {
+  const long t = 37, fy = 300;
+  auto f = uniform<T>(t * 2 * fy, -6, 6, 35), dg = uniform<T>(t * fy, -1, 1, 36);
+  std::vector<T> g(t * fy), df(t * 2 * fy);
+  ff::engine::swiglu_forward(f.data(), g.data(), t, fy);
+  ff::engine::swiglu_backward(f.data(), dg.data(), df.data(), t, fy);
+  // Outputs poisoned with 9: every element must be written.
+  DeviceArray<T> dfs(f), ddg(dg), dgs{std::vector<T>(g.size(), T(9))}, ddf{std::vector<T>(df.size(), T(9))};
+  ff::cuda::swiglu_forward(dfs.p, dgs.p, t, fy, nullptr);
+  ff::cuda::swiglu_backward(dfs.p, ddg.p, ddf.p, t, fy, nullptr);
+  CHECK(rel_diff(dgs.get(), g) < tolerance<T>());
+  CHECK(rel_diff(ddf.get(), df) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("rope on the Q and K heads of 4 query and 2 KV heads, two sequences; its inverse undoes it", T,
+                   float, double, bf16) {
+  const long seqs = 2, S = 100, t = seqs * S, heads = 4, kv = 2, dh = 32;
+  const auto qkv = uniform<T>(t * (heads + 2 * kv) * dh, -1, 1, 37);
+  auto rotated = qkv;
+  ff::engine::rope_rotate(rotated.data(), t, S, heads, kv, dh, false);
+  DeviceArray<T> d(qkv);
+  ff::cuda::rope_rotate(d.p, t, S, heads, kv, dh, false, ff::engine::kRopeTheta, nullptr);
+  CHECK(rel_diff(d.get(), rotated) < tolerance<T>());  // the V heads untouched
+  d.set(rotated);
+  auto back = rotated;
+  ff::engine::rope_rotate(back.data(), t, S, heads, kv, dh, true);
+  ff::cuda::rope_rotate(d.p, t, S, heads, kv, dh, true, ff::engine::kRopeTheta, nullptr);
+  CHECK(rel_diff(d.get(), back) < tolerance<T>());
+  // bf16: rounded after each turn, a few ulps of the largest value.
+  CHECK(rel_diff(d.get(), qkv) < tolerance<T>());
+}
+
+TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (rows above a block's threads), "
+                   "multi-head and grouped-query",
+                   T, float, double, bf16) {
   using M = master_t<T>;
   cublasHandle_t h;
   CUBLAS_CHECK(ff::cuda::cublas().create(&h));
   CUBLAS_CHECK(ff::cuda::cublas().set_math_mode(h, CUBLAS_PEDANTIC_MATH));  // no TF32: the cpu's fp32
   struct Shape {
-    long seqs, S, heads, dh;
+    long seqs, S, heads, kv, dh;
   };
-  for (const Shape& sh : {Shape{2, 19, 3, 8}, Shape{2, 300, 2, 16}}) {
-    const long seqs = sh.seqs, S = sh.S, heads = sh.heads, dh = sh.dh, hy = heads * dh;
-    INFO(seqs << " sequences of " << S << " tokens, " << heads << " heads of " << dh);
-    auto qkv = uniform<T>(seqs * S * 3 * hy, -1, 1, 15), dout = uniform<T>(seqs * S * hy, -1, 1, 16);
+  // Groups of 2 and 3 query heads: dK and dV summed over a group's heads.
+  for (const Shape& sh : {Shape{2, 19, 3, 3, 8}, Shape{2, 300, 2, 2, 16}, Shape{2, 19, 4, 2, 8},
+                          Shape{3, 37, 6, 2, 16}}) {
+    const long seqs = sh.seqs, S = sh.S, heads = sh.heads, kv = sh.kv, dh = sh.dh, hy = heads * dh;
+    INFO(seqs << " sequences of " << S << " tokens, " << heads << " heads over " << kv << " KV heads of " << dh);
+    auto qkv = uniform<T>(seqs * S * (heads + 2 * kv) * dh, -1, 1, 15), dout = uniform<T>(seqs * S * hy, -1, 1, 16);
     std::vector<T> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
     auto cpu = ff::engine::make_cpu_device();
-    ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, dh);
-    ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, dh);
+    ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, kv, dh);
+    ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, kv, dh);
     // Outputs and workspaces poisoned with 9: every element must be written.
     const std::vector<T> nines(probs.size(), T(9)), nines_out(out.size(), T(9)), nines_qkv(qkv.size(), T(9));
     DeviceArray<T> dq(qkv), ddo(dout), dout_(nines_out), dprobs(nines), ddqkv(nines_qkv), dscratch(nines);
@@ -218,12 +295,12 @@ TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (ro
     M* scores_forward = dscores.p;
     M* scores_backward = dscores.p;
     if constexpr (std::is_same_v<T, M>) scores_forward = dprobs.p, scores_backward = dscratch.p;
-    ff::cuda::attention_forward(h, dq.p, dout_.p, dprobs.p, scores_forward, seqs, S, heads, dh, nullptr);
+    ff::cuda::attention_forward(h, dq.p, dout_.p, dprobs.p, scores_forward, seqs, S, heads, kv, dh, nullptr);
     CHECK(rel_diff(dprobs.get(), probs) < tolerance<T>());  // the masked upper triangle zeroed
     CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
     dprobs.set(probs);  // backward on the cpu's probabilities (bf16: a few rounded the other way)
-    ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, scores_backward, dscratch.p, seqs, S, heads, dh,
-                                 nullptr);
+    ff::cuda::attention_backward(h, dq.p, dprobs.p, ddo.p, ddqkv.p, scores_backward, dscratch.p, seqs, S, heads, kv,
+                                 dh, nullptr);
     CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
   }
   CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
@@ -251,6 +328,12 @@ TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y 
   ff::cuda::embedding_scatter_add(dtok.p, ddh0.p, ddE.p, ldE, ddpos.p, t, S, hx, vy, v0, nullptr);
   CHECK(rel_diff(ddE.get(), dE) == 0);  // the same additions in the same order
   CHECK(rel_diff(ddpos.get(), dpos) == 0);
+  // No position table (rotary positions): dE alone.
+  ff::engine::embedding_scatter_add(tokens.data(), dh0.data(), dE.data(), ldE, static_cast<M*>(nullptr), t, S, hx, vy,
+                                    v0);
+  ff::cuda::embedding_scatter_add(dtok.p, ddh0.p, ddE.p, ldE, static_cast<M*>(nullptr), t, S, hx, vy, v0, nullptr);
+  CHECK(rel_diff(ddE.get(), dE) == 0);
+  CHECK(rel_diff(ddpos.get(), dpos) == 0);  // untouched
 }
 
 TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double,

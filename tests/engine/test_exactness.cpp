@@ -28,6 +28,26 @@ ModelSpec exact_model() {
   return m;
 }
 
+// A Llama-style block on the same grids: 16 query heads over 8 KV heads of
+// 4 columns (A·d_h = 64 ≠ H = 32), SwiGLU, RMSNorm, RoPE, no biases;
+// untied, or tied.
+ModelSpec llama_exact_model(bool tied) {
+  ModelSpec m = exact_model();
+  m.name = tied ? "llama-exact-tied" : "llama-exact";
+  m.heads = 16, m.kv_heads = 8, m.head_dim = 4, m.ffn = 64;
+  m.mlp = Mlp::SwiGlu, m.norm = Norm::RmsNorm, m.positions = Positions::Rope;
+  m.bias = m.qkv_bias = false;
+  m.tied_embeddings = tied;
+  return m;
+}
+
+// Every model the suite holds to one rank, with `layers` blocks.
+std::vector<ModelSpec> exact_models(int layers = 2) {
+  std::vector<ModelSpec> all{exact_model(), llama_exact_model(false), llama_exact_model(true)};
+  for (ModelSpec& m : all) m.layers = layers;
+  return all;
+}
+
 struct Variant {
   int order_pick;  // index into the grid's distinct placements (wrapped)
   int micro_batch;
@@ -55,17 +75,19 @@ RunOptions options(const Grid& g, const Variant& v, const ModelSpec& m) {
   return o;
 }
 
-// MODEL.md §1, elements per rank per step on each axis (X, Y, Z, D), written
-// out from the table rather than taken from the engine's accounting.
+// MODEL.md §1 and §12, elements per rank per step on each axis (X, Y, Z, D),
+// written out from the tables rather than taken from the engine's accounting.
 PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const Grid& g = o.config.grid;
   const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
+  const double dh = m.head_size(), Aq = m.heads * dh, Akv = m.kv_head_count() * dh;
+  const bool swiglu = m.mlp == Mlp::SwiGlu, rms = m.norm == Norm::RmsNorm;
   const double t = double(o.config.micro_batch) * S, r = o.config.recompute ? 1 : 0;
   const double micro = double(o.batch) / (double(o.config.micro_batch) * g.z * g.d);
   PerAxis<double> per_micro{}, per_step{};
   const int X = int(Axis::X), Y = int(Axis::Y), Z = int(Axis::Z), D = int(Axis::D);
   struct Lin { double k, n; bool transposed; };
-  for (Lin l : {Lin{H, 3 * H, false}, Lin{H, H, true}, Lin{H, F, false}, Lin{F, H, true}}) {
+  for (Lin l : {Lin{H, Aq + 2 * Akv, false}, Lin{Aq, H, true}, Lin{H, (swiglu ? 2 : 1) * F, false}, Lin{F, H, true}}) {
     double cell = l.k * l.n / (g.x * g.y);
     per_micro[Z] += L * ((1 + r) + 1 + 1) * cell;  // gathers: forward (again under recompute), backward; reduce-scatter
     if (!l.transposed) {
@@ -77,17 +99,23 @@ PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
     }
     per_step[D] += L * cell / g.z;
   }
-  per_micro[X] += L * 2 * (1 + r) * 2 * t + L * 2 * 2 * t;  // two LayerNorms: sum, centred squares; backward 2t
-  per_micro[X] += 2 * t + 2 * t;                            // final LayerNorm
+  // Two norms per block and the final one. LayerNorm: sum, then centred
+  // squares forward (t each); backward 2t. RMSNorm: t each way.
+  const double norm_fwd = rms ? t : 2 * t, norm_bwd = rms ? t : 2 * t;
+  per_micro[X] += L * 2 * ((1 + r) * norm_fwd + norm_bwd) + norm_fwd + norm_bwd;
   const double emb = Vp * H / (g.x * g.y), head = H * Vp / (g.x * g.y);
   per_micro[Z] += emb + emb;              // embedding: gather, reduce-scatter
   per_micro[Y] += t * H / g.x;            // lookup partial rows
-  per_micro[Z] += 3 * head;               // LM head: gather forward and backward, reduce-scatter
+  per_micro[Z] += 3 * head;               // LM head (tied: the embedding's block): gather forward and backward, reduce-scatter
   per_micro[X] += t * Vp / g.y;           // logits partial sums
   per_micro[Y] += t * H / g.x + t + 2 * t;  // head input gradient; cross-entropy max, sum-exp + target
-  per_step[D] += (emb + head) / g.z;
-  const double hx = H / g.x;
-  const double replicated = L * (4 * hx + 3 * H / g.y + hx + F / g.y + hx) + 2 * hx + S * hx;
+  per_step[D] += (m.tied_embeddings ? emb : emb + head) / g.z;
+  const double hx = H / g.x, norm_vectors = rms ? 1 : 2;  // γ, and LayerNorm's β
+  double per_block = 2 * norm_vectors * hx;
+  if (m.qkv_bias) per_block += (Aq + 2 * Akv) / g.y;
+  if (m.bias) per_block += hx + (swiglu ? 2 : 1) * F / g.y + hx;  // attention-out, MLP in, MLP out
+  const double positions = m.positions == Positions::Learned ? S * hx : 0;
+  const double replicated = L * per_block + norm_vectors * hx + positions;
   per_step[Z] += replicated;
   per_step[D] += replicated;
   PerAxis<double> total{};
@@ -221,7 +249,7 @@ int check_exact(const std::vector<std::pair<Grid, int>>& jobs, const std::vector
 }  // namespace
 
 TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank (fp64)") {
-  const ModelSpec m = exact_model();
+  for (const ModelSpec& m : exact_models()) {
   const RunResult ref = reference(m);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -244,7 +272,7 @@ TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank 
     if (rank != 0) continue;
     CHECK(out.size() == jobs.size());
     for (const Outcome& o : out) {
-      INFO(describe(jobs, o, m));
+      INFO(m.name << " " << describe(jobs, o, m));
       INFO("worst tensor: " << (o.worst_tensor >= 0 ? ref.parameters[size_t(o.worst_tensor)].first : "-"));
       CHECK(o.loss_err < 1e-10);
       CHECK(o.param_err < 1e-10);
@@ -256,28 +284,30 @@ TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank 
   }
   if (rank == 0) {
     CHECK(shapes == 35);
-    MESSAGE("grid shapes: " << shapes << ", runs compared: " << runs << ", worst relative error: loss "
-                              << worst_loss << ", parameters " << worst_param);
+    MESSAGE(m.name << ": grid shapes: " << shapes << ", runs compared: " << runs << ", worst relative error: loss "
+                   << worst_loss << ", parameters " << worst_param);
+  }
   }
 }
 
 TEST_CASE("the paced device runs the same schedule: every 8-rank shape with all overlap flags, exact (fp64)") {
-  const ModelSpec m = exact_model();
-  const RunResult ref = reference(m);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::vector<std::pair<Grid, int>> jobs;
-  for (const Grid& g : factorizations(8)) jobs.push_back({g, 4});
-  std::vector<Outcome> out = run_all(jobs, 8, m, ref, Extra{"paced"});
-  if (rank == 0) check_exact(jobs, out, m, " on the paced device", true);
+  for (const ModelSpec& m : exact_models()) {
+    const RunResult ref = reference(m);
+    std::vector<std::pair<Grid, int>> jobs;
+    for (const Grid& g : factorizations(8)) jobs.push_back({g, 4});
+    std::vector<Outcome> out = run_all(jobs, 8, m, ref, Extra{"paced"});
+    if (rank == 0) check_exact(jobs, out, m, " " + m.name + " on the paced device", true);
+  }
 }
 
 TEST_CASE("bucketed data-parallel gradients (odp) and a sharded optimizer: every shape with G_d > 1, exact (fp64)") {
-  const ModelSpec m = exact_model();
-  const RunResult ref = reference(m);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int runs = 0;
+  for (const ModelSpec& m : exact_models()) {
+  const RunResult ref = reference(m);
   for (int p : {2, 4, 8}) {
     std::vector<std::pair<Grid, int>> jobs;
     for (const Grid& g : factorizations(p))
@@ -287,20 +317,20 @@ TEST_CASE("bucketed data-parallel gradients (odp) and a sharded optimizer: every
       // (Bytes: the sharded all-gather is outside expected_elements; engine-cli
       // holds them against advisor predict.)
       if (rank == 0)
-        runs += check_exact(jobs, out, m, std::string(e.odp ? " odp" : "") + (e.shard_optimizer ? " sharded" : ""), false);
+        runs += check_exact(jobs, out, m, " " + m.name + (e.odp ? " odp" : "") + (e.shard_optimizer ? " sharded" : ""),
+                            false);
     }
+  }
   }
   if (rank == 0) MESSAGE("odp / sharded optimizer runs compared: " << runs);
 }
 
 TEST_CASE("pipeline stages: every shape of 2, 4 and 8 ranks with P in {2, 4} trains exactly like one rank (fp64)") {
-  ModelSpec m = exact_model();
-  m.name = "gpt-exact-4";
-  m.layers = 4;  // whole blocks on each of up to 4 stages
-  const RunResult ref = reference(m);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int runs = 0;
+  for (const ModelSpec& m : exact_models(4)) {  // whole blocks on each of up to 4 stages
+  const RunResult ref = reference(m);
   for (int n : {2, 4, 8}) {
     std::vector<std::pair<Grid, int>> jobs;
     for (int P : {2, 4}) {
@@ -319,18 +349,19 @@ TEST_CASE("pipeline stages: every shape of 2, 4 and 8 ranks with P in {2, 4} tra
     for (Extra e : {Extra{}, Extra{"cpu", true, true}}) {
       std::vector<Outcome> out = run_all(jobs, n, m, ref, e);
       // (Bytes: per stage against advisor predict in engine-cli.)
-      if (rank == 0) runs += check_exact(jobs, out, m, e.odp ? " pipelined, odp, sharded" : " pipelined", false);
+      if (rank == 0)
+        runs += check_exact(jobs, out, m, " " + m.name + (e.odp ? " pipelined, odp, sharded" : " pipelined"), false);
     }
+  }
   }
   if (rank == 0) MESSAGE("pipelined runs compared: " << runs);
 }
 
 TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {
-  ModelSpec m = exact_model();
-  m.layers = 4;  // whole blocks on each of up to 4 stages
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int runs = 0;
+  for (const ModelSpec& m : exact_models(4)) {  // whole blocks on each of up to 4 stages
   for (double clip : {1.0, 0.0}) {
     const RunResult ref = reference(m, clip);
     for (int n : {2, 4, 8}) {
@@ -346,8 +377,10 @@ TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and witho
       }
       Extra e{"cpu", clip == 0.0, false, true, clip};  // without clipping, ODP posts the chunks during backward
       std::vector<Outcome> out = run_all(jobs, n, m, ref, e);
-      if (rank == 0) runs += check_exact(jobs, out, m, clip > 0 ? " offload" : " offload, odp, no clipping", false);
+      if (rank == 0)
+        runs += check_exact(jobs, out, m, " " + m.name + (clip > 0 ? " offload" : " offload, odp, no clipping"), false);
     }
+  }
   }
   if (rank == 0) MESSAGE("offloaded runs compared: " << runs);
 }
@@ -375,24 +408,22 @@ static void check_fp32_losses(const ModelSpec& m, const std::vector<Grid>& grids
     RunResult r = train<float>(MPI_COMM_WORLD, options(g, kVariants[4], m), false);
     if (rank != 0) continue;
     for (size_t s = 0; s < ref.steps.size(); ++s) {
-      INFO("grid " << g.label() << " step " << s);
+      INFO(m.name << " grid " << g.label() << " step " << s);
       CHECK(rel(r.steps[s].loss, ref.steps[s].loss) < tolerance);
     }
   }
 }
 
 TEST_CASE("fp32, pipelined: the loss of every 8-rank shape with P in {2, 4} agrees with one rank to 1e-4 relative") {
-  ModelSpec m = exact_model();
-  m.layers = 4;
   std::vector<Grid> grids;
   for (int P : {2, 4})
     for (Grid g : factorizations(8 / P)) {
       g.p = P;
       grids.push_back(g);
     }
-  check_fp32_losses(m, grids, 1e-4);
+  for (const ModelSpec& m : exact_models(4)) check_fp32_losses(m, grids, 1e-4);
 }
 
 TEST_CASE("fp32: the loss of every 8-rank shape agrees with one rank to 1e-5 relative") {
-  check_fp32_losses(exact_model(), factorizations(8), 1e-5);
+  for (const ModelSpec& m : exact_models()) check_fp32_losses(m, factorizations(8), 1e-5);
 }
