@@ -42,9 +42,13 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
     for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
   const size_t slots = size_t(g.p);
   acts_.assign(slots, std::vector<BlockActs>(layout_.blocks.size()));
+  // Full recompute keeps each block's input (and recomputes the rest into
+  // scratch_); selective all but the S×S probabilities, one block's of which
+  // scratch_ holds while its attention core is recomputed.
   for (auto& slot : acts_)
-    for (auto& a : slot) size_acts(a, !c.recompute);
-  if (c.recompute) size_acts(scratch_, true);
+    for (auto& a : slot) size_acts(a, !full_recompute(), c.recompute == Recompute::None);
+  if (c.recompute == Recompute::Full) size_acts(scratch_, true, true);
+  if (c.recompute == Recompute::Selective) scratch_.probs.assign(probs_size(), T(0));
   if (g.p > 1) {
     out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
     grad_out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
@@ -68,14 +72,19 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
 }
 
 template <typename T>
-void Gpt<T>::size_acts(BlockActs& a, bool full) {
+size_t Gpt<T>::probs_size() const {
+  return size_t(c_.micro_batch) * size_t(heads_y_) * size_t(m_.seq_len) * size_t(m_.seq_len);
+}
+
+template <typename T>
+void Gpt<T>::size_acts(BlockActs& a, bool full, bool probs) {
   a.h_in.assign(t_ * hx_, T(0));
   if (!full) return;
   for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(t_ * hx_, T(0));
   a.rstd1.assign(t_, M(0));
   a.rstd2.assign(t_, M(0));
   a.qkv.assign(t_ * qkv_y_, T(0));
-  a.probs.assign(long(c_.micro_batch) * heads_y_ * m_.seq_len * m_.seq_len, T(0));
+  if (probs) a.probs.assign(probs_size(), T(0));
   a.att.assign(t_ * att_y_, T(0));
   a.f.assign(t_ * mlp_y_, T(0));
   a.g.assign(t_ * fy_, T(0));
@@ -161,7 +170,7 @@ void Gpt<T>::schedule_op(bool forward_op) {
     return;
   }
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
-    if (c_.recompute)
+    if (full_recompute())
       for (int mi : {b->qkv, b->out, b->fc1, b->fc2}) schedule_.push_back(mi);
     for (int mi : {b->fc2, b->fc1, b->out, b->qkv}) schedule_.push_back(mi);
   }
@@ -472,7 +481,7 @@ void Gpt<T>::attention_forward(BlockActs& a) {
   const double flops = 4.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 2 * scores * sizeof(T)}, [&] {
-    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), a.probs.data(), seqs, S, heads_y_, kv_y_, head_dim_);
+    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), probs_of(a), seqs, S, heads_y_, kv_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
   gemm_stats.flops += flops;
@@ -484,7 +493,7 @@ void Gpt<T>::attention_backward(BlockActs& a) {
   const double flops = 8.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
   double blas_s = 0;
   const double device_s = dev_.launch(Kernel{flops, 3 * scores * sizeof(T)}, [&] {
-    blas_s = k_->attention_backward(a.qkv.data(), a.probs.data(), datt_.data(), dqkv_.data(), seqs, S, heads_y_,
+    blas_s = k_->attention_backward(a.qkv.data(), probs_of(a), datt_.data(), dqkv_.data(), seqs, S, heads_y_,
                                     kv_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
@@ -541,6 +550,9 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
                 vg_or_null(b.ln2_b));
   add_residual();
   linear_backward(b.out, a.att.data(), dh, datt_.data(), vg_or_null(b.out_b));
+  // Selective recompute: the attention core again, for the probabilities
+  // not kept (its output, rewritten after its last use, is the same).
+  if (c_.recompute == Recompute::Selective) attention_forward(a);
   attention_backward(a);
   rope(dqkv_.data(), true);
   linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg_or_null(b.qkv_b));
@@ -593,8 +605,8 @@ void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
   }
   T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
   for (long l = 0; l < L; ++l) {
-    BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
-    if (c_.recompute)  // a GPU could read the kept input in place
+    BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
+    if (full_recompute())  // a GPU could read the kept input in place
       elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
     block_forward(int(l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
   }
@@ -631,8 +643,8 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
   }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   for (long l = long(layout_.blocks.size()) - 1; l >= 0; --l) {
-    BlockActs& a = c_.recompute ? scratch_ : acts[size_t(l)];
-    if (c_.recompute) {
+    BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
+    if (full_recompute()) {
       elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
       block_forward(int(l), a, dtmp_.data());  // the output is not needed again
     }

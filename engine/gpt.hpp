@@ -147,7 +147,11 @@ class Gpt {
   bool sharded() const { return c_.shard_optimizer && c_.grid.d > 1; }
 
   void init_parameters(uint64_t seed);
-  void size_acts(BlockActs& a, bool full);
+  void size_acts(BlockActs& a, bool full, bool probs);
+  size_t probs_size() const;
+  bool full_recompute() const { return c_.recompute == Recompute::Full; }
+  // A block's S×S probabilities: its own, or (selective recompute) scratch_'s.
+  T* probs_of(BlockActs& a) { return a.probs.empty() ? scratch_.probs.data() : a.probs.data(); }
   T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
   M* vg(int v) { return &rep_g_[layout_.vectors[v].offset]; }
   T* vw_or_null(int v) { return v < 0 ? nullptr : vw(v); }  // a parameter the model may not have
@@ -228,7 +232,7 @@ class Gpt {
   Buffer<T> gather_buf_[2];
   std::vector<GradSlot> slots_;
 
-  std::vector<std::vector<BlockActs>> acts_;  // [slot][local layer]; under recompute only h_in is kept
+  std::vector<std::vector<BlockActs>> acts_;  // [slot][local layer]; under full recompute only h_in is kept
   std::vector<Buffer<T>> out_, grad_out_;     // per slot: the stage's output and its input's gradient (P > 1)
   BlockActs scratch_;            // recompute's working set
   Buffer<T> h_final_, xhat_f_, a_f_, logits_, dlogits_;

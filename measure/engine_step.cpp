@@ -12,7 +12,7 @@ std::string engine_step_problem(const ff::ModelSpec& model, int micro_batch, int
   ff::Job job{model, 1, micro_batch, ff::Dtype::FP32};
   // The memory model's figure for the replica, with no reserve (a default
   // profile's): half the rank's memory leaves room for measure's own buffers.
-  double bytes = ff::memory_use(job, ff::MachineProfile{}, ff::Grid{}, micro_batch, false, ff::Overlap{}).total();
+  double bytes = ff::memory_use(job, ff::MachineProfile{}, ff::Grid{}, micro_batch, ff::Recompute::None, ff::Overlap{}).total();
   if (memory_per_rank > 0 && bytes > 0.5 * memory_per_rank)
     return model.name + " needs about " + std::to_string(long(bytes / 1048576)) + " MiB per rank, more than half of " +
            std::to_string(long(memory_per_rank / 1048576)) + " MiB";
@@ -26,7 +26,7 @@ std::string engine_step_problem(const ff::ModelSpec& model, int micro_batch, int
 ff::EngineStepSample measure_engine_step(const ff::ModelSpec& model, int micro_batch, int steps) {
   ff::engine::RunOptions ro;
   ro.model = model;
-  ro.config = ff::Config{ff::Grid{}, ff::Order{}, micro_batch, false, ff::Overlap{}, ff::Dtype::FP32};
+  ro.config = ff::Config{ff::Grid{}, ff::Order{}, micro_batch, ff::Recompute::None, ff::Overlap{}, ff::Dtype::FP32};
   ro.batch = micro_batch;
   ro.steps = steps;
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

@@ -85,8 +85,12 @@ if os.path.exists(hang) and int(open(hang).read()) == n:
     sys.exit(1)
 x, y, z, d = (int(v) for v in arg("--grid").split(","))
 overlap = arg("--overlap").split(",")
+rc = "none"  # a bare --recompute is full
+if "--recompute" in args:
+    at = args.index("--recompute") + 1
+    rc = args[at] if at < len(args) and args[at] in ("none", "selective", "full") else "full"
 config = {"grid": {"x": x, "y": y, "z": z, "data": d}, "order": arg("--order"),
-          "micro_batch": int(arg("--micro-batch")), "recompute": "--recompute" in args,
+          "micro_batch": int(arg("--micro-batch")), "recompute": rc,
           "overlap": {k: k in overlap for k in ("oar", "ors", "oag")}, "dtype": "fp32"}
 steps = [{"time_s": 0.01 * (1 + n + i), "compute_s": 0.004, "comm_s": {"x": 0.001, "y": 0.001, "z": 0.0, "data": 0.002}}
          for i in range(int(arg("--steps")))]
@@ -94,7 +98,7 @@ rec = arg("--record")
 json.dump({"config": config, "steps": steps}, open(rec + ".part", "w"))
 os.rename(rec + ".part", rec)
 label = "%d,%d,%d,%d %s mb%d%s%s" % (x, y, z, d, arg("--order"), config["micro_batch"],
-                                     " rc " if config["recompute"] else " ", arg("--overlap"))
+                                     {"none": " ", "selective": " src ", "full": " rc "}[rc], arg("--overlap"))
 open(os.path.join(state, "finished"), "a").write(label + "\n")
 PY
 mkdir "$tmp/v"

@@ -102,13 +102,13 @@ void check_linear(const Plan& plan, const char* name, double k, double n, bool t
 
 TEST_CASE("cost: micro-steps and tokens") {
   Plan plan;
-  make_plan(toy_job(), fftest::toy_machine(4), kGrid, 1, false, plan);
+  make_plan(toy_job(), fftest::toy_machine(4), kGrid, 1, Recompute::None, plan);
   CHECK(plan.micro_steps == 8 / (1 * 2 * 2));
   CHECK(plan.tokens == 16);
-  make_plan(toy_job(32), fftest::toy_machine(4), kGrid, 2, false, plan);
+  make_plan(toy_job(32), fftest::toy_machine(4), kGrid, 2, Recompute::None, plan);
   CHECK(plan.micro_steps == 32 / (2 * 2 * 2));
   CHECK(plan.tokens == 2 * 16);
-  make_plan(toy_job(32), fftest::toy_machine(4), Grid{1, 1, 4, 2}, 4, false, plan);
+  make_plan(toy_job(32), fftest::toy_machine(4), Grid{1, 1, 4, 2}, 4, Recompute::None, plan);
   CHECK(plan.micro_steps == 32 / (4 * 4 * 2));
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("cost: collectives of one block, normal vs transposed layers") {
   for (bool rc : {false, true}) {
     CAPTURE(rc);
     Plan plan;
-    make_plan(toy_job(), p, kGrid, 1, rc, plan);
+    make_plan(toy_job(), p, kGrid, 1, rc ? Recompute::Full : Recompute::None, plan);
     // QKV H → 3H normal: fwd all-reduce over X of t·3H/G_y = 16·192/2 = 1536;
     // bwd over Y of t·H/G_x = 16·64/4 = 256; block 64·192/8 = 1536.
     check_linear(plan, "qkv", H, 3 * H, false, rc);
@@ -146,7 +146,7 @@ TEST_CASE("cost: LayerNorm, embedding, LM head, cross-entropy, replicated parame
   for (bool rc : {false, true}) {
     CAPTURE(rc);
     Plan plan;
-    make_plan(toy_job(), p, kGrid, 1, rc, plan);
+    make_plan(toy_job(), p, kGrid, 1, rc ? Recompute::Full : Recompute::None, plan);
     // Statistics are reduced in fp32 (4 bytes).
     // Two LayerNorms a block, each 2 forward all-reduces of t over X (×2 under recompute),
     // 1 backward of 2t.
@@ -201,7 +201,7 @@ TEST_CASE("cost: LayerNorm, embedding, LM head, cross-entropy, replicated parame
 
 TEST_CASE("cost: fp32 means 4-byte collectives") {
   Plan plan;
-  make_plan(toy_job(8, Dtype::FP32), fftest::toy_machine(4), kGrid, 1, false, plan);
+  make_plan(toy_job(8, Dtype::FP32), fftest::toy_machine(4), kGrid, 1, Recompute::None, plan);
   CHECK(plan.dtype == Dtype::FP32);
   check_term(term(plan, "qkv", "fwd output all-reduce"), Axis::X, Coll::AllReduce, t * 3 * H / Gy, 4, L, false);
   check_term(term(plan, "fc1", "fwd weight all-gather"), Axis::Z, Coll::AllGather, H * F / (Gx * Gy), 4, L, false);
@@ -212,17 +212,17 @@ TEST_CASE("cost: fp32 means 4-byte collectives") {
 TEST_CASE("cost: a size-1 axis produces no term") {
   const MachineProfile p = fftest::toy_machine(4);
   Plan plan;
-  make_plan(toy_job(), p, Grid{4, 2, 2, 1}, 1, false, plan);
+  make_plan(toy_job(), p, Grid{4, 2, 2, 1}, 1, Recompute::None, plan);
   for (const auto& c : plan.comm) CHECK(c.axis != Axis::D);
   // Without D: the 4 + 2 per-step shard all-reduces and the replicated one over D go.
   CHECK(plan.comm.size() == 42 - 4 - 2 - 1);
-  make_plan(toy_job(), p, Grid{1, 2, 2, 2}, 1, false, plan);
+  make_plan(toy_job(), p, Grid{1, 2, 2, 2}, 1, Recompute::None, plan);
   for (const auto& c : plan.comm) CHECK(c.axis != Axis::X);
-  make_plan(toy_job(), p, Grid{4, 1, 2, 2}, 1, false, plan);
+  make_plan(toy_job(), p, Grid{4, 1, 2, 2}, 1, Recompute::None, plan);
   for (const auto& c : plan.comm) CHECK(c.axis != Axis::Y);
-  make_plan(toy_job(), p, Grid{4, 2, 1, 2}, 1, false, plan);
+  make_plan(toy_job(), p, Grid{4, 2, 1, 2}, 1, Recompute::None, plan);
   for (const auto& c : plan.comm) CHECK(c.axis != Axis::Z);
-  make_plan(toy_job(), p, Grid{1, 1, 1, 1}, 1, false, plan);
+  make_plan(toy_job(), p, Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
   CHECK(plan.comm.empty());
 }
 
@@ -231,7 +231,7 @@ TEST_CASE("cost: GEMM and attention compute from the profile") {
   const MachineProfile p = fftest::toy_machine(4);
   const double peak = 100e12;
   Plan plan;
-  make_plan(toy_job(), p, kGrid, 1, false, plan);
+  make_plan(toy_job(), p, kGrid, 1, Recompute::None, plan);
   // QKV on a rank: [t, H/G_x] × [H/G_x, 3H/G_y] = 16×16 by 16×96.
   CHECK(work(plan, "qkv", "fwd GEMM").seconds == rel(2.0 * 16 * 96 * 16 / (peak * 0.5)));
   CHECK(work(plan, "qkv", "fwd GEMM").count == L);
@@ -251,12 +251,12 @@ TEST_CASE("cost: GEMM and attention compute from the profile") {
   CHECK(work(plan, "attention", "fwd (flash, causal)").seconds == rel(attn));
   CHECK(work(plan, "attention", "bwd").seconds == rel(2.5 * attn));
   Plan other;
-  make_plan(toy_job(), p, Grid{1, 2, 2, 2}, 1, false, other);  // G_x does not split attention
+  make_plan(toy_job(), p, Grid{1, 2, 2, 2}, 1, Recompute::None, other);  // G_x does not split attention
   CHECK(work(other, "attention", "fwd (flash, causal)").seconds == rel(attn));
-  make_plan(toy_job(), p, Grid{4, 1, 2, 2}, 1, false, other);  // G_y does
+  make_plan(toy_job(), p, Grid{4, 1, 2, 2}, 1, Recompute::None, other);  // G_y does
   CHECK(work(other, "attention", "fwd (flash, causal)").seconds == rel(2 * attn));
   // Under recompute every block forward runs twice.
-  make_plan(toy_job(), p, kGrid, 1, true, other);
+  make_plan(toy_job(), p, kGrid, 1, Recompute::Full, other);
   CHECK(work(other, "qkv", "fwd GEMM").count == 2 * L);
   CHECK(work(other, "attention", "fwd (flash, causal)").count == 2 * L);
   CHECK(work(other, "attention", "bwd").count == L);
@@ -265,7 +265,7 @@ TEST_CASE("cost: GEMM and attention compute from the profile") {
 TEST_CASE("cost: model FLOPs and MFU") {
   Plan plan;
   const MachineProfile p = fftest::toy_machine(32);
-  make_plan(toy_job(), p, kGrid, 1, false, plan);
+  make_plan(toy_job(), p, kGrid, 1, Recompute::None, plan);
   const double B = 8;
   // Narayanan et al., F = 4H: 72·B·S·L·H²·(1 + S/(6H) + V/(12·L·H)).
   const double flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H));
@@ -274,7 +274,7 @@ TEST_CASE("cost: model FLOPs and MFU") {
   CHECK(plan.peak_flops_all == rel(32 * 100e12));
   // HFU adds the recomputed block forward, a third of the block part:
   // 24·B·S·L·H²·(1 + S/(6H)).
-  make_plan(toy_job(), p, kGrid, 1, true, plan);
+  make_plan(toy_job(), p, kGrid, 1, Recompute::Full, plan);
   CHECK(plan.hardware_flops == rel(flops + 24 * B * S * L * H * H * (1 + S / (6 * H))));
 
   auto links = placement_links(p, kGrid, Order{});
@@ -305,7 +305,7 @@ TEST_CASE("cost: combine and overlap") {
   const double comm_d = 11 * 2 * a + 4 * (2 * (768 + 256 + 1024 + 1024) + 512 + 512 + 928) / bw;
 
   auto priced = [&](const MachineProfile& prof, bool rc, Plan& plan, std::vector<double>& times) {
-    make_plan(job, prof, kGrid, 1, rc, plan);
+    make_plan(job, prof, kGrid, 1, rc ? Recompute::Full : Recompute::None, plan);
     times.resize(2 * plan.comm.size());
     term_times(plan, placement_links(prof, kGrid, Order{}), times.data());
   };

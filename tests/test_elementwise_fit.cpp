@@ -16,7 +16,7 @@ namespace {
 double model_compute(ff::MachineProfile p, double eff, const ff::ModelSpec& m, int mb) {
   p.elementwise_efficiency = eff;
   ff::Job job{m, 1, mb, ff::Dtype::FP32};
-  ff::Config c{ff::Grid{1, 1, 1, 1}, ff::Order{}, mb, false, ff::Overlap{}, ff::Dtype::FP32};
+  ff::Config c{ff::Grid{1, 1, 1, 1}, ff::Order{}, mb, ff::Recompute::None, ff::Overlap{}, ff::Dtype::FP32};
   return ff::predict(job, p, c).estimate.compute_s;
 }
 

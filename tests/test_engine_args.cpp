@@ -30,7 +30,7 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.grid = "2,1,4,8";
   a.order = "zxyd";
   a.micro_batch = 3;
-  a.recompute = true;
+  a.recompute = {""};  // bare --recompute: full
   a.overlap = "oar,oag";
   a.dtype = "fp64";
   a.batch = 96;
@@ -60,7 +60,7 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
 }
 
 TEST_CASE("a configuration's launch arguments: the configuration, on a device the engine has") {
-  ff::Config c{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, true, ff::Overlap{false, true, false}, ff::Dtype::BF16};
+  ff::Config c{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, ff::Recompute::Full, ff::Overlap{false, true, false}, ff::Dtype::BF16};
   std::string note;
   ff::EngineArgs a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(ff::join_args(ff::engine_argv(a)) ==
@@ -83,7 +83,7 @@ TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {
   ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::FP32};
   ff::MachineProfile m = fftest::toy_machine(4);
   m.dp_bucket_bytes = 64.0 * 1048576;
-  ff::Config c{{1, 1, 1, 8}, ff::Order(), 1, false, ff::Overlap{}, ff::Dtype::FP32};
+  ff::Config c{{1, 1, 1, 8}, ff::Order(), 1, ff::Recompute::None, ff::Overlap{}, ff::Dtype::FP32};
   c.overlap.odp = true;
   auto line = [&] { return ff::launch_lines(job, "toy.json", m, c).front().line; };
   CHECK(line().find("--overlap odp") != std::string::npos);
@@ -96,7 +96,7 @@ TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {
 TEST_CASE("a machine with NVIDIA GPUs gets launch lines on the engine's cuda device, in the plan's dtype") {
   ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::BF16};
   ff::MachineProfile m = fftest::toy_machine(4);
-  ff::Config c{{1, 1, 2, 4}, ff::Order(), 1, false, ff::Overlap{}, ff::Dtype::BF16};
+  ff::Config c{{1, 1, 2, 4}, ff::Order(), 1, ff::Recompute::None, ff::Overlap{}, ff::Dtype::BF16};
   auto first = [&] { return ff::launch_lines(job, "toy.json", m, c).front(); };
   CHECK(first().line.find("--device cpu --dtype bf16") != std::string::npos);  // the default: no engine_device
   m.engine_device = "cuda";
@@ -146,11 +146,11 @@ TEST_CASE("the paced profile's host link is the pace, for every GPU of a node at
 // flags and parsed back is the configuration, stages and all.
 TEST_CASE("a configuration → the engine's argv → config_of: the same configuration") {
   std::vector<ff::Config> cs;
-  cs.push_back(ff::Config{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, true, ff::Overlap{false, true, false}, ff::Dtype::BF16});
-  cs.push_back(ff::Config{{2, 1, 1, 2, 4}, ff::parse_order("pxyzd"), 1, false, ff::Overlap{true, true, true, true},
+  cs.push_back(ff::Config{{1, 2, 4, 2}, ff::parse_order("yxzd"), 2, ff::Recompute::Full, ff::Overlap{false, true, false}, ff::Dtype::BF16});
+  cs.push_back(ff::Config{{2, 1, 1, 2, 4}, ff::parse_order("pxyzd"), 1, ff::Recompute::None, ff::Overlap{true, true, true, true},
                           ff::Dtype::FP32});
   cs.back().offload = true;
-  cs.push_back(ff::Config{{1, 1, 2, 4}, ff::parse_order("dzyx"), 4, false, ff::Overlap{}, ff::Dtype::FP32});
+  cs.push_back(ff::Config{{1, 1, 2, 4}, ff::parse_order("dzyx"), 4, ff::Recompute::None, ff::Overlap{}, ff::Dtype::FP32});
   cs.back().shard_optimizer = true;
   for (const ff::Config& c : cs) {
     CAPTURE(ff::config_label(c));
@@ -185,7 +185,7 @@ TEST_CASE("--grid: four sizes take the stages from --pipeline, five spell them (
 }
 
 TEST_CASE("the Megatron line carries the model's shape; a Llama model's engine lines say the engine cannot run it") {
-  ff::Config c{{1, 8, 1, 4}, ff::Order(), 1, true, ff::Overlap{}, ff::Dtype::BF16};
+  ff::Config c{{1, 8, 1, 4}, ff::Order(), 1, ff::Recompute::Full, ff::Overlap{}, ff::Dtype::BF16};
   const ff::MachineProfile m = ff::load_machine("dgx-h100");
   auto lines = [&](const ff::Job& job) {
     std::map<std::string, ff::LaunchLine> by_name;

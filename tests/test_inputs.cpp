@@ -297,13 +297,14 @@ TEST_CASE("inputs: the configuration record round-trips") {
   configs[1].grid = Grid{4, 2, 16, 8};
   configs[1].order = parse_order("zxdy");
   configs[1].micro_batch = 2;
-  configs[1].recompute = true;
+  configs[1].recompute = Recompute::Full;
   configs[1].overlap = Overlap{true, false, true};
   configs[2].grid = Grid{1, 3, 1, 5};
   configs[2].order = parse_order("dzyx");
   configs[2].micro_batch = 7;
   configs[2].overlap = Overlap{false, true, false};
   configs[2].dtype = Dtype::FP32;
+  configs[2].recompute = Recompute::Selective;
   for (const Config& c : configs) {
     nlohmann::json j = to_json(c);
     CHECK(config_from_json(j, "test") == c);
@@ -318,7 +319,15 @@ TEST_CASE("inputs: the configuration record round-trips") {
   CHECK(j["grid"]["pipe"] == 1);
   CHECK(j["order"] == "zxpdy");
   CHECK(j["micro_batch"] == 2);
-  CHECK(j["recompute"] == true);
+  CHECK(j["recompute"] == "full");
+  // Records written before selective recompute existed say true or false.
+  nlohmann::json old = j;
+  old["recompute"] = true;
+  CHECK(config_from_json(old, "test").recompute == Recompute::Full);
+  old["recompute"] = false;
+  CHECK(config_from_json(old, "test").recompute == Recompute::None);
+  old["recompute"] = "some";
+  CHECK_THROWS_WITH(config_from_json(old, "test"), doctest::Contains("recompute"));
   CHECK(j["overlap"]["oar"] == true);
   CHECK(j["overlap"]["ors"] == false);
   CHECK(j["overlap"]["oag"] == true);

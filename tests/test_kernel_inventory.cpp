@@ -78,7 +78,7 @@ TEST_CASE("kernels: launches per iteration of the toy, by hand, at each level") 
   const MachineProfile p = fftest::toy_machine(1);
   for (const auto& level : {std::pair{Fusion::Fused, fused}, {Fusion::Engine, engine}, {Fusion::Unfused, unfused}}) {
     Plan plan;
-    make_plan(one_gpu_job(level.first), p, Grid{1, 1, 1, 1}, 1, false, plan);
+    make_plan(one_gpu_job(level.first), p, Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
     const std::string name = fusion_name(level.first);
     const double want = level.second;
     INFO(name);
@@ -90,7 +90,7 @@ TEST_CASE("kernels: each launch is priced beside its bytes") {
   MachineProfile p = fftest::toy_machine(1);
   p.launch_s = 3e-6;  // element-wise at 1e12 × 0.5 B/s
   Plan plan;
-  make_plan(one_gpu_job(Fusion::Unfused), p, Grid{1, 1, 1, 1}, 1, false, plan);
+  make_plan(one_gpu_job(Fusion::Unfused), p, Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
   const ComputeTerm* ln = fftest::compute_term(plan, "layernorm", "fwd");
   REQUIRE(ln);
   CHECK(ln->seconds == rel(2.0 * 16 * 64 * 2 / 5e11 + 3e-6));
@@ -106,7 +106,7 @@ TEST_CASE("kernels: each launch is priced beside its bytes") {
   const ComputeTerm* qkv = fftest::compute_term(plan, "qkv", "fwd GEMM");
   REQUIRE(qkv);
   CHECK(qkv->seconds == rel(2.0 * 16 * 192 * 64 / (100e12 * 0.5)));
-  make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, false, plan);
+  make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
   CHECK(fftest::compute_term(plan, "biases", "fwd add") == nullptr);
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("kernels: a step is never shorter than the host takes to issue its lau
   MachineProfile p = fftest::toy_machine(1);
   p.launch_s = 1e-3;
   Plan plan;
-  make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, false, plan);
+  make_plan(one_gpu_job(Fusion::Fused), p, Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
   CHECK(plan.compute_fwd_s == rel(27e-3, 1e-9));
   CHECK(plan.compute_bwd_s == rel(39e-3, 1e-9));
   const ComputeTerm* wait = fftest::compute_term(plan, "host", "fwd launch-bound wait");
@@ -126,7 +126,7 @@ TEST_CASE("kernels: a step is never shorter than the host takes to issue its lau
   CHECK(wait->cls == KernelClass::LaunchBound);
   CHECK(wait->launches == 0);
   // Without a launch cost nothing waits for the host.
-  make_plan(one_gpu_job(Fusion::Fused), fftest::toy_machine(1), Grid{1, 1, 1, 1}, 1, false, plan);
+  make_plan(one_gpu_job(Fusion::Fused), fftest::toy_machine(1), Grid{1, 1, 1, 1}, 1, Recompute::None, plan);
   CHECK(fftest::compute_term(plan, "host", "fwd launch-bound wait") == nullptr);
 }
 
@@ -139,7 +139,7 @@ TEST_CASE("kernels: compute slows by compute_slowdown of the time it hides, and 
   job.gpus = 2;
   job.batch = 4;
   Plan plan;
-  make_plan(job, p, Grid{1, 1, 2, 1}, 1, false, plan);
+  make_plan(job, p, Grid{1, 1, 2, 1}, 1, Recompute::None, plan);
   std::vector<double> times(2 * plan.comm.size()), hidden(plan.comm.size());
   term_times(plan, placement_links(p, plan.grid, Order{}), times.data());
   const Overlap all{true, true, true, false};

@@ -76,7 +76,7 @@ TEST_CASE("llama: collectives and memory-bound kernels of one block, by hand") {
   MachineProfile p = fftest::toy_machine(8);
   p.launch_s = 0;
   Plan plan;
-  make_plan(Job{m, 8, 4}, p, Grid{1, 2, 2, 1}, 1, false, plan);
+  make_plan(Job{m, 8, 4}, p, Grid{1, 2, 2, 1}, 1, Recompute::None, plan);
   REQUIRE(plan.micro_steps == 2);
   // QKV's gathered block: H × (A + 2A_kv)·d_h / G_y = 64 × 128/2.
   const CommTerm* ag = comm_term(plan, "qkv", "fwd weight all-gather", Axis::Z);
@@ -121,7 +121,7 @@ TEST_CASE("llama: RMSNorm's one statistic over X") {
   // block) and 2t backward; RMSNorm one and t.
   const ModelSpec m = llama_toy();
   Plan plan;
-  make_plan(Job{m, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
+  make_plan(Job{m, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, Recompute::None, plan);
   const CommTerm* fwd = comm_term(plan, "rmsnorm", "fwd sum-of-squares all-reduce", Axis::X);
   REQUIRE(fwd);
   CHECK(fwd->elements == 16);
@@ -131,7 +131,7 @@ TEST_CASE("llama: RMSNorm's one statistic over X") {
   CHECK(bwd->elements == 16);
   ModelSpec gpt = m;
   gpt.norm = Norm::LayerNorm;
-  make_plan(Job{gpt, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, false, plan);
+  make_plan(Job{gpt, 2, 2}, fftest::toy_machine(2), Grid{2, 1, 1, 1}, 1, Recompute::None, plan);
   fwd = comm_term(plan, "layernorm", "fwd sum + centred sum-of-squares all-reduces", Axis::X);
   REQUIRE(fwd);
   CHECK(fwd->count == 2 * 2 * 2);
@@ -142,7 +142,7 @@ TEST_CASE("llama: tied embeddings, one copy or one per end stage") {
   // One stage, Z = 2: the head's reduce-scatter carries both gradients; the
   // embedding has none of its own, and its weight is stored once.
   Plan plan;
-  make_plan(Job{llama_toy(true), 2, 2}, p, Grid{1, 1, 2, 1}, 1, false, plan);
+  make_plan(Job{llama_toy(true), 2, 2}, p, Grid{1, 1, 2, 1}, 1, Recompute::None, plan);
   CHECK(comm_term(plan, "embedding", "bwd weight-grad reduce-scatter", Axis::Z) == nullptr);
   CHECK(comm_term(plan, "lm_head", "bwd weight-grad reduce-scatter", Axis::Z) != nullptr);
   const double vh = 128.0 * 64;
@@ -150,12 +150,12 @@ TEST_CASE("llama: tied embeddings, one copy or one per end stage") {
   // Two stages: each end keeps a copy and they sum their gradients once a step.
   const Job job = Job{llama_toy(true), 2, 2};
   const Grid staged{1, 1, 1, 1, 2};
-  make_plan(job, p, staged, 1, false, plan, stage_of(job.model, staged, 0));
+  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job.model, staged, 0));
   const CommTerm* tie = comm_term(plan, "embedding", "tied weight-grad all-reduce (first and last stage)", Axis::P);
   REQUIRE(tie);
   CHECK(tie->elements == vh);
   CHECK(tie->per_step);
-  make_plan(job, p, staged, 1, false, plan, stage_of(job.model, staged, 1));
+  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job.model, staged, 1));
   CHECK(comm_term(plan, "lm_head", "tied weight-grad all-reduce (first and last stage)", Axis::P) != nullptr);
 }
 
@@ -164,7 +164,7 @@ TEST_CASE("llama: recommend and predict run Llama 3 end to end") {
   const MachineProfile p = load_machine("dgx-h100");
   Config c;
   c.grid = Grid{1, 8, 1, 128};
-  c.recompute = true;
+  c.recompute = Recompute::Full;
   c.shard_optimizer = true;
   const Prediction pr = predict(job, p, c);
   CHECK(pr.estimate.time_s > 0);

@@ -65,11 +65,11 @@ TEST_CASE("memory: hand counts of the toy model's parameters") {
 TEST_CASE("memory: optimizer states, 18 bytes a parameter in bf16, 16 in fp32") {
   const MachineProfile p = fftest::toy_machine(4);
   // bf16: bf16 weight 2 + fp32 master 4 + Adam m 4 + v 4 + fp32 gradient accumulator 4.
-  MemoryUse bf = memory_use(toy_job(Dtype::BF16), p, kGrid, 1, false, Overlap{});
+  MemoryUse bf = memory_use(toy_job(Dtype::BF16), p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(bf.states == (kSharded + kReplicated) * (2 + 4 + 4 + 4 + 4));
   CHECK(bf.states == 10970.0 * 18);
   // fp32: weight, m, v, gradient, 4 bytes each; no master copy.
-  MemoryUse fp = memory_use(toy_job(Dtype::FP32), p, kGrid, 1, false, Overlap{});
+  MemoryUse fp = memory_use(toy_job(Dtype::FP32), p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(fp.states == (kSharded + kReplicated) * 16);
   CHECK(bf.reserve == p.memory_reserve);
 }
@@ -80,15 +80,15 @@ TEST_CASE("memory: gradients in the training dtype (--grad-dtype), AxoNN's 4 byt
   Job job = toy_job(Dtype::FP16);
   job.grad_dtype = Dtype::FP16;
   // fp16 weight 2 + fp32 master 4 + m 4 + v 4 + fp16 accumulator 2.
-  MemoryUse u = memory_use(job, p, kGrid, 1, false, Overlap{});
+  MemoryUse u = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(u.states == 10970.0 * 16);
   // Offloaded, the GPU keeps the fp16 weight and the fp16 gradient: 4 bytes;
   // the host the master, m and v: 12.
-  u = memory_use(job, p, kGrid, 1, false, Overlap{}, OptimizerState{true, false});
+  u = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{}, OptimizerState{true, false});
   CHECK(u.states == 10970.0 * 4);
   CHECK(u.host == 10970.0 * 12);
   job.grad_dtype = Dtype::FP32;
-  u = memory_use(job, p, kGrid, 1, false, Overlap{}, OptimizerState{true, false});
+  u = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{}, OptimizerState{true, false});
   CHECK(u.states == 10970.0 * 6);
   // The data-parallel reductions leave the accumulator in its dtype: 2 bytes
   // an element in fp16, 4 in fp32.
@@ -97,7 +97,7 @@ TEST_CASE("memory: gradients in the training dtype (--grad-dtype), AxoNN's 4 byt
   for (Dtype g : {Dtype::FP16, Dtype::FP32}) {
     job.grad_dtype = g;
     Plan plan;
-    make_plan(job, p, with_data, 1, false, plan);
+    make_plan(job, p, with_data, 1, Recompute::None, plan);
     for (const CommTerm& c : plan.comm)
       if (c.axis == Axis::D) CHECK(c.elem_bytes == (g == Dtype::FP16 ? 2 : 4));
   }
@@ -106,27 +106,27 @@ TEST_CASE("memory: gradients in the training dtype (--grad-dtype), AxoNN's 4 byt
 TEST_CASE("memory: gathered and gradient buffers, doubled under OAG and ORS") {
   const MachineProfile p = fftest::toy_machine(4);
   const Job job = toy_job();
-  MemoryUse none = memory_use(job, p, kGrid, 1, false, Overlap{});
+  MemoryUse none = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(none.gathered == kLargest * 2);      // bf16, the current block
   CHECK(none.grad_buffers == kLargest * 2);  // one unsharded gradient before its reduce-scatter
-  MemoryUse oag = memory_use(job, p, kGrid, 1, false, Overlap{false, false, true});
+  MemoryUse oag = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{false, false, true});
   CHECK(oag.gathered == 2 * kLargest * 2);   // current + prefetched
   CHECK(oag.grad_buffers == kLargest * 2);
-  MemoryUse ors = memory_use(job, p, kGrid, 1, false, Overlap{false, true, false});
+  MemoryUse ors = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{false, true, false});
   CHECK(ors.gathered == kLargest * 2);
   CHECK(ors.grad_buffers == 2 * kLargest * 2);
-  MemoryUse oar = memory_use(job, p, kGrid, 1, false, Overlap{true, false, false});
+  MemoryUse oar = memory_use(job, p, kGrid, 1, Recompute::None, Overlap{true, false, false});
   CHECK(oar.total() == none.total());  // OAR needs no extra buffer
-  MemoryUse fp = memory_use(toy_job(Dtype::FP32), p, kGrid, 1, false, Overlap{false, false, true});
+  MemoryUse fp = memory_use(toy_job(Dtype::FP32), p, kGrid, 1, Recompute::None, Overlap{false, false, true});
   CHECK(fp.gathered == 2 * kLargest * 4);
 }
 
 TEST_CASE("memory: logits and the reserve") {
   const MachineProfile p = fftest::toy_machine(4);
   // Logits [t, Vp/G_y] in bf16 and their fp32 gradient: 16·64·(2 + 4).
-  MemoryUse u = memory_use(toy_job(), p, kGrid, 1, false, Overlap{});
+  MemoryUse u = memory_use(toy_job(), p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(u.logits == 16.0 * 64 * (2 + 4));
-  MemoryUse u2 = memory_use(toy_job(), p, kGrid, 2, false, Overlap{});  // t = 32
+  MemoryUse u2 = memory_use(toy_job(), p, kGrid, 2, Recompute::None, Overlap{});  // t = 32
   CHECK(u2.logits == 32.0 * 64 * (2 + 4));
   CHECK(u.total() == u.states + u.gathered + u.grad_buffers + u.activations + u.logits + u.reserve);
 }
@@ -134,8 +134,8 @@ TEST_CASE("memory: logits and the reserve") {
 TEST_CASE("memory: full recompute keeps only each layer's input") {
   const MachineProfile p = fftest::toy_machine(4);
   for (Overlap ov : {Overlap{}, Overlap{true, true, true}}) {
-    MemoryUse rc = memory_use(toy_job(), p, kGrid, 1, true, ov);
-    MemoryUse keep = memory_use(toy_job(), p, kGrid, 1, false, ov);
+    MemoryUse rc = memory_use(toy_job(), p, kGrid, 1, Recompute::Full, ov);
+    MemoryUse keep = memory_use(toy_job(), p, kGrid, 1, Recompute::None, ov);
     CHECK(rc.activations < keep.activations);
     CHECK(rc.total() < keep.total());
     CHECK(rc.states == keep.states);
@@ -144,13 +144,13 @@ TEST_CASE("memory: full recompute keeps only each layer's input") {
   // 16·32·2 = 1024 bytes. Without recompute it costs every saved tensor of
   // the layer, which is more.
   const double layer_input = 16.0 * (64 / 2) * 2;
-  MemoryUse rc2 = memory_use(toy_job(Dtype::BF16, 2), p, kGrid, 1, true, Overlap{});
-  MemoryUse rc3 = memory_use(toy_job(Dtype::BF16, 3), p, kGrid, 1, true, Overlap{});
+  MemoryUse rc2 = memory_use(toy_job(Dtype::BF16, 2), p, kGrid, 1, Recompute::Full, Overlap{});
+  MemoryUse rc3 = memory_use(toy_job(Dtype::BF16, 3), p, kGrid, 1, Recompute::Full, Overlap{});
   CHECK(rc3.activations - rc2.activations == rel(layer_input));
-  MemoryUse keep2 = memory_use(toy_job(Dtype::BF16, 2), p, kGrid, 1, false, Overlap{});
-  MemoryUse keep3 = memory_use(toy_job(Dtype::BF16, 3), p, kGrid, 1, false, Overlap{});
+  MemoryUse keep2 = memory_use(toy_job(Dtype::BF16, 2), p, kGrid, 1, Recompute::None, Overlap{});
+  MemoryUse keep3 = memory_use(toy_job(Dtype::BF16, 3), p, kGrid, 1, Recompute::None, Overlap{});
   CHECK(keep3.activations - keep2.activations > layer_input);
   // Activations grow with the micro-batch.
-  MemoryUse rc_mb2 = memory_use(toy_job(), p, kGrid, 2, true, Overlap{});
+  MemoryUse rc_mb2 = memory_use(toy_job(), p, kGrid, 2, Recompute::Full, Overlap{});
   CHECK(rc_mb2.activations == rel(2 * rc2.activations));
 }

@@ -139,8 +139,9 @@ TEST_CASE("options: a flag in the configuration and the filters keeps its meanin
     CHECK(filter->help.rfind("Only ", 0) == 0);      // the filter narrows to configurations with it
     if (!filter->flag && name != "--order" && name != "--overlap") CHECK(filter->list);  // a list of the values
   }
-  // --micro-batch, --recompute, --offload, --shard-optimizer, --sequence-parallel, --pipeline, --order, --overlap
-  CHECK(both == 8);
+  // --micro-batch, --recompute, --no-recompute, --offload, --shard-optimizer, --sequence-parallel, --pipeline,
+  // --order, --overlap
+  CHECK(both == 9);
 }
 
 TEST_CASE("options: predict, validate and the engine show the groups they share") {

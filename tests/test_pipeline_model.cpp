@@ -169,7 +169,7 @@ TEST_CASE("pipeline: memory of the first and the last stage, by hand") {
   MachineProfile p = fftest::toy_machine(4);
   Grid g{1, 1, 1, 1};
   g.p = 2;
-  std::vector<MemoryUse> m = memory_by_stage(job, p, g, 1, false, Overlap{});
+  std::vector<MemoryUse> m = memory_by_stage(job, p, g, 1, Recompute::None, Overlap{});
   REQUIRE(m.size() == 2);
   CHECK(m[0].states == rel(1965312));
   CHECK(m[1].states == rel(1949184));
@@ -177,7 +177,7 @@ TEST_CASE("pipeline: memory of the first and the last stage, by hand") {
   CHECK(m[1].activations == rel(82944));
   CHECK(m[0].logits == 0);
   CHECK(m[1].logits == rel(12288));
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}).total() == rel(std::max(m[0].total(), m[1].total())));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}).total() == rel(std::max(m[0].total(), m[1].total())));
 
   // In flight: static 1F1B (tensor axes) min(M, P − i); arrival order
   // min(M, P) but the last stage one.
@@ -198,10 +198,10 @@ TEST_CASE("pipeline: one stage prices exactly as the 4D model") {
   p.overlap_efficiency = 0.8;
   const Grid g{2, 2, 2, 1};
   StagedPlan sp;
-  make_staged_plan(job, p, g, 1, false, sp);
+  make_staged_plan(job, p, g, 1, Recompute::None, sp);
   REQUIRE(sp.kinds.count == 1);
   Plan plan;
-  make_plan(job, p, g, 1, false, plan);
+  make_plan(job, p, g, 1, Recompute::None, plan);
   auto links = placement_links(p, g, Order{});
   std::vector<double> times(2 * plan.comm.size());
   term_times(plan, links, times.data());
@@ -224,7 +224,7 @@ TEST_CASE("pipeline: stages split the model; a stage's f and b add up") {
   Grid g{1, 1, 1, 1};
   g.p = 2;
   StagedPlan sp;
-  make_staged_plan(job, p, g, 1, false, sp);
+  make_staged_plan(job, p, g, 1, Recompute::None, sp);
   REQUIRE(sp.kinds.count == 2);
   CHECK(sp.plan[0].stage.first);
   CHECK_FALSE(sp.plan[0].stage.last);
@@ -243,7 +243,7 @@ TEST_CASE("pipeline: stages split the model; a stage's f and b add up") {
   }
   // The whole model on one stage does both stages' block work.
   Plan whole;
-  make_plan(job, p, Grid{1, 1, 1, 1}, 1, false, whole);
+  make_plan(job, p, Grid{1, 1, 1, 1}, 1, Recompute::None, whole);
   auto gemm = [](const Plan& pl) {
     double s = 0;
     for (const ComputeTerm& c : pl.compute)
@@ -259,7 +259,7 @@ TEST_CASE("pipeline: predict explains every stage and agrees with the simulation
   Config c;
   c.grid = Grid{1, 2, 32, 8};
   c.grid.p = 2;
-  c.recompute = true;
+  c.recompute = Recompute::Full;
   Prediction pr = predict(job, p, c);
   CHECK(pr.static_order);
   REQUIRE(pr.stage_memory.size() == 2);
@@ -288,7 +288,7 @@ TEST_CASE("predict_estimate is predict's estimate, stages, overlap, offload and 
   configs[0].grid = Grid{1, 2, 32, 16};
   configs[1].grid = Grid{1, 2, 32, 8};
   configs[1].grid.p = 2;
-  configs[1].recompute = true;
+  configs[1].recompute = Recompute::Full;
   configs[2].grid = Grid{2, 4, 16, 8};
   configs[2].overlap = {true, true, true, false};
   configs[3] = configs[1];
@@ -339,8 +339,8 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   Job job{fftest::toy_model(2), 1, 8, Dtype::BF16};
   MachineProfile p = fftest::toy_machine(4);
   const Grid g{1, 1, 1, 1};
-  MemoryUse off = memory_use(job, p, g, 1, false, Overlap{}, {true, false});
-  MemoryUse on_gpu = memory_use(job, p, g, 1, false, Overlap{}, {false, false});
+  MemoryUse off = memory_use(job, p, g, 1, Recompute::None, Overlap{}, {true, false});
+  MemoryUse on_gpu = memory_use(job, p, g, 1, Recompute::None, Overlap{}, {false, false});
   CHECK(off.states == rel(117504.0 * 6));
   CHECK(off.host == rel(117504.0 * 12));
   CHECK(off.buckets == rel(6 * 117504.0 * 4));
@@ -348,9 +348,9 @@ TEST_CASE("offload: bytes per parameter on the GPU and the host, by hand") {
   CHECK(on_gpu.host == 0);
   // fp32: weight and gradient on the GPU (8), m and v on the host (8).
   job.dtype = Dtype::FP32;
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).states == rel(117504.0 * 8));
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).host == rel(117504.0 * 8));
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {true, false}).buckets == rel(4 * 117504.0 * 4));  // m and v
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}, {true, false}).states == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}, {true, false}).host == rel(117504.0 * 8));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}, {true, false}).buckets == rel(4 * 117504.0 * 4));  // m and v
 }
 
 TEST_CASE("offload: the host link's time against the data-parallel all-reduce, by hand") {
@@ -363,7 +363,7 @@ TEST_CASE("offload: the host link's time against the data-parallel all-reduce, b
   const double tokens = 8 * 16;
   auto price = [&](const Grid& g, bool offload) {
     StagedPlan sp;
-    make_staged_plan(job, p, g, 1, false, sp);
+    make_staged_plan(job, p, g, 1, Recompute::None, sp);
     StagedTimes st;
     staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, g.total(), 1, 1), st);
     return combine_staged(sp, st, Overlap{}, {offload, false}, tokens);

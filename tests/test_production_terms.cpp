@@ -40,7 +40,7 @@ TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
   auto price = [&](const Overlap& ov, double h) {
     p.overlap_efficiency = h;
     StagedPlan sp;
-    make_staged_plan(job, p, g, 1, false, sp);
+    make_staged_plan(job, p, g, 1, Recompute::None, sp);
     StagedTimes st;
     staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
     CHECK(st.dp_buckets[0] == 4);
@@ -67,8 +67,8 @@ TEST_CASE("sharded optimizer: memory, collectives and the optimizer over D, by h
   Job job{fftest::toy_model(2), 2, 8, Dtype::BF16};
   MachineProfile p = fftest::toy_machine(4);
   const Grid g{1, 1, 1, 2};
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}, {false, true}).states == rel(117504.0 * 12));
-  CHECK(memory_use(job, p, Grid{1, 1, 1, 1}, 1, false, Overlap{}, {false, true}).states == rel(117504.0 * 18));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}, {false, true}).states == rel(117504.0 * 12));
+  CHECK(memory_use(job, p, Grid{1, 1, 1, 1}, 1, Recompute::None, Overlap{}, {false, true}).states == rel(117504.0 * 18));
   // The data axis: 11 reductions (4 layers × 2 blocks, embedding, head,
   // replicated), 2 ranks inside a node (α 5 µs, 100 GB/s): reduce-scatter of
   // the fp32 gradients, α + ½·4·elements/bw each, then all-gather of the bf16
@@ -76,7 +76,7 @@ TEST_CASE("sharded optimizer: memory, collectives and the optimizer over D, by h
   //   RS 11·5 µs + 2·117,504/100e9, AG 11·5 µs + 117,504/100e9.
   const double rs = 11 * 5e-6 + 2 * 117504 / 100e9, ag = 11 * 5e-6 + 117504 / 100e9;
   StagedPlan sp;
-  make_staged_plan(job, p, g, 1, false, sp);
+  make_staged_plan(job, p, g, 1, Recompute::None, sp);
   StagedTimes st;
   staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
   CHECK(st.dp_reduce_scatter_s[0] == rel(rs));
@@ -93,7 +93,7 @@ TEST_CASE("sharded optimizer: memory, collectives and the optimizer over D, by h
   // One data-parallel rank: nothing to shard, nothing changes.
   job.gpus = 1;
   StagedPlan one;
-  make_staged_plan(job, p, Grid{1, 1, 1, 1}, 1, false, one);
+  make_staged_plan(job, p, Grid{1, 1, 1, 1}, 1, Recompute::None, one);
   StagedTimes t1;
   staged_term_times(one, placement_links(p, Grid{1, 1, 1, 1}, Order{}), pair_link(p, 1, 1, 1), t1);
   CHECK(combine_staged(one, t1, Overlap{}, {false, true}, 8 * 16).time_s ==
@@ -121,21 +121,21 @@ TEST_CASE("unfused attention: FLOPs, traffic and memory of one layer, by hand") 
   Job job{fftest::toy_model(2), 1, 8, Dtype::BF16};
   MachineProfile p = fftest::toy_machine(4);
   const Grid g{1, 1, 1, 1};
-  const double flash_act = memory_use(job, p, g, 1, false, Overlap{}).activations;
+  const double flash_act = memory_use(job, p, g, 1, Recompute::None, Overlap{}).activations;
   job.model.attention = Attention::Unfused;
   Plan plan;
-  make_plan(job, p, g, 1, false, plan);
+  make_plan(job, p, g, 1, Recompute::None, plan);
   CHECK(compute_term(plan, "fwd QK^T and PV (unfused, full S×S)") == rel(65536 / 25e12));
   CHECK(compute_term(plan, "bwd QK^T and PV (unfused)") == rel(2 * 65536 / 25e12));
   CHECK(compute_term(plan, "fwd scores softmax (unfused)") == rel(4096 / 0.5e12));
   CHECK(compute_term(plan, "bwd softmax (unfused)") == rel(6144 / 0.5e12));
   // Two blocks' saved activations grow by 2,048 bytes each.
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}).activations == rel(flash_act + 2 * 2048));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}).activations == rel(flash_act + 2 * 2048));
   job.model.attention_dropout = true;
-  make_plan(job, p, g, 1, false, plan);
+  make_plan(job, p, g, 1, Recompute::None, plan);
   CHECK(compute_term(plan, "fwd scores softmax + dropout (unfused)") == rel((4096 + 5120) / 0.5e12));
   CHECK(compute_term(plan, "bwd softmax (unfused)") == rel((6144 + 5120) / 0.5e12));
-  CHECK(memory_use(job, p, g, 1, false, Overlap{}).activations == rel(flash_act + 2 * 3072));
+  CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}).activations == rel(flash_act + 2 * 3072));
 }
 
 TEST_CASE("unfused attention: the model file") {

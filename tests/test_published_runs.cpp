@@ -99,7 +99,7 @@ std::vector<Priced> price_published_runs() {
       job.fusion = Fusion::Unfused;
       c.grid = Grid{1, 1, int(G), 1};
       c.micro_batch = r.at("micro_batch");
-      c.recompute = r.at("recompute") == "full";
+      c.recompute = parse_recompute(r.at("recompute"));
       c.overlap.oag = c.overlap.ors = true;
       p.measured_s = meas.at("iteration_s");
       p.predicted_s = price(job, "dgx-h100", c);
@@ -121,7 +121,7 @@ std::vector<Priced> price_published_runs() {
       job.dtype = c.dtype = Dtype::FP16;
       c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
       c.micro_batch = r.at("micro_batch");
-      c.recompute = true;
+      c.recompute = Recompute::Full;
       if (starts(id, "axonn")) c.offload = c.overlap.odp = true, job.grad_dtype = Dtype::FP16;
       if (r.at("zero_stage") == 1) c.shard_optimizer = true;
       const double tflops = meas.at("tflops_per_gpu");
@@ -136,7 +136,7 @@ std::vector<Priced> price_published_runs() {
       REQUIRE(job.model.layers > 0);
       job.batch = r.at("global_batch_sequences");
       SearchOptions opt;
-      opt.recompute_off = false;
+      opt.recompute = {Recompute::Full};
       opt.pipelines = {1};
       opt.offload_on = false;
       opt.top = 1;

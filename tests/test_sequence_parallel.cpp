@@ -32,7 +32,7 @@ const Grid kGrid{1, 4, 1, 2};
 
 TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gathers, and the re-gathers") {
   Plan plan;
-  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, false, plan, stage_of(toy_job().model, kGrid, 0), true);
+  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, Recompute::None, plan, stage_of(toy_job().model, kGrid, 0), true);
   REQUIRE(plan.sequence_parallel);
   // Every buffer is [t, H] = 16 × 64 = 1024 elements, counted gathered.
   struct Want {
@@ -79,7 +79,7 @@ TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gat
   CHECK(bytes_per_step(plan)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 ==
         2.0 * (2 * 4 + 2 * 6 + 1 + 3) * 1024 * 2);
   Plan without;
-  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, false, without);
+  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, Recompute::None, without);
   CHECK(bytes_per_step(without)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 == 2.0 * (2 * 2 + 2 * 2 + 1 + 1) * 1024 * 2);
   // The norms and residuals move a quarter of the tokens: 2·(t/4)·H·b.
   const ComputeTerm* ln = fftest::compute_term(plan, "layernorm", "fwd");
@@ -97,12 +97,12 @@ TEST_CASE("sequence parallel: the norm and residual regions' activations divide 
     return t * (4 * 64 / split + 3 * 64 / 4 + 64 / 4 + 2 * 256 / 4) * 2 + t * 1 * 4 + 2 * 2 * t / split * 4;
   };
   const MachineProfile p = fftest::toy_machine(8);
-  const MemoryUse on = memory_use(toy_job(), p, kGrid, 1, false, Overlap{}, {}, true);
-  const MemoryUse off = memory_use(toy_job(), p, kGrid, 1, false, Overlap{}, {}, false);
+  const MemoryUse on = memory_use(toy_job(), p, kGrid, 1, Recompute::None, Overlap{}, {}, true);
+  const MemoryUse off = memory_use(toy_job(), p, kGrid, 1, Recompute::None, Overlap{}, {}, false);
   CHECK(off.activations - on.activations == rel(2 * (block(1) - block(4))));
   // Recompute keeps each block's input, split too: t·H/4·b a block.
-  const MemoryUse rc_on = memory_use(toy_job(), p, kGrid, 1, true, Overlap{}, {}, true);
-  const MemoryUse rc_off = memory_use(toy_job(), p, kGrid, 1, true, Overlap{}, {}, false);
+  const MemoryUse rc_on = memory_use(toy_job(), p, kGrid, 1, Recompute::Full, Overlap{}, {}, true);
+  const MemoryUse rc_off = memory_use(toy_job(), p, kGrid, 1, Recompute::Full, Overlap{}, {}, false);
   CHECK(rc_off.activations - rc_on.activations == rel(2 * t * 64 * (1 - 0.25) * 2 + (block(1) - block(4))));
 }
 

@@ -167,7 +167,7 @@ TEST_CASE("placement check: the top pick's heaviest axis inside a node against t
   ff::Job job{fftest::toy_model(), 8, 16, ff::Dtype::FP32};
   const ff::Grid g{1, 1, 4, 2};
   std::vector<ff::Config> both;
-  for (const ff::Order& o : ff::distinct_orders(g)) both.push_back({g, o, 1, false, {}, ff::Dtype::FP32});
+  for (const ff::Order& o : ff::distinct_orders(g)) both.push_back({g, o, 1, ff::Recompute::None, {}, ff::Dtype::FP32});
   REQUIRE(both.size() == 2);
   REQUIRE(ff::axis_stride(g, both[0].order, ff::Axis::Z) == 1);
   REQUIRE(ff::axis_stride(g, both[1].order, ff::Axis::Z) == 2);
@@ -191,7 +191,7 @@ TEST_CASE("placement check: the top pick's heaviest axis inside a node against t
   CHECK(alone.counterpart == both[1]);
 
   // Pure data parallelism over both nodes: the heaviest axis already crosses.
-  ff::Config dp{{1, 1, 1, 8}, {}, 1, false, {}, ff::Dtype::FP32};
+  ff::Config dp{{1, 1, 1, 8}, {}, 1, ff::Recompute::None, {}, ff::Dtype::FP32};
   ff::PlacementCheck across = ff::placement_check(job, p, {dp});
   CHECK(across.heavy_axis == ff::Axis::D);
   CHECK_FALSE(across.heavy_inside);
@@ -248,7 +248,7 @@ std::vector<ff::Config> configs(const ff::Job& job, bool with_overlap) {
       for (int mb : {1, 2})
         for (bool rc : {false, true}) {
           ff::Overlap ov = with_overlap && (mb + rc) % 2 ? ff::Overlap{true, true, true} : ff::Overlap{};
-          out.push_back({g, o, mb, rc, ov, ff::Dtype::FP32});
+          out.push_back({g, o, mb, rc ? ff::Recompute::Full : ff::Recompute::None, ov, ff::Dtype::FP32});
         }
   }
   return out;
@@ -289,7 +289,7 @@ TEST_CASE("refit recovers known factors and predicts runs it did not see") {
   // Fit on half the configurations (alternate ones), score on the other half.
   std::vector<std::string> keys;
   for (const auto& c : cs)
-    keys.push_back(c.grid.str() + c.order.str() + std::to_string(c.micro_batch) + (c.recompute ? "r" : "") +
+    keys.push_back(c.grid.str() + c.order.str() + std::to_string(c.micro_batch) + ff::recompute_name(c.recompute) +
                    c.overlap.str());
   auto halves = ff::split_halves(keys);
   std::vector<ff::MeasuredRun> fit_on, held_out;
@@ -338,7 +338,8 @@ TEST_CASE("refit: a stage's blocked time is its messages and the bubble, as the 
     g.p = 2;
     if (!ff::split_problem(job, g, 2).empty()) continue;
     for (const ff::Order& o : ff::distinct_orders(g))
-      for (int mb : {1, 2}) cs.push_back({g, o, mb, mb == 2, ff::Overlap{mb == 2, mb == 2, mb == 2}, ff::Dtype::FP32});
+      for (int mb : {1, 2}) cs.push_back({g, o, mb, mb == 2 ? ff::Recompute::Full : ff::Recompute::None, ff::Overlap{mb == 2, mb == 2, mb == 2},
+                                           ff::Dtype::FP32});
   }
   for (const ff::Config& c : configs(job, true)) cs.push_back(c);
   std::vector<ff::MeasuredRun> runs;
@@ -405,7 +406,7 @@ TEST_CASE("a fitted profile loads and prices as the fitted factors say") {
   CHECK(f.inter_node.busbw == rel(0.25 * m.inter_node.busbw));
   CHECK(f.intra_default.alpha_s == rel(2 * m.intra_default.alpha_s));
   ff::Job job{ff::load_model("gpt-5b"), 64, 512, ff::Dtype::BF16};
-  ff::Config c{{2, 2, 4, 4}, ff::parse_order("xyzd"), 1, true, ff::Overlap{true, true, true}, ff::Dtype::BF16};
+  ff::Config c{{2, 2, 4, 4}, ff::parse_order("xyzd"), 1, ff::Recompute::Full, ff::Overlap{true, true, true}, ff::Dtype::BF16};
   CHECK(ff::predict(job, f, c).estimate.time_s == rel(ff::predict(job, ff::apply_factors(m, r.factors), c).estimate.time_s, 1e-9));
 }
 

@@ -12,7 +12,7 @@ namespace {
 double one_rank_compute(MachineProfile p, double efficiency, const EngineStepSample& s) {
   p.elementwise_efficiency = efficiency;
   Job job{s.model, 1, s.micro_batch, Dtype::FP32};
-  Config c{Grid{}, Order{}, s.micro_batch, false, Overlap{}, Dtype::FP32};
+  Config c{Grid{}, Order{}, s.micro_batch, Recompute::None, Overlap{}, Dtype::FP32};
   return predict_estimate(job, p, c).compute_s;
 }
 

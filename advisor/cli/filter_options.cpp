@@ -1,6 +1,7 @@
 #include "advisor/cli/filter_options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "advisor/cli/job_options.hpp"
 #include "advisor/core/error.hpp"
@@ -13,7 +14,10 @@ void add_filter_options(CLI::App& app, FilterFlags& f) {
   group(app.add_option("--micro-batch", f.micro_batches, "Only these micro-batch sizes (sequences per rank), e.g. 1,2")
             ->delimiter(','));
   group(app.add_option("--max-micro-batch", f.max_micro_batch, "Largest micro-batch tried")->capture_default_str());
-  auto* rc = group(app.add_flag("--recompute", f.recompute, "Only configurations with full recompute"));
+  auto* rc = group(app.add_option("--recompute", f.recompute,
+                                  "Only these recompute settings: none, selective, full (bare: full)")
+                       ->expected(0, 3)
+                       ->delimiter(','));
   group(app.add_flag("--no-recompute", f.no_recompute, "Only configurations without recompute")->excludes(rc));
   auto* off = group(app.add_flag("--offload", f.offload,
                                  "Only configurations with the optimizer state offloaded to host memory"));
@@ -39,8 +43,14 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
   for (int mb : f.micro_batches) at_least("--micro-batch", mb, 1, "sequences per rank");
   so.micro_batches = f.micro_batches;
   so.max_micro_batch = int(at_least("--max-micro-batch", f.max_micro_batch, 1, "sequences per rank"));
-  so.recompute_on = !f.no_recompute;
-  so.recompute_off = !f.recompute;
+  if (f.no_recompute) so.recompute = {Recompute::None};
+  if (!f.recompute.empty()) {
+    so.recompute.clear();
+    for (const std::string& v : f.recompute) {
+      const Recompute r = recompute_flag({v});
+      if (std::find(so.recompute.begin(), so.recompute.end(), r) == so.recompute.end()) so.recompute.push_back(r);
+    }
+  }
   if (!f.order.empty()) so.fixed_order = true, so.order = flag_value("--order", [&] { return parse_order(f.order); });
   if (!f.overlap.empty())
     so.fixed_overlap = true, so.overlap = flag_value("--overlap", [&] { return parse_overlap(f.overlap); });

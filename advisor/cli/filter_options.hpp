@@ -2,7 +2,7 @@
 // The filter group: which configurations a search tries, shared by recommend
 // (which prices them) and validate (which runs them). A filter flag keeps the
 // meaning its configuration flag has (option_groups.hpp) and takes a list of
-// its values: --micro-batch 1,2 tries both, --recompute only with it.
+// its values: --micro-batch 1,2 tries both, --recompute selective,full those two.
 #include <string>
 #include <vector>
 
@@ -19,7 +19,8 @@ inline constexpr const char* kFilterGroup = "Filters";
 struct FilterFlags {
   std::vector<int> micro_batches;
   int max_micro_batch = 16;
-  bool recompute = false, no_recompute = false;
+  std::vector<std::string> recompute;  // --recompute LIST (bare: full)
+  bool no_recompute = false;
   bool offload = false, no_offload = false;
   bool shard_optimizer = false, no_shard_optimizer = false;
   bool sequence_parallel = false, no_sequence_parallel = false;

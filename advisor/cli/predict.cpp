@@ -19,6 +19,20 @@ namespace ff::advisor {
 
 namespace {
 
+// The recompute setting in words; selective with flash attention says it is none.
+std::string recompute_words(Recompute r, const ModelSpec& m) {
+  switch (r) {
+    case Recompute::None: return "no recompute";
+    case Recompute::Full: return "full recompute";
+    case Recompute::Selective:
+      return m.attention == Attention::Unfused
+                 ? "selective recompute (the attention core)"
+                 : "selective recompute (priced as none: flash attention keeps no S×S to drop and recomputes its "
+                   "scores in backward already)";
+  }
+  return "?";
+}
+
 struct PredictOptions {
   JobOptions job;
   ConfigFlags config;
@@ -215,7 +229,7 @@ void run(const PredictOptions& o) {
             << (c.grid.p > 1 ? ", " + std::to_string(c.grid.p) + " pipeline stages," : std::string())
             << " order " << c.order.str() << ", micro-batch " << c.micro_batch << " (" << grouped((long long)plan.tokens)
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
-            << ", " << (c.recompute ? "full recompute" : "no recompute") << ", overlap " << c.overlap.str()
+            << ", " << recompute_words(c.recompute, job.model) << ", overlap " << c.overlap.str()
             << (c.offload ? ", offload" : "") << (c.shard_optimizer ? ", optimizer sharded over data" : "") << ", "
             << dtype_name(c.dtype) << ", " << fusion_name(job.fusion) << " kernels\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
   Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
@@ -286,7 +300,11 @@ void run(const PredictOptions& o) {
              gib(u.buckets)});
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
   mem.row({std::string("unsharded gradient buffers") + (c.overlap.ors ? " (2 in flight)" : ""), gib(u.grad_buffers)});
-  mem.row({c.recompute ? "activations (layer inputs + one layer)" : "activations (all layers)", gib(u.activations)});
+  const char* kept = c.recompute == Recompute::Full ? "activations (layer inputs + one layer)"
+                     : c.recompute == Recompute::Selective && job.model.attention == Attention::Unfused
+                         ? "activations (all layers, the S×S probabilities of one)"
+                         : "activations (all layers)";
+  mem.row({kept, gib(u.activations)});
   mem.row({"logits + fp32 gradient", gib(u.logits)});
   mem.row({"reserve", gib(u.reserve)});
   mem.row({"total", gib(u.total()) + " of " + gib(m.hbm_capacity)});

@@ -20,6 +20,11 @@ namespace ff::advisor {
 
 namespace {
 
+// The table's rc column: y (full), sel (the attention core), n.
+const char* recompute_cell(Recompute r) {
+  return r == Recompute::Full ? "y" : r == Recompute::Selective ? "sel" : "n";
+}
+
 struct RecommendOptions {
   JobOptions job;
   int top = 10;
@@ -48,12 +53,15 @@ struct RecommendOptions {
                     gib(m.hbm_capacity) + " GiB per GPU: the smallest footprint is " + gib(r.smallest_footprint) +
                     " GiB (grid " + r.smallest_config.grid.label() + ", micro-batch " +
                     std::to_string(r.smallest_config.micro_batch) +
-                    (r.smallest_config.recompute ? ", recompute" : "") + ").";
+                    (r.smallest_config.recompute != Recompute::None
+                         ? std::string(", ") + recompute_name(r.smallest_config.recompute) + " recompute"
+                         : "") +
+                    ").";
   msg += "\n  weights and optimizer state alone take " + gib(state_bytes) + " GiB; at " + gib(usable) +
          " GiB usable per GPU that needs at least " +
          (need < 1e15 ? grouped((long long)need) : si(need, "")) + " GPUs";
   if (r.smallest_config.micro_batch > 1) msg += "\n  or allow micro-batch 1 (--micro-batch 1)";
-  if (!r.smallest_config.recompute) msg += "\n  or allow full recompute (drop --no-recompute)";
+  if (r.smallest_config.recompute != Recompute::Full) msg += "\n  or allow full recompute (--recompute full)";
   if (!o.show_infeasible) msg += "\n  (--show-infeasible lists what was tried)";
   throw NoConfigError(msg);
 }
@@ -64,7 +72,7 @@ void print_rejected(const SearchResult& r, size_t limit) {
   for (size_t i = 0; i < r.rejected.size() && i < limit; ++i) {
     const Rejected& x = r.rejected[i];
     t.row({x.grid.label(), x.micro_batch ? std::to_string(x.micro_batch) : "-",
-           x.micro_batch ? (x.recompute ? "y" : "n") : "-", x.reason});
+           x.micro_batch ? recompute_cell(x.recompute) : "-", x.reason});
   }
   std::cout << t.str("  ");
   if (r.rejected.size() > limit) std::cout << "  … " << grouped(long(r.rejected.size() - limit)) << " more (--json lists all)\n";
@@ -151,7 +159,7 @@ void run(const RecommendOptions& o) {
       out["rejected"] = nlohmann::json::array();
       for (const auto& x : r.rejected)
         out["rejected"].push_back({{"grid", x.grid.str()}, {"pipeline", x.grid.p}, {"micro_batch", x.micro_batch},
-                                   {"recompute", x.recompute}, {"reason", x.reason}});
+                                   {"recompute", recompute_name(x.recompute)}, {"reason", x.reason}});
     }
     std::cout << out.dump(2) << "\n";
     return;
@@ -186,7 +194,7 @@ void run(const RecommendOptions& o) {
     if (x.equivalent_orders) order += " +" + std::to_string(x.equivalent_orders);
     std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str()};
     if (staged) row.push_back(std::to_string(x.config.grid.p));
-    for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(x.config.recompute ? "y" : "n"),
+    for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(recompute_cell(x.config.recompute)),
                              x.config.overlap.str()})
       row.push_back(std::move(cell));
     if (moved) row.push_back(x.config.offload ? "host" : x.config.shard_optimizer ? "shard" : "gpu");

@@ -224,7 +224,8 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
 void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, const Config& c, const json& rep,
                     const json& run, double elapsed, double left) {
   std::cerr << "[pass " << pass << "/" << o.repeats << ", " << k << "/" << n << "] grid " << c.grid.label() << " "
-            << c.order.str() << " mb " << c.micro_batch << (c.recompute ? " rc " : " ") << c.overlap.str() << ": ";
+            << c.order.str() << " mb " << c.micro_batch << " " << recompute_name(c.recompute) << " recompute "
+            << c.overlap.str() << ": ";
   if (rep["status"] == "ok") {
     std::cerr << seconds(rep["time_s"].get<double>()) << " measured";
     const json& m = run["measured"];

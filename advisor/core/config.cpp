@@ -47,13 +47,28 @@ Overlap parse_overlap(const std::string& s) {
   return o;
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& s) {
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    if (s == recompute_name(r)) return r;
+  input_error("'" + s + "': expected none, selective or full");
+}
+
 nlohmann::json to_json(const Config& c) {
   nlohmann::json grid = nlohmann::json::object();
   for (Axis a : kAxes) grid[axis_name(a)] = c.grid.size(a);
   return {{"grid", grid},
           {"order", c.order.str()},
           {"micro_batch", c.micro_batch},
-          {"recompute", c.recompute},
+          {"recompute", recompute_name(c.recompute)},
           {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}, {"odp", c.overlap.odp}}},
           {"dtype", dtype_name(c.dtype)},
           {"offload", c.offload},
@@ -62,7 +77,8 @@ nlohmann::json to_json(const Config& c) {
 }
 
 std::string config_label(const Config& c) {
-  return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + (c.recompute ? " rc " : " ") +
+  const char* rc[] = {" ", " src ", " rc "};  // none, selective, full
+  return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + rc[int(c.recompute)] +
          c.overlap.str() + (c.offload ? " offload" : "") + (c.shard_optimizer ? " zero1" : "") +
          (c.sequence_parallel ? " sp" : "");
 }
@@ -92,8 +108,15 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
     f.fail("order", "a permutation of " + Order().str());
   }
   c.micro_batch = int(f.integer("micro_batch", 1));
-  if (!f.has("recompute") || !f.json().at("recompute").is_boolean()) f.fail("recompute", "true or false");
-  c.recompute = f.json().at("recompute").get<bool>();
+  // Records written before selective recompute say true (full) or false.
+  const nlohmann::json* rc = f.has("recompute") ? &f.json().at("recompute") : nullptr;
+  if (rc && rc->is_boolean()) c.recompute = rc->get<bool>() ? Recompute::Full : Recompute::None;
+  else if (rc && rc->is_string()) try {
+      c.recompute = parse_recompute(rc->get<std::string>());
+    } catch (const InputError&) {
+      f.fail("recompute", "\"none\", \"selective\" or \"full\"");
+    }
+  else f.fail("recompute", "\"none\", \"selective\" or \"full\"");
   Fields o = f.object("overlap");
   for (auto [key, flag] : {std::pair{"oar", &c.overlap.oar}, {"ors", &c.overlap.ors}, {"oag", &c.overlap.oag}}) {
     if (!o.has(key) || !o.json().at(key).is_boolean()) o.fail(key, "true or false");

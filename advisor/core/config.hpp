@@ -31,11 +31,20 @@ struct Overlap {
 // records written before odp mean it); throws InputError.
 Overlap parse_overlap(const std::string& s);
 
+// What backward recomputes (MODEL.md §13): nothing; the attention core
+// (QKᵀ, softmax, ·V: Korthikanti et al.'s selective recompute, what
+// Megatron's --recompute-granularity selective runs); or every block's
+// forward from its kept input (full).
+enum class Recompute : uint8_t { None, Selective, Full };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
+// One of those names; throws InputError.
+Recompute parse_recompute(const std::string& s);
+
 struct Config {
   Grid grid;
   Order order;
   int micro_batch = 1;  // sequences per rank per micro-step
-  bool recompute = false;
+  Recompute recompute = Recompute::None;
   Overlap overlap;
   Dtype dtype = Dtype::BF16;
   bool offload = false;  // master weights and Adam state in host memory (MODEL.md §9)

@@ -74,7 +74,10 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
                              num(a.micro_batch)};
   if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
   if (a.seq_len != d.seq_len) v.insert(v.begin() + 2, {"--seq-len", num(a.seq_len)});
-  if (a.recompute) v.push_back("--recompute");
+  // Full as the bare flag, which every engine version reads.
+  const Recompute rc = recompute_flag(a.recompute);
+  if (rc == Recompute::Full) v.push_back("--recompute");
+  if (rc == Recompute::Selective) v.insert(v.end(), {"--recompute", "selective"});
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
   if (a.sequence_parallel) v.push_back("--sequence-parallel");

@@ -36,7 +36,12 @@ void add_config_options(CLI::App& app, ConfigFlags& f) {
                            " varies fastest; four letters place p just inside d)")
             ->capture_default_str());
   group(app.add_option("--micro-batch", f.micro_batch, "Sequences per rank per micro-step")->capture_default_str());
-  group(app.add_flag("--recompute", f.recompute, "Full activation recomputation"));
+  CLI::Option* rc = app.add_option("--recompute", f.recompute,
+                                   "What backward recomputes: none, selective (the attention core) or full (every "
+                                   "block's forward); bare: full (MODEL.md §13)")
+                        ->expected(0, 1);
+  group(rc);
+  group(app.add_flag("--no-recompute", f.no_recompute, "No recompute (the default)")->excludes(rc));
   group(app.add_flag("--offload", f.offload,
                      "Master weights and Adam state in host memory, streamed over the host link in buckets "
                      "(MODEL.md §9)"));
@@ -48,6 +53,12 @@ void add_config_options(CLI::App& app, ConfigFlags& f) {
                      "Y's all-reduces a reduce-scatter and an all-gather (MODEL.md §13)"));
   group(app.add_option("--overlap", f.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
             ->capture_default_str());
+}
+
+Recompute recompute_flag(const std::vector<std::string>& values) {
+  if (values.empty()) return Recompute::None;
+  if (values.front().empty()) return Recompute::Full;  // bare --recompute, as before selective existed
+  return flag_value("--recompute", [&] { return parse_recompute(values.front()); });
 }
 
 Config config_of(const ConfigFlags& f) {
@@ -62,7 +73,7 @@ Config config_of(const ConfigFlags& f) {
   }
   c.order = flag_value("--order", [&] { return parse_order(f.order); });
   c.micro_batch = int(at_least("--micro-batch", f.micro_batch, 1, "sequences per rank"));
-  c.recompute = f.recompute;
+  c.recompute = recompute_flag(f.recompute);
   c.offload = f.offload;
   c.shard_optimizer = f.shard_optimizer;
   c.sequence_parallel = f.sequence_parallel;
@@ -76,7 +87,7 @@ ConfigFlags config_flags(const Config& c) {
   f.pipeline = c.grid.p;
   f.order = c.order.str();
   f.micro_batch = c.micro_batch;
-  f.recompute = c.recompute;
+  if (c.recompute != Recompute::None) f.recompute = {recompute_name(c.recompute)};
   f.offload = c.offload;
   f.shard_optimizer = c.shard_optimizer;
   f.sequence_parallel = c.sequence_parallel;

@@ -7,6 +7,7 @@
 // prices it, the engine paces with it). The filter group, which narrows a
 // search, is the advisor's alone (advisor/cli/filter_options.hpp).
 #include <string>
+#include <vector>
 
 #include "advisor/core/config.hpp"
 #include "advisor/core/device_pace.hpp"
@@ -26,7 +27,9 @@ struct ConfigFlags {
   int pipeline = 1;
   std::string order = Order().str();
   int micro_batch = 1;
-  bool recompute = false;
+  // --recompute [none|selective|full] (bare: full); empty: not given.
+  std::vector<std::string> recompute;
+  bool no_recompute = false;
   bool offload = false;
   bool shard_optimizer = false;
   bool sequence_parallel = false;
@@ -34,6 +37,9 @@ struct ConfigFlags {
   bool operator==(const ConfigFlags&) const = default;
 };
 void add_config_options(CLI::App& app, ConfigFlags& f);
+// --recompute's values: none given, none; bare, full; else the one named
+// (throws InputError naming the flag).
+Recompute recompute_flag(const std::vector<std::string>& values);
 // The configuration the flags say (its dtype left at Config's default);
 // throws InputError naming the flag.
 Config config_of(const ConfigFlags& f);

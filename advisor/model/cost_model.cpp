@@ -18,7 +18,7 @@ int next_slot(int j) { return (j + 1) % kBlockLayers; }
 
 }  // namespace
 
-void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, Plan& plan, const Stage& st,
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute rc, Plan& plan, const Stage& st,
                bool sequence_parallel) {
   const ModelSpec& m = job.model;
   const Dtype dt = job.dtype;
@@ -29,7 +29,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   const double L = st.blocks, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double t = double(mb) * S;
   const double hx = H / g.x, fy = F / g.y, vy = Vp / g.y;
-  const double fwd_count = L * (1 + rc);  // full recompute runs each block's forward again
+  // Full recompute runs each block's forward again; selective, the attention
+  // core's alone (MODEL.md §13), where attention is unfused: flash attention's
+  // backward recomputes its scores already, so there selective is none.
+  const bool full = rc == Recompute::Full, selective = rc == Recompute::Selective && m.attention == Attention::Unfused;
+  const double fwd_count = L * (1 + full);
 
   plan.grid = g;
   plan.stage = st;
@@ -155,6 +159,11 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
                               {3 * b * E + drop, 1.0 + m.attention_dropout}, L);
     attn_fwd = gemm_fwd + ew_fwd;
     attn_bwd = 2 * gemm_fwd + ew_bwd;
+    if (selective) {  // the core's forward again, in backward
+      work("attention", "bwd recompute QK^T and PV (selective)", KernelClass::Attention, gemm_fwd, 2, L);
+      attn_bwd += gemm_fwd + mem("attention", "bwd recompute softmax (selective)", KernelClass::Attention,
+                                 {2 * b * E + drop, 1.0 + m.attention_dropout}, L);
+    }
   }
   // Memory-bound kernels at the job's fusion level: norms and residuals on
   // [t, H/G_x] (replicated over Y), the activation on [t, F/G_y]
@@ -311,7 +320,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, b
   }
   plan.model_flops = model_flops(m, double(job.batch));
   double block_fwd_flops = 2.0 * job.batch * S * L * (m.block_matmul_params() + 2 * S * m.attention_width());
-  plan.hardware_flops = plan.model_flops + (rc ? block_fwd_flops : 0);
+  const double core_flops = 4.0 * job.batch * S * S * L * m.attention_width();
+  plan.hardware_flops = plan.model_flops + (full ? block_fwd_flops : selective ? core_flops : 0);
   plan.peak_flops_all = double(g.total()) * p.peak_flops(dt);
 }
 

@@ -51,7 +51,7 @@ struct Plan {
   Grid grid;
   Stage stage;  // the blocks, embedding and head this rank's stage holds
   int micro_batch = 1;
-  bool recompute = false;
+  Recompute recompute = Recompute::None;
   bool sequence_parallel = false;  // and G_y > 1
   Dtype dtype = Dtype::BF16;
   long long micro_steps = 1;
@@ -87,9 +87,9 @@ struct Plan {
 };
 // The plan of one stage's rank (the whole model when G_p = 1).
 // `sequence_parallel`: Megatron's on Y (MODEL.md §13), where G_y > 1.
-void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute, Plan& out,
+void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute, Plan& out,
                const Stage& stage, bool sequence_parallel = false);
-inline void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+inline void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                       Plan& out) {
   make_plan(job, p, g, micro_batch, recompute, out, stage_of(job.model, g, 0));
 }

@@ -4,7 +4,7 @@
 
 namespace ff {
 
-MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
                        const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os, bool sp) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
@@ -44,14 +44,20 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   const double split = sp ? g.y : 1;
   double block = t * (4 * hx / split + qkv + ay + up + fy) * b + t * (double(m.heads) / g.y) * 4 +
                  2 * stats * t / split * 4;
-  // Unfused attention keeps the S×S probabilities (and a byte mask with dropout).
-  if (m.attention == Attention::Unfused)
-    block += t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
+  // Unfused attention keeps the S×S probabilities (and a byte mask with
+  // dropout); selective recompute keeps them for the one block being
+  // recomputed only (Korthikanti et al.'s 5·a·s²·b term gone; with flash
+  // attention there is nothing to drop).
   double working = 2 * t * std::max({hx, qkv, up}) * b;  // gradients in flight in backward
-  // Recompute keeps each block's input per micro-batch in flight and one
-  // block's full activations while it is recomputed.
+  if (m.attention == Attention::Unfused) {
+    const double scores = t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
+    (recompute == Recompute::Selective ? working : block) += scores;
+  }
+  // Full recompute keeps each block's input per micro-batch in flight and
+  // one block's full activations while it is recomputed.
   const double blocks = st.blocks, n = n_in_flight;
-  u.activations = recompute ? n * blocks * t * hx / split * b + block + working : n * blocks * block + working;
+  u.activations = recompute == Recompute::Full ? n * blocks * t * hx / split * b + block + working
+                                               : n * blocks * block + working;
   u.logits = st.last ? t * (double(m.padded_vocab) / g.y) * (b + 4) : 0;
   u.reserve = p.memory_reserve;
   return u;
@@ -72,7 +78,7 @@ int in_flight(const Grid& g, long long micro_steps, int stage) {
   return stage == g.p - 1 ? 1 : int(std::min(micro_steps, P));
 }
 
-std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
                                        const Overlap& ov, OptimizerState os, bool sp) {
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   std::vector<MemoryUse> out;
@@ -81,7 +87,7 @@ std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, 
   return out;
 }
 
-MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool recompute,
+MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
                      const Overlap& ov, OptimizerState os, bool sp) {
   if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, os, sp);
   // Stages 1 … G_p − 2 hold the same weights and no more in flight than

@@ -41,7 +41,7 @@ std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os);
 // A rank of stage `s`, holding `in_flight` micro-batches' activations.
 // `sequence_parallel`: the norm and residual regions' activations divided by
 // G_y (MODEL.md §13).
-MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                        const Overlap& ov, const Stage& s, int in_flight, OptimizerState os = {},
                        bool sequence_parallel = false);
 // Micro-batches whose activations stage i holds at once (MODEL.md §9): under
@@ -50,10 +50,10 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
 int in_flight(const Grid& g, long long micro_steps, int stage);
 // Every stage's rank, in stage order.
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch,
-                                       bool recompute, const Overlap& ov, OptimizerState os = {},
+                                       Recompute recompute, const Overlap& ov, OptimizerState os = {},
                                        bool sequence_parallel = false);
 // The rank that needs the most, which decides whether the configuration fits.
-MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                      const Overlap& ov, OptimizerState os = {}, bool sequence_parallel = false);
 // Host memory one GPU's offloaded state may use: the node's, shared.
 inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }

@@ -136,7 +136,7 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, do
   return s;
 }
 
-void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, bool rc, StagedPlan& out,
+void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute rc, StagedPlan& out,
                       bool sp) {
   out.kinds = distinct_stages(job.model, g);
   for (int k = 0; k < out.kinds.count; ++k) make_plan(job, p, g, mb, rc, out.plan[k], out.kinds.stage[k], sp);

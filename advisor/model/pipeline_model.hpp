@@ -43,7 +43,7 @@ struct StagedPlan {
   std::array<Plan, 3> plan;
   StageKinds kinds;
 };
-void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, bool recompute,
+void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                       StagedPlan& out, bool sequence_parallel = false);
 
 // Term times for every kind of stage on a placement's links, in the layout

@@ -18,7 +18,7 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kRecompute = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64, kSp = 128 };
+enum : uint8_t { kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64, kSp = 128 };
 constexpr size_t kOverlapSets = 64;  // overlap flag sets are below kOdp·2
 
 Overlap overlap_of(uint8_t flags) {
@@ -92,7 +92,7 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   cfg.grid = grids[c.grid];
   cfg.order = distinct_orders(cfg.grid)[c.order];
   cfg.micro_batch = c.micro_batch;
-  cfg.recompute = c.flags & kRecompute;
+  cfg.recompute = Recompute(c.recompute);
   cfg.overlap = overlap_of(c.flags);
   cfg.dtype = dt;
   cfg.offload = c.flags & kOffload;
@@ -105,7 +105,8 @@ namespace {
 
 // What the search space looks like whatever the grid.
 struct Choices {
-  std::vector<bool> recompute, offload, shard, sequence_parallel;  // the smaller footprint first
+  std::vector<Recompute> recompute;                 // the smaller footprint first
+  std::vector<bool> offload, shard, sequence_parallel;
   double capacity = 0, host_capacity = 0, batch_tokens = 0;
 };
 
@@ -242,7 +243,8 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
     }
     bool any_fit = false;
     for (size_t choice = 0; choice < ch.recompute.size() * sps.size(); ++choice) {
-      const bool rc = ch.recompute[choice / sps.size()], sp = sps[choice % sps.size()];
+      const Recompute rc = ch.recompute[choice / sps.size()];
+      const bool sp = sps[choice % sps.size()];
       // OAG and ORS hold more buffers, offload and sharding fewer: per
       // optimizer state, the flag sets that fit (GPU and host memory).
       std::vector<std::vector<uint8_t>> fitting(states.size());
@@ -287,9 +289,9 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
           for (uint8_t f : fitting[si]) {
             const OptimizerState os = states[si];
             Estimate e = finish_staged(s.plan, s.times, s.kinds[f], overlap_of(f), os, ch.batch_tokens);
-            out.candidates.push_back({e.time_s, out.grid_index, uint16_t(mb), oi,
-                                      uint8_t(f | (rc ? kRecompute : 0) | (os.offload ? kOffload : 0) |
-                                              (os.sharded ? kShard : 0) | (sp ? kSp : 0))});
+            out.candidates.push_back({e.time_s, out.grid_index, uint32_t(rc), uint16_t(mb), oi,
+                                      uint8_t(f | (os.offload ? kOffload : 0) | (os.sharded ? kShard : 0) |
+                                              (sp ? kSp : 0))});
             note_time(s, e.time_s, top);
           }
       }
@@ -348,8 +350,13 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   r.smallest_footprint = 1e300;
 
   Choices ch;
-  if (opt.recompute_on) ch.recompute.push_back(true);
-  if (opt.recompute_off) ch.recompute.push_back(false);
+  for (Recompute r : {Recompute::Full, Recompute::Selective, Recompute::None}) {
+    const bool asked = std::find(opt.recompute.begin(), opt.recompute.end(), r) != opt.recompute.end();
+    const bool same_as_none = r == Recompute::Selective && job.model.attention == Attention::Flash &&
+                              std::find(opt.recompute.begin(), opt.recompute.end(), Recompute::None) != opt.recompute.end();
+    if (asked && !same_as_none) ch.recompute.push_back(r);
+  }
+  if (ch.recompute.empty()) input_error("no recompute setting to try");
   if (opt.offload_on && p.has_host) ch.offload.push_back(true);
   if (opt.offload_off) ch.offload.push_back(false);
   if (opt.shard_on) ch.shard.push_back(true);
@@ -373,7 +380,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     ++r.grids_total;
     if (std::string why = split_problem(job, g, 1); !why.empty()) {
       ++split_counts[reason_kind(why)];
-      if (opt.keep_rejected) shares[i].rejected.push_back({g, 0, false, why});
+      if (opt.keep_rejected) shares[i].rejected.push_back({g, 0, Recompute::None, why});
       continue;
     }
     shares[i].micro_batches = micro_batch_choices(job, g, opt);
@@ -412,8 +419,11 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   // the top-th's time, see sensitivity.hpp), sorted; drop the rest.
   auto faster = [](const Candidate& a, const Candidate& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    int fa = std::popcount(a.flags), fb = std::popcount(b.flags);
-    return std::tie(fa, a.grid, a.micro_batch, a.flags, a.order) < std::tie(fb, b.grid, b.micro_batch, b.flags, b.order);
+    auto key = [](const Candidate& c) {  // recompute counts as one flag
+      return std::make_tuple(std::popcount(c.flags) + (c.recompute != 0), uint32_t(c.grid), c.micro_batch, c.flags,
+                             uint32_t(c.recompute), c.order);
+    };
+    return key(a) < key(b);
   };
   if (!r.candidates.empty()) {
     size_t top = std::min<size_t>(std::max(opt.top, 1), r.candidates.size());
@@ -429,7 +439,8 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
     for (const Candidate& c : r.candidates) {
       bool same = false;
       for (size_t k = kept.size(); k-- > 0 && kept[k].time_s == c.time_s;)
-        if (kept[k].grid == c.grid && kept[k].micro_batch == c.micro_batch && kept[k].flags == c.flags) {
+        if (kept[k].grid == c.grid && kept[k].micro_batch == c.micro_batch && kept[k].flags == c.flags &&
+            kept[k].recompute == c.recompute) {
           ++r.equivalent_orders[k];
           same = true;
           break;

@@ -13,7 +13,9 @@ namespace ff {
 struct SearchOptions {
   int max_micro_batch = 16;            // micro-batches tried: divisors of B/(G_z·G_d) up to this
   std::vector<int> micro_batches;      // if set, only these
-  bool recompute_on = true, recompute_off = true;
+  // Recompute settings tried. Selective beside none only where attention is
+  // unfused: with flash attention it keeps and costs what none does.
+  std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   bool fixed_overlap = false;          // if set, only `overlap`
   Overlap overlap;
   bool fixed_order = false;            // if set, only `order` (its canonical placement)
@@ -47,17 +49,18 @@ struct Ranked {
 struct Rejected {
   Grid grid;
   int micro_batch = 0;  // 0: the grid itself cannot split the job
-  bool recompute = false;
+  Recompute recompute = Recompute::None;
   std::string reason;
 };
 
 // One feasible configuration, small enough to keep millions.
 struct Candidate {
   double time_s;
-  uint32_t grid;       // index into SearchResult::grids
+  uint32_t grid : 24;  // index into SearchResult::grids
+  uint32_t recompute : 8;  // a Recompute
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 recompute, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel
+  uint8_t flags;       // bit 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 

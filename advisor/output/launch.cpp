@@ -71,7 +71,9 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
                      " --global-batch-size " + s(job.batch) + " --seq-length " + s(job.model.seq_len) +
                      megatron_model_flags(job.model) +
                      (c.dtype == Dtype::BF16 ? " --bf16" : c.dtype == Dtype::FP16 ? " --fp16" : "");
-  if (c.recompute) mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  if (c.recompute == Recompute::Full)
+    mega += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  if (c.recompute == Recompute::Selective) mega += " --recompute-granularity selective";
   if (c.overlap.oar) mega += " --overlap-axonn-comm";
   if (c.overlap.ors) mega += " --overlap-axonn-reduce-scatter";
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";

@@ -47,8 +47,7 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
     if (so.fixed_order) orders = {canonical_order(g, so.order)};
     std::vector<Config> cs;
     for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d)))
-      for (bool rc : {false, true}) {
-        if ((rc && !so.recompute_on) || (!rc && !so.recompute_off)) continue;
+      for (Recompute rc : so.recompute) {
         for (bool off : {false, true})
           for (bool shard : {false, true}) {
             if ((off && !so.offload_on) || (!off && !so.offload_off) || (shard && !so.shard_on) ||

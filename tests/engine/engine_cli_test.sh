@@ -32,7 +32,7 @@ check "run record has MODEL.md §3's fields and the configuration that ran" '
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "pipe": 1, "data": 2}, "order": "xyzpd", "micro_batch": 2,
-                       "recompute": True, "overlap": {"oar": True, "ors": True, "oag": True, "odp": False}, "dtype": "fp32",
+                       "recompute": "full", "overlap": {"oar": True, "ors": True, "oag": True, "odp": False}, "dtype": "fp32",
                        "offload": False, "shard_optimizer": False, "sequence_parallel": False}, r["config"]
 assert r["model"] == "gpt-tiny" and r["ranks"] == 8
 assert len(r["steps"]) == 3
@@ -189,6 +189,8 @@ expect 0 'final loss' -- $run 4 "$engine" --model "$model4" --grid 1,1,1,2 --pip
 expect 2 'offload with --shard-optimizer' -- $run 2 "$engine" --model "$tiny" --grid 1,1,1,2 --offload --shard-optimizer
 expect 2 '--offload-bucket 0: expected elements >= 1' -- $run 1 "$engine" --model "$tiny" --offload --offload-bucket 0
 expect 2 'clip: expected a norm' -- $run 1 "$engine" --model "$tiny" --clip -1
+expect 2 "--recompute 'some': expected none, selective or full" -- $run 1 "$engine" --model "$tiny" --recompute some
+expect 0 'final loss' -- $run 2 "$engine" --model "$tiny" --grid 1,2,1,1 --recompute selective --steps 1
 odd=$tmp/llama-odd.json
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="llama-odd", head_dim=3); json.dump(m, open(sys.argv[2], "w"))' \
   "$llama" "$odd"

@@ -77,7 +77,7 @@ int world_size() {
 
 // offload: m and v through 256-element buckets in chunks of 2, as the
 // exactness test runs it.
-RunOptions options(const std::string& device, int micro_batch, bool recompute, const Grid& grid = {},
+RunOptions options(const std::string& device, int micro_batch, Recompute recompute, const Grid& grid = {},
                    bool offload = false, const ModelSpec& model = small_model()) {
   RunOptions o;
   o.config.offload = offload;
@@ -202,11 +202,13 @@ TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
   if (world_size() != 1) return;
   struct Variant {
     int micro_batch;
-    bool recompute, offload;
+    Recompute recompute;
+    bool offload;
   };
   for (const ModelSpec& m : {small_model(), small_llama_model()})
-  for (const Variant v : {Variant{1, false, false}, Variant{2, true, false}, Variant{1, false, true}}) {
-    INFO(m.name << ", micro-batch " << v.micro_batch << (v.recompute ? ", recompute" : "")
+  for (const Variant v : {Variant{1, Recompute::None, false}, Variant{2, Recompute::Full, false},
+                          Variant{2, Recompute::Selective, false}, Variant{1, Recompute::None, true}}) {
+    INFO(m.name << ", micro-batch " << v.micro_batch << ", recompute " << recompute_name(v.recompute)
                 << (v.offload ? ", offload" : ""));
     auto run = [&](const char* device) {
       return train<double>(MPI_COMM_WORLD, options(device, v.micro_batch, v.recompute, {}, v.offload, m), true);
@@ -223,8 +225,8 @@ TEST_CASE("three training steps: cuda against cpu, fp32 loss to 1e-5") {
   if (world_size() != 1) return;
   for (const ModelSpec& m : {small_model(), small_llama_model()}) {
     INFO(m.name);
-    const RunResult cpu = train<float>(MPI_COMM_WORLD, options("cpu", 2, false, {}, false, m), false);
-    const RunResult gpu = train<float>(MPI_COMM_WORLD, options("cuda", 2, false, {}, false, m), false);
+    const RunResult cpu = train<float>(MPI_COMM_WORLD, options("cpu", 2, Recompute::None, {}, false, m), false);
+    const RunResult gpu = train<float>(MPI_COMM_WORLD, options("cuda", 2, Recompute::None, {}, false, m), false);
     for (size_t s = 0; s < cpu.steps.size(); ++s)
       CHECK(std::abs(gpu.steps[s].loss - cpu.steps[s].loss) <= 1e-5 * std::abs(cpu.steps[s].loss));
   }
@@ -234,8 +236,8 @@ TEST_CASE("three training steps: cuda against cpu, fp32 loss to 1e-5") {
 // the GPU's roundings to bf16 differ where their fp32 values do).
 TEST_CASE("three training steps: cuda against cpu, bf16 loss to 1e-2") {
   if (world_size() != 1) return;
-  const RunResult cpu = train<bf16>(MPI_COMM_WORLD, options("cpu", 2, false), false);
-  const RunResult gpu = train<bf16>(MPI_COMM_WORLD, options("cuda", 2, false), false);
+  const RunResult cpu = train<bf16>(MPI_COMM_WORLD, options("cpu", 2, Recompute::None), false);
+  const RunResult gpu = train<bf16>(MPI_COMM_WORLD, options("cuda", 2, Recompute::None), false);
   CHECK(gpu.device == "cuda");
   REQUIRE(gpu.steps.size() == cpu.steps.size());
   for (size_t s = 0; s < cpu.steps.size(); ++s) {
@@ -262,9 +264,9 @@ TEST_CASE("two GPUs over NCCL: every grid of two and two stages, against one cpu
   for (const ModelSpec& m : {small_model(), small_llama_model()})  // tied over two stages: the exchange over NCCL
   for (const Case& k : cases) {
     INFO(m.name << ", grid " << k.grid.str() << ", overlap " << k.overlap << (k.offload ? ", offload" : ""));
-    RunOptions on_gpu = options("cuda", 1, false, k.grid, k.offload, m);
+    RunOptions on_gpu = options("cuda", 1, Recompute::None, k.grid, k.offload, m);
     on_gpu.config.overlap = parse_overlap(k.overlap);
-    const RunResult cpu = train<double>(MPI_COMM_SELF, options("cpu", 1, false, {}, false, m), true);
+    const RunResult cpu = train<double>(MPI_COMM_SELF, options("cpu", 1, Recompute::None, {}, false, m), true);
     const RunResult gpu = train<double>(MPI_COMM_WORLD, on_gpu, true);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

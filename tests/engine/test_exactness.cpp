@@ -51,11 +51,13 @@ std::vector<ModelSpec> exact_models(int layers = 2) {
 struct Variant {
   int order_pick;  // index into the grid's distinct placements (wrapped)
   int micro_batch;
-  bool recompute;
+  Recompute recompute;
   const char* overlap;
 };
+using R = Recompute;
 const Variant kVariants[] = {
-    {0, 1, false, "none"}, {1, 2, true, "oar"}, {2, 1, true, "ors"}, {3, 2, false, "oag"}, {4, 1, true, "all"},
+    {0, 1, R::None, "none"}, {1, 2, R::Full, "oar"}, {2, 1, R::Selective, "ors"}, {3, 2, R::None, "oag"},
+    {4, 1, R::Full, "all"},
 };
 constexpr int kSteps = 3;
 constexpr long kBatch = 16;
@@ -82,7 +84,7 @@ PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const double L = m.layers, H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const double dh = m.head_size(), Aq = m.heads * dh, Akv = m.kv_head_count() * dh;
   const bool swiglu = m.mlp == Mlp::SwiGlu, rms = m.norm == Norm::RmsNorm;
-  const double t = double(o.config.micro_batch) * S, r = o.config.recompute ? 1 : 0;
+  const double t = double(o.config.micro_batch) * S, r = o.config.recompute == Recompute::Full ? 1 : 0;
   const double micro = double(o.batch) / (double(o.config.micro_batch) * g.z * g.d);
   PerAxis<double> per_micro{}, per_step{};
   const int X = int(Axis::X), Y = int(Axis::Y), Z = int(Axis::Z), D = int(Axis::D);
@@ -227,7 +229,7 @@ std::string describe(const std::vector<std::pair<Grid, int>>& jobs, const Outcom
   const auto& [g, v] = jobs[size_t(o.shape)];
   RunOptions opt = options(g, kVariants[v], m);
   return "grid " + g.str() + " order " + opt.config.order.str() + " micro_batch " +
-         std::to_string(opt.config.micro_batch) + (opt.config.recompute ? " recompute" : "") + " overlap " +
+         std::to_string(opt.config.micro_batch) + " recompute " + recompute_name(opt.config.recompute) + " overlap " +
          opt.config.overlap.str();
 }
 
