@@ -15,9 +15,10 @@
 namespace ff::engine {
 
 template <typename T>
-Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes)
+Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes,
+            const std::vector<int>& stage_layers)
     : comm_(comm), dev_(comm.device()), k_(kernels_for<T>(comm.device())), m_(m), c_(c), sizes_(sizes),
-      layout_(param_layout(m, c.grid, comm.coord(Axis::P))) {
+      layout_(param_layout(m, c.grid, comm.coord(Axis::P), stage_layers)) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   hx_ = m.hidden / g.x;

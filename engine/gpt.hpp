@@ -59,7 +59,9 @@ template <typename T>
 class Gpt {
  public:
   using M = master_t<T>;
-  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {});
+  // `stage_layers`: each stage's blocks, pinned; empty: the advisor's partition.
+  Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {},
+      const std::vector<int>& stage_layers = {});
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch

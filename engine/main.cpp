@@ -183,6 +183,9 @@ int main(int argc, char** argv) {
       input_error("--model " + cli.model + ": " + why + " (the advisor prices it; the engine cannot run it)");
     opts.config = config_of(cli);
     const Config& c = opts.config;
+    if (std::string why = stage_layers_problem(opts.model, c.grid.p, cli.stage_layers); !why.empty())
+      input_error("--stage-layers: " + why);
+    opts.stage_layers = cli.stage_layers;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);
     opts.buckets.offload_chunk = cli.offload_chunk;
     opts.buckets.dp_bytes = cli.dp_bucket_mib * 1048576.0;

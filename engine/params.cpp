@@ -14,14 +14,17 @@ void check_divisible(const ModelSpec& m, const Grid& g) {
   if (std::string why = engine_split_problem(m, g); !why.empty()) input_error("grid cannot divide the model: " + why);
 }
 
-ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage) {
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage, const std::vector<int>& stage_layers) {
   check_divisible(m, g);
+  if (std::string why = stage_layers_problem(m, g.p, stage_layers); !why.empty()) input_error("--stage-layers: " + why);
   ParamLayout L;
-  const int per_stage = m.layers / g.p;
+  const std::vector<int> blocks = stage_blocks(m, g.p, stage_layers);
+  const int per_stage = blocks[size_t(stage)];
   L.stage = stage;
   L.first = stage == 0;
   L.last = stage == g.p - 1;
-  L.first_layer = stage * per_stage;
+  L.first_layer = 0;
+  for (int i = 0; i < stage; ++i) L.first_layer += blocks[size_t(i)];
   bool keep = true;  // whether the parameters being declared are this stage's
   const long H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const long dh = m.head_size(), Aq = long(m.heads) * dh, Akv = long(m.kv_head_count()) * dh;

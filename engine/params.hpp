@@ -52,7 +52,7 @@ struct BlockParams {
   int qkv, out, fc1, fc2;                                      // MatrixParam indices; fc1 is [gate|up] for SwiGLU
 };
 
-// One pipeline stage's parameters (MODEL.md §9): its L/P contiguous blocks,
+// One pipeline stage's parameters (MODEL.md §9): its contiguous run of blocks,
 // the embedding and positions on the first stage, the final LayerNorm and LM
 // head on the last. Ids (which key the initialisation) are the whole
 // model's, so a parameter has the same values whichever stage holds it;
@@ -77,7 +77,8 @@ struct ParamLayout {
 // Throws InputError when the grid cannot divide the model (MODEL.md §2's list,
 // without padding).
 void check_divisible(const ModelSpec& m, const Grid& g);
-ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0);
+// `stage_layers`: each stage's blocks, pinned; empty: stage_blocks' own (job.hpp).
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0, const std::vector<int>& stage_layers = {});
 
 // Logical column of local column `lc` in column block `b` of `block_cols`.
 long logical_col(const std::vector<long>& parts, long cols, long block_cols, int b, long lc);

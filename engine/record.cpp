@@ -72,7 +72,8 @@ nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dty
   // (layers.hpp, cuda/attention.cu): priced unfused, whatever the model says.
   ModelSpec model = o.model;
   model.attention = Attention::Unfused;
-  const Job job{model, ranks, o.batch, parse_dtype(dtype)};
+  Job job{model, ranks, o.batch, parse_dtype(dtype)};
+  job.stage_layers = o.stage_layers;
   const Config& c = o.config;
   const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
   return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os));

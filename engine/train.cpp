@@ -136,7 +136,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const std::unique_ptr<Comm> comm_owner = make_comm(world, c, *device, paced ? o.pace.poll_s : 0.0);
   Comm& comm = *comm_owner;
   comm.tracing = o.trace_comm;
-  Gpt<T> model(comm, o.model, c, o.seed, o.buckets);
+  Gpt<T> model(comm, o.model, c, o.seed, o.buckets, o.stage_layers);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) of the last
   // stage reports it.

@@ -21,6 +21,7 @@ namespace ff::engine {
 struct RunOptions {
   ModelSpec model;
   Config config;      // dtype is ignored here: the scalar is the template argument
+  std::vector<int> stage_layers;  // each stage's blocks, pinned; empty: the advisor's partition (MODEL.md §9)
   long batch = 0;     // sequences per step
   int steps = 1;
   AdamW opt;

@@ -94,6 +94,13 @@ expect 2 "--fusion 'megatron': expected fused, unfused or engine" -- "$advisor" 
 expect 2 "--grad-dtype fp16: expected fp32 or the training dtype \(bf16\)" -- "$advisor" recommend --model gpt-5b --gpus 8 --grad-dtype fp16
 expect 2 "has G_y = 1" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 8,1,1,1 --sequence-parallel
 expect 0 "--sequence-parallel" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --sequence-parallel --machine dgx-h100
+# Stages that do not divide the layers (gpt-80b: 42): the advisor's partition, a pinned one, and the search when named.
+expect 0 '10 blocks \(32–41\) \+ final LN, LM head, loss' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --recompute
+expect 0 '--stage-layers 12,12,12,6' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --recompute --stage-layers 12,12,12,6
+expect 2 "--stage-layers: the stages' blocks add up to 41" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --stage-layers 12,12,12,5
+expect 2 "--stage-layers: 3 stages' blocks given for 4 pipeline stages" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --stage-layers 14,14,14
+expect 0 'pipeline-model-parallel-size [48] ' -- "$advisor" recommend --model gpt-80b --gpus 1024 --pipeline 4,8 --top 3
+expect 2 "--recompute 'some': expected none, selective or full" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,1,1,8 --recompute some
 expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine sumit
 for g in 0 -4 1.5 abc; do
   expect 2 "expected a whole number of GPUs" -- "$advisor" recommend --model gpt-80b --gpus "$g"
@@ -129,7 +136,7 @@ expect 2 "gives no fp16 peak" -- "$advisor" recommend --model gpt-5b --gpus 8 --
 # Pipeline stages and offload (MODEL.md §9): predict explains every stage and
 # the host link; recommend ranks pipelined configurations among the rest.
 expect 0 'simulated event by event' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
-expect 0 '1 \*? +21 blocks \+ final LN, LM head, loss' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
+expect 0 '1 \*? +21 blocks \(21–41\) \+ final LN, LM head, loss' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
 expect 0 'Offload: .* each way per iteration' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute --offload
 expect 0 'ax.init\(G_inter=2, G_data=8' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
 "$advisor" recommend --model gpt-160b --gpus 1024 --pipeline 2,4 --top 3 --json >"$tmp/pipe.json"
@@ -145,9 +152,9 @@ print("pipe ok")
 PY
 expect 0 'fp16' -- "$advisor" recommend --model gpt-5b --gpus 48 --machine summit --top 2
 expect 2 '--pipeline 0: expected a number of stages >= 1' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 0
-expect 2 'layers 42 are not divisible by G_pipe=4' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,4 --pipeline 4
+expect 2 'G_pipe=43 stages are more than the 42 layers' -- "$advisor" predict --model gpt-80b --gpus 43 --grid 1,1,1,1 --pipeline 43
 expect 2 'has 1,?536 ranks, not --gpus 1024' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 3
-expect 2 '--pipeline 5: stages must divide the 42 layers and the 1,024 GPUs' -- "$advisor" recommend --model gpt-80b --gpus 1024 --pipeline 5
+expect 2 '--pipeline 5: stages must divide the 1,024 GPUs and hold at least one of the 42 layers each' -- "$advisor" recommend --model gpt-80b --gpus 1024 --pipeline 5
 expect 2 "--offload: machine 'frontier' gives no host link" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,16 --machine frontier --offload
 expect 2 "--offload: machine 'frontier' gives no host link" -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine frontier --offload
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['host']['memory_GiB']=0.001; json.dump(d, open(sys.argv[2],'w'))" \

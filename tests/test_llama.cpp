@@ -150,12 +150,12 @@ TEST_CASE("llama: tied embeddings, one copy or one per end stage") {
   // Two stages: each end keeps a copy and they sum their gradients once a step.
   const Job job = Job{llama_toy(true), 2, 2};
   const Grid staged{1, 1, 1, 1, 2};
-  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job.model, staged, 0));
+  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job, staged, 0));
   const CommTerm* tie = comm_term(plan, "embedding", "tied weight-grad all-reduce (first and last stage)", Axis::P);
   REQUIRE(tie);
   CHECK(tie->elements == vh);
   CHECK(tie->per_step);
-  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job.model, staged, 1));
+  make_plan(job, p, staged, 1, Recompute::None, plan, stage_of(job, staged, 1));
   CHECK(comm_term(plan, "lm_head", "tied weight-grad all-reduce (first and last stage)", Axis::P) != nullptr);
 }
 

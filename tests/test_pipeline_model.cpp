@@ -273,10 +273,12 @@ TEST_CASE("pipeline: predict explains every stage and agrees with the simulation
   CHECK(pr.schedule.time_s == rel(pr.simulated.time_s, 0.05));
   // 2 stages of 21 blocks; G = 1·2·32·2·8.
   CHECK(pr.staged.plan[0].stage.blocks == 21);
-  // A stage count that does not divide the layers is refused.
-  c.grid.p = 4;
-  c.grid.d = 4;
-  CHECK_THROWS_AS(predict(job, p, c), InputError);
+  // More stages than layers are refused.
+  c.grid = Grid{1, 1, 1, 1};
+  c.grid.p = 43;
+  Job wide = job;
+  wide.gpus = 43;
+  CHECK_THROWS_AS(predict(wide, p, c), InputError);
 }
 
 TEST_CASE("predict_estimate is predict's estimate, stages, overlap, offload and dtype included") {
@@ -313,9 +315,9 @@ TEST_CASE("predict_estimate is predict's estimate, stages, overlap, offload and 
   bf16.dtype = Dtype::BF16;
   CHECK(predict_estimate(job, p, configs[3]).compute_s > predict_estimate(job, p, bf16).compute_s);
   Config bad = configs[1];
-  bad.grid.p = 4;
-  bad.grid.d = 4;
-  CHECK_THROWS_AS(predict_estimate(job, p, bad), InputError);
+  Job pinned = job;
+  pinned.stage_layers = {1, 2, 3};  // three runs for two stages
+  CHECK_THROWS_AS(predict_estimate(pinned, p, bad), InputError);
 }
 
 TEST_CASE("pipeline: a job no 4D grid can split is split by stages") {

@@ -32,7 +32,7 @@ const Grid kGrid{1, 4, 1, 2};
 
 TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gathers, and the re-gathers") {
   Plan plan;
-  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, Recompute::None, plan, stage_of(toy_job().model, kGrid, 0), true);
+  make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, Recompute::None, plan, stage_of(toy_job(), kGrid, 0), true);
   REQUIRE(plan.sequence_parallel);
   // Every buffer is [t, H] = 16 × 64 = 1024 elements, counted gathered.
   struct Want {

@@ -25,6 +25,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   group(app->add_option("--seq-len", o.seq_len,
                         "Tokens per sequence, in place of the model's (a Hugging Face config.json's "
                         "max_position_embeddings)"));
+  group(app->add_option("--stage-layers", o.stage_layers,
+                        "Each pipeline stage's blocks, first to last (e.g. 6,6,6,4), pinned; default: equal runs "
+                        "where the stages divide the layers, else balanced with the LM head's stage lighter (MODEL.md §9)")
+            ->delimiter(','));
   group(app->add_option("--grad-dtype", o.grad_dtype,
                         "The gradient accumulator and the data-parallel reduction: fp32, or the training dtype "
                         "(AxoNN's fp16; MODEL.md §13)")
@@ -65,6 +69,12 @@ LoadedJob load_job(const JobOptions& o) {
   std::vector<std::string> notes;
   l.job.model = load_model(o.model, &notes, std::max(0, o.seq_len));
   for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
+  if (!o.stage_layers.empty()) {
+    const int P = int(o.stage_layers.size());
+    if (std::string why = stage_layers_problem(l.job.model, P, o.stage_layers); !why.empty())
+      input_error("--stage-layers: " + why);
+    l.job.stage_layers = o.stage_layers;
+  }
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
   if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
   l.job.grad_dtype = flag_value("--grad-dtype", [&] { return parse_dtype(o.grad_dtype); });
@@ -112,9 +122,9 @@ void check_grid_gpus(const Job& job, const Grid& g) {
 void check_pipelines(const Job& job, const std::vector<int>& stages) {
   for (int P : stages) {
     at_least("--pipeline", P, 1, "a number of stages");
-    if (job.model.layers % P || job.gpus % P)
-      input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + std::to_string(job.model.layers) +
-                  " layers and the " + grouped(job.gpus) + " GPUs");
+    if (P > job.model.layers || job.gpus % P)
+      input_error("--pipeline " + std::to_string(P) + ": stages must divide the " + grouped(job.gpus) +
+                  " GPUs and hold at least one of the " + std::to_string(job.model.layers) + " layers each");
   }
 }
 

@@ -19,6 +19,7 @@ struct JobOptions {
   std::string fusion = "fused";
   std::string grad_dtype = "fp32";
   int seq_len = -1;  // -1: not given, the model's (a config.json's max_position_embeddings)
+  std::vector<int> stage_layers;  // --stage-layers: each stage's blocks, pinned
 };
 
 // Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of
@@ -35,7 +36,7 @@ struct LoadedJob {
 // Loads the model and machine and checks the numbers; throws InputError.
 LoadedJob load_job(const JobOptions& o);
 long long parse_gpus(const std::string& text);
-// --pipeline's stage counts: each >= 1 and dividing the layers and the GPUs;
+// --pipeline's stage counts: each >= 1, at most the layers and dividing the GPUs;
 // throws InputError.
 void check_pipelines(const Job& job, const std::vector<int>& stages);
 // The model's answers to a configuration, in the flags' words; throw InputError.

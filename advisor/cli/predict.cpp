@@ -49,7 +49,9 @@ std::string pair_text(const PairLink& l) {
 }
 
 std::string stage_holds(const Stage& s) {
-  std::string h = std::to_string(s.blocks) + (s.blocks == 1 ? " block" : " blocks");
+  std::string h = s.blocks == 1 ? "block " + std::to_string(s.first_block)
+                                : std::to_string(s.blocks) + " blocks (" + std::to_string(s.first_block) + "–" +
+                                      std::to_string(s.first_block + s.blocks - 1) + ")";
   if (s.first) h = "embedding + " + h;
   if (s.last) h += " + final LN, LM head, loss";
   return h;
@@ -79,7 +81,7 @@ nlohmann::json pipeline_json(const Prediction& pr) {
     // besides the tied embedding's all-reduce, where there is one.
     PerAxis<double> bytes = bytes_per_step(plan, pr.config.shard_optimizer);
     bytes[int(Axis::P)] += message_bytes * double(plan.micro_steps) * ((i + 1 < g.p) + (i > 0));
-    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)])},
+    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.each[size_t(i)])},
                               {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
                               {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},
                               {"bytes_per_step", per_axis_json(bytes)},
@@ -133,7 +135,7 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
   const auto st = stage_times(pr.staged, pr.per_kind);
   for (int i = 0; i < g.p; ++i) {
     t.row({std::to_string(i) + (i == pr.schedule.critical_stage ? " *" : ""),
-           stage_holds(pr.staged.kinds.stage[pr.staged.kinds.kind_of(i)]), seconds(st[i].f),
+           stage_holds(pr.staged.kinds.each[size_t(i)]), seconds(st[i].f),
            seconds(st[i].b), seconds(st[i].step), std::to_string(in_flight(g, p0.micro_steps, i)),
            gib(pr.stage_memory[i].total()) + " of " + gib(m.hbm_capacity)});
   }

@@ -74,6 +74,11 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
                              num(a.micro_batch)};
   if (a.pipeline != d.pipeline) v.insert(v.begin() + 4, {"--pipeline", num(a.pipeline)});
   if (a.seq_len != d.seq_len) v.insert(v.begin() + 2, {"--seq-len", num(a.seq_len)});
+  if (!a.stage_layers.empty()) {
+    std::string list;
+    for (int b : a.stage_layers) list += (list.empty() ? "" : ",") + num(b);
+    v.insert(v.end(), {"--stage-layers", list});
+  }
   // Full as the bare flag, which every engine version reads.
   const Recompute rc = recompute_flag(a.recompute);
   if (rc == Recompute::Full) v.push_back("--recompute");
@@ -122,6 +127,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--model", a.model, "Model: a preset name, a model JSON file or a Hugging Face config.json")
       ->capture_default_str();
   app.add_option("--seq-len", a.seq_len, "Tokens per sequence, in place of the model's (0: the model's)");
+  app.add_option("--stage-layers", a.stage_layers,
+                 "Each pipeline stage's blocks, first to last, pinned (default: the advisor's partition, MODEL.md §9)")
+      ->delimiter(',');
   add_config_options(app, a);
   app.add_option("--offload-bucket", a.offload_bucket, "Offload: elements per optimizer bucket")->capture_default_str();
   app.add_option("--offload-chunk", a.offload_chunk,

@@ -29,6 +29,7 @@ inline constexpr uint64_t kDefaultSeed = 1234;
 struct EngineArgs : ConfigFlags, PaceFlags {
   std::string model = "examples/models/gpt-tiny.json";
   int seq_len = 0;  // 0: the model's
+  std::vector<int> stage_layers;  // each stage's blocks, pinned; empty: stage_blocks' own
   double dp_bucket_mib = kDefaultDpBucketMiB;
   long offload_bucket = kDefaultOffloadBucket;
   int offload_chunk = kDefaultOffloadChunk;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "advisor/core/error.hpp"
+
 namespace ff {
 
 std::string split_problem(const Job& job, const Grid& g, int mb) {
@@ -17,8 +19,7 @@ std::string split_problem(const Job& job, const Grid& g, int mb) {
   if (m.padded_vocab % g.y) return "padded vocabulary " + s(m.padded_vocab) + " is not divisible by G_y=" + s(g.y);
   if (g.p > m.layers)
     return "G_pipe=" + s(g.p) + " stages are more than the " + s(m.layers) + " layers (a stage holds at least one block)";
-  if (m.layers % g.p)
-    return "layers " + s(m.layers) + " are not divisible by G_pipe=" + s(g.p) + " (stages hold equal runs of blocks)";
+  if (std::string why = stage_layers_problem(m, g.p, job.stage_layers); !why.empty()) return "--stage-layers: " + why;
   long long per = 1LL * mb * g.z * g.d;
   if (job.batch % per)
     return "batch " + s(job.batch) + " is not divisible by micro_batch·G_z·G_data=" + s(mb) + "·" + s(g.z) + "·" +
@@ -39,7 +40,7 @@ std::string engine_split_problem(const ModelSpec& m, const Grid& g) {
   auto s = [](long long v) { return std::to_string(v); };
   if (std::string why = engine_model_problem(m); !why.empty()) return why;
   if (!m.head_dim && m.hidden % m.heads) return "hidden " + s(m.hidden) + " is not a multiple of heads " + s(m.heads);
-  if (m.layers % g.p) return "layers " + s(m.layers) + " % stages " + s(g.p) + " != 0 (each stage holds whole blocks)";
+  if (g.p > m.layers) return "stages " + s(g.p) + " > layers " + s(m.layers) + " (a stage holds at least one block)";
   if (m.hidden % g.x) return "hidden " + s(m.hidden) + " % G_x " + s(g.x) + " != 0";
   if (m.heads % g.y) return "heads " + s(m.heads) + " % G_y " + s(g.y) + " != 0 (each Y rank owns whole heads)";
   if (m.kv_head_count() % g.y)
@@ -76,20 +77,76 @@ LocalWeight local_weight(const LinearLayer& l, const Grid& g) {
   return w;
 }
 
-Stage stage_of(const ModelSpec& m, const Grid& g, int index) {
-  return Stage{index, m.layers / g.p, index == 0, index == g.p - 1};
+std::vector<int> stage_blocks(const ModelSpec& m, int P, const std::vector<int>& pinned) {
+  if (!pinned.empty()) return pinned;
+  const int L = m.layers;
+  if (P <= 1) return {L};
+  if (L % P == 0) return std::vector<int>(size_t(P), L / P);
+  // Forward FLOPs per token: a block's GEMMs and attention, the head's GEMM;
+  // the head costs `head` blocks. The last stage takes b blocks, the other
+  // P − 1 share the rest as evenly as blocks allow (the larger runs first).
+  // The least most-loaded stage wins; on a tie the larger b.
+  const double block = 2 * m.block_matmul_params() + 4.0 * m.seq_len * m.attention_width();
+  const double head = 2.0 * m.hidden * m.padded_vocab / block;
+  int best_last = 1;
+  double best = 1e300;
+  for (int b = L - (P - 1); b >= 1; --b) {
+    const int others = (L - b + P - 2) / (P - 1);  // the largest of the others
+    const double cost = std::max(double(others), b + head);
+    if (cost < best - 1e-9) best = cost, best_last = b;
+  }
+  std::vector<int> out(static_cast<size_t>(P), 0);
+  const int rest = L - best_last, q = rest / (P - 1), r = rest % (P - 1);
+  for (int i = 0; i < P - 1; ++i) out[size_t(i)] = q + (i < r ? 1 : 0);
+  out.back() = best_last;
+  return out;
 }
 
-StageKinds distinct_stages(const ModelSpec& m, const Grid& g) {
+std::string stage_layers_problem(const ModelSpec& m, int P, const std::vector<int>& pinned) {
+  if (pinned.empty()) return "";
+  auto s = [](long long v) { return std::to_string(v); };
+  if (int(pinned.size()) != P)
+    return s(long(pinned.size())) + " stages' blocks given for " + s(P) + " pipeline stages";
+  long long sum = 0;
+  for (int b : pinned) {
+    if (b < 1) return "a stage holds at least one block, not " + s(b);
+    sum += b;
+  }
+  if (sum != m.layers) return "the stages' blocks add up to " + s(sum) + ", not the model's " + s(m.layers) + " layers";
+  return "";
+}
+
+std::vector<Stage> stages_of(const Job& job, const Grid& g) {
+  const std::vector<int> blocks = stage_blocks(job.model, g.p, job.stage_layers);
+  std::vector<Stage> out;
+  int first_block = 0;
+  for (int i = 0; i < g.p; ++i) {
+    out.push_back(Stage{i, blocks[size_t(i)], i == 0, i == g.p - 1, first_block});
+    first_block += blocks[size_t(i)];
+  }
+  return out;
+}
+
+Stage stage_of(const Job& job, const Grid& g, int index) { return stages_of(job, g)[size_t(index)]; }
+
+StageKinds distinct_stages(const Job& job, const Grid& g) {
   StageKinds k;
   k.stages = g.p;
-  auto add = [&](int index, int copies) {
-    k.stage[k.count] = stage_of(m, g, index);
-    k.copies[k.count++] = copies;
-  };
-  add(0, 1);
-  if (g.p > 2) add(1, g.p - 2);
-  if (g.p > 1) add(g.p - 1, 1);
+  k.each = stages_of(job, g);
+  for (const Stage& s : k.each) {
+    int found = -1;
+    for (int j = 0; j < k.count && found < 0; ++j)
+      if (k.stage[j].blocks == s.blocks && k.stage[j].first == s.first && k.stage[j].last == s.last) found = j;
+    if (found < 0) {
+      if (k.count == kMaxStageKinds)
+        input_error("the stages' blocks make more than " + std::to_string(kMaxStageKinds) +
+                    " kinds of stage (different block counts); pin fewer distinct runs with --stage-layers");
+      found = k.count++;
+      k.stage[found] = s;
+    }
+    ++k.copies[found];
+    k.kind.push_back(found);
+  }
   return k;
 }
 

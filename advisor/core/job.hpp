@@ -2,6 +2,7 @@
 // A training job (model, GPUs, batch, dtype) and how a grid lays it out.
 #include <array>
 #include <string>
+#include <vector>
 
 #include "advisor/core/config.hpp"
 #include "advisor/core/fusion.hpp"
@@ -18,6 +19,9 @@ struct Job {
   // The gradient accumulator's and the data-parallel reduction's element:
   // fp32 (Megatron's default) or the training dtype (AxoNN's fp16; MODEL.md §13).
   Dtype grad_dtype = Dtype::FP32;
+  // The blocks of each pipeline stage, pinned (--stage-layers, Megatron's
+  // --decoder-first/last-pipeline-num-layers); empty: stage_blocks' own.
+  std::vector<int> stage_layers;
 };
 
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.
@@ -32,27 +36,40 @@ std::string engine_split_problem(const ModelSpec& m, const Grid& grid);
 // Why engine/ cannot run `m` on any grid (a Llama-style block, MODEL.md §12), or "".
 std::string engine_model_problem(const ModelSpec& m);
 
-// One pipeline stage's share of the model (MODEL.md §9): contiguous, equal
-// runs of L/G_p blocks; the first stage also holds the embedding and
-// positions, the last the final LayerNorm, LM head and loss. Without stages
-// the one stage is both.
+// How P pipeline stages split the L blocks (MODEL.md §9): `pinned` where
+// given; L/P each where P divides L (Megatron's rule); otherwise balanced by
+// FLOPs, the LM head's counted on the last stage (which so takes fewer
+// blocks), the rest spread evenly with the larger runs first.
+std::vector<int> stage_blocks(const ModelSpec& m, int stages, const std::vector<int>& pinned = {});
+// Why `pinned` cannot split m's blocks over `stages` stages, or "".
+std::string stage_layers_problem(const ModelSpec& m, int stages, const std::vector<int>& pinned);
+
+// One pipeline stage's share of the model: a contiguous run of blocks from
+// `first_block`; the first stage also holds the embedding and positions, the
+// last the final LayerNorm, LM head and loss. Without stages the one stage
+// is both.
 struct Stage {
   int index = 0;
   int blocks = 0;
   bool first = true, last = true;
+  int first_block = 0;
 };
-Stage stage_of(const ModelSpec& m, const Grid& g, int index);
-// The stages whose cost differs: first, one middle (standing for all G_p − 2
-// of them), last; one stage when G_p = 1. `copies` says how many each stands for.
+std::vector<Stage> stages_of(const Job& job, const Grid& g);
+Stage stage_of(const Job& job, const Grid& g, int index);
+// The stages whose cost differs (blocks, first, last): with equal runs the
+// first, one middle (standing for all G_p − 2 of them) and the last; one
+// stage when G_p = 1. `copies` says how many each stands for.
+inline constexpr int kMaxStageKinds = 4;
 struct StageKinds {
-  std::array<Stage, 3> stage;
-  std::array<int, 3> copies{};
+  std::array<Stage, kMaxStageKinds> stage;
+  std::array<int, kMaxStageKinds> copies{};
   int count = 0;
   int stages = 1;  // G_p
-  // The kind stage i is: its stage[] entry, whose index is that kind's first.
-  int kind_of(int i) const { return i == 0 ? 0 : i == stages - 1 ? count - 1 : 1; }
+  std::vector<int> kind;  // of each stage: its stage[] entry, whose index is that kind's first
+  std::vector<Stage> each;  // every stage, its own blocks
+  int kind_of(int i) const { return kind[size_t(i)]; }
 };
-StageKinds distinct_stages(const ModelSpec& m, const Grid& g);
+StageKinds distinct_stages(const Job& job, const Grid& g);
 
 // A linear layer k → n. A "transposed" layer takes its input split over Y
 // and its output over X, so consecutive layers need no redistribution.

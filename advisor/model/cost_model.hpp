@@ -91,7 +91,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro
                const Stage& stage, bool sequence_parallel = false);
 inline void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                       Plan& out) {
-  make_plan(job, p, g, micro_batch, recompute, out, stage_of(job.model, g, 0));
+  make_plan(job, p, g, micro_batch, recompute, out, stage_of(job, g, 0));
 }
 // Occurrences per iteration of a CommTerm or ComputeTerm: its count, times
 // the micro-steps unless it runs once a step.

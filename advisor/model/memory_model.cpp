@@ -82,20 +82,30 @@ std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, 
                                        const Overlap& ov, OptimizerState os, bool sp) {
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   std::vector<MemoryUse> out;
-  for (int i = 0; i < g.p; ++i)
-    out.push_back(stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os, sp));
+  for (const Stage& s : stages_of(job, g))
+    out.push_back(stage_memory(job, p, g, mb, recompute, ov, s, in_flight(g, M, s.index), os, sp));
   return out;
 }
 
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
-                     const Overlap& ov, OptimizerState os, bool sp) {
-  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, 0), 1, os, sp);
-  // Stages 1 … G_p − 2 hold the same weights and no more in flight than
-  // stage 1: first, second and last decide.
+                     const Overlap& ov, OptimizerState os, bool sp, const std::vector<Stage>* given) {
+  const std::vector<Stage> own = given ? std::vector<Stage>{} : stages_of(job, g);
+  const std::vector<Stage>& stages = given ? *given : own;
+  if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stages[0], 1, os, sp);
+  // Where stages 1 … G_p − 2 hold no more blocks than the one before (equal
+  // runs, the partition's own: the larger first) and no more in flight than
+  // stage 1, first, second and last decide; a pinned partition, every stage.
   const long long M = job.batch / (1LL * mb * g.z * g.d);
+  bool descending = true;
+  for (int i = 2; i + 1 < g.p; ++i) descending = descending && stages[size_t(i)].blocks <= stages[size_t(i - 1)].blocks;
+  std::vector<int> which{0, std::min(1, g.p - 1), g.p - 1};
+  if (!descending) {
+    which.clear();
+    for (int i = 0; i < g.p; ++i) which.push_back(i);
+  }
   MemoryUse most;
-  for (int i : {0, std::min(1, g.p - 1), g.p - 1}) {
-    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stage_of(job.model, g, i), in_flight(g, M, i), os, sp);
+  for (int i : which) {
+    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stages[size_t(i)], in_flight(g, M, i), os, sp);
     if (u.total() > most.total()) most = u;
     most.host = std::max(most.host, u.host);
   }

@@ -53,8 +53,10 @@ std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, 
                                        Recompute recompute, const Overlap& ov, OptimizerState os = {},
                                        bool sequence_parallel = false);
 // The rank that needs the most, which decides whether the configuration fits.
+// `stages`: stages_of(job, g), where the caller has them (the search, per grid).
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
-                     const Overlap& ov, OptimizerState os = {}, bool sequence_parallel = false);
+                     const Overlap& ov, OptimizerState os = {}, bool sequence_parallel = false,
+                     const std::vector<Stage>* stages = nullptr);
 // Host memory one GPU's offloaded state may use: the node's, shared.
 inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }
 // Whether `u` fits the GPU's memory and, offloaded, its share of the host's.

@@ -138,7 +138,7 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, do
 
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute rc, StagedPlan& out,
                       bool sp) {
-  out.kinds = distinct_stages(job.model, g);
+  out.kinds = distinct_stages(job, g);
   for (int k = 0; k < out.kinds.count; ++k) make_plan(job, p, g, mb, rc, out.plan[k], out.kinds.stage[k], sp);
 }
 
@@ -245,33 +245,33 @@ void rates(Estimate& e, const Plan& plan, double batch_tokens) {
 
 }  // namespace
 
-void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out) {
+void stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind, std::vector<StageTime>& out) {
   out.clear();
   for (int k = 0; k < sp.kinds.count; ++k)
     for (int c = 0; c < sp.kinds.copies[k]; ++c)
       out.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
 }
 
-std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind) {
+std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind) {
   std::vector<StageTime> v;
   stage_times(sp, per_kind, v);
   return v;
 }
 
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
-                        double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
-  std::array<Estimate, 3> kind;
+                        double batch_tokens, std::array<Estimate, kMaxStageKinds>* per_kind, Schedule* schedule) {
+  std::array<Estimate, kMaxStageKinds> kind;
   combine_kinds(sp, st, ov, batch_tokens, kind);
   return finish_staged(sp, st, kind, ov, os, batch_tokens, per_kind, schedule);
 }
 
 void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
-                   std::array<Estimate, 3>& kind) {
+                   std::array<Estimate, kMaxStageKinds>& kind) {
   for (int k = 0; k < sp.kinds.count; ++k) kind[k] = combine(sp.plan[k], st.times[k].data(), ov, batch_tokens);
 }
 
-Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, const Overlap& ov,
-                       OptimizerState os, double batch_tokens, std::array<Estimate, 3>* per_kind, Schedule* schedule) {
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, kMaxStageKinds> kind, const Overlap& ov,
+                       OptimizerState os, double batch_tokens, std::array<Estimate, kMaxStageKinds>* per_kind, Schedule* schedule) {
   const bool odp = ov.odp && sp.plan[0].grid.d > 1, sharded = os.sharded && sp.plan[0].grid.d > 1;
   if (odp || sharded || os.offload)
     for (int k = 0; k < sp.kinds.count; ++k) {

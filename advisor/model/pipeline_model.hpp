@@ -40,7 +40,7 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long micro
 // A configuration's plans, one per kind of stage (first, middle, last; one
 // when G_p = 1), priced together.
 struct StagedPlan {
-  std::array<Plan, 3> plan;
+  std::array<Plan, kMaxStageKinds> plan;
   StageKinds kinds;
 };
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
@@ -49,18 +49,18 @@ void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, in
 // Term times for every kind of stage on a placement's links, in the layout
 // term_times uses, one block per kind.
 struct StagedTimes {
-  std::array<std::vector<double>, 3> times;
+  std::array<std::vector<double>, kMaxStageKinds> times;
   double message_s = 0;  // one stage message each way on the P axis' pairs
   // Offload, per kind: the host-link copies of an iteration, and the latency
   // the all-reduce's chunks add, n·2(G_d − 1)·α.
-  std::array<double, 3> host_copy_s{}, chunk_latency_s{};
+  std::array<double, kMaxStageKinds> host_copy_s{}, chunk_latency_s{};
   // ODP, per kind: the data-parallel gradients in buckets, how many, and one
   // full and the last bucket's all-reduce.
-  std::array<double, 3> dp_buckets{}, dp_bucket_s{}, dp_last_bucket_s{};
+  std::array<double, kMaxStageKinds> dp_buckets{}, dp_bucket_s{}, dp_last_bucket_s{};
   // The optimizer state sharded over D (ZeRO-1): the gradients
   // reduce-scattered instead (layer by layer, or a bucket and the last), the
   // updated weights all-gathered after the optimizer.
-  std::array<double, 3> dp_reduce_scatter_s{}, dp_rs_bucket_s{}, dp_rs_last_bucket_s{}, dp_all_gather_s{};
+  std::array<double, kMaxStageKinds> dp_reduce_scatter_s{}, dp_rs_bucket_s{}, dp_rs_last_bucket_s{}, dp_all_gather_s{};
 };
 
 // ODP (MODEL.md §10): `buckets` all-reduces of `each` seconds (the last
@@ -79,18 +79,18 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
 // A. `per_kind` (optional) receives each kind's own estimate, `schedule` the
 // schedule.
 Estimate combine_staged(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, OptimizerState os,
-                        double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr, Schedule* schedule = nullptr);
+                        double batch_tokens, std::array<Estimate, kMaxStageKinds>* per_kind = nullptr, Schedule* schedule = nullptr);
 // combine_staged in two halves, so that a search combines the flags once for
 // every optimizer-state choice: each kind's combine() under the flags, then
 // the data-parallel step (odp, sharding, offload) and the schedule.
 void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& ov, double batch_tokens,
-                   std::array<Estimate, 3>& kind);
-Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, 3> kind, const Overlap& ov,
-                       OptimizerState os, double batch_tokens, std::array<Estimate, 3>* per_kind = nullptr,
+                   std::array<Estimate, kMaxStageKinds>& kind);
+Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, kMaxStageKinds> kind, const Overlap& ov,
+                       OptimizerState os, double batch_tokens, std::array<Estimate, kMaxStageKinds>* per_kind = nullptr,
                        Schedule* schedule = nullptr);
 
 // Every stage's time in stage order, from the kinds' estimates.
-std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind);
-void stage_times(const StagedPlan& sp, const std::array<Estimate, 3>& per_kind, std::vector<StageTime>& out);
+std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind);
+void stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind, std::vector<StageTime>& out);
 
 }  // namespace ff

@@ -19,7 +19,7 @@ struct Prediction {
   // With stages (G_p > 1): each kind of stage, the schedule by its closed
   // form and event by event, the P axis' pairs and a message's time.
   StagedPlan staged;
-  std::array<Estimate, 3> per_kind{};
+  std::array<Estimate, kMaxStageKinds> per_kind{};
   Schedule schedule, simulated;
   bool static_order = true;          // the order the engine runs: static when a stage has tensor axes
   PairLink pairs;

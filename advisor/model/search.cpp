@@ -70,7 +70,10 @@ std::string reason_kind(const std::string& why) { return why.substr(0, why.find(
 }  // namespace
 
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt) {
-  // Divisors of G (at most 2^24, found up to its square root) that divide L.
+  // Divisors of G (at most 2^24, found up to its square root) that divide L,
+  // as Megatron's default; any up to L (a stage holds at least one block;
+  // MODEL.md §9 partitions the blocks) where --pipeline names it, or the
+  // stage count a pinned partition says.
   std::vector<long long> divs;
   for (long long i = 1; i * i <= job.gpus; ++i)
     if (job.gpus % i == 0) {
@@ -80,7 +83,10 @@ std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt) {
   std::sort(divs.begin(), divs.end());
   std::vector<int> out;
   for (long long P : divs) {
-    if (P > job.model.layers || job.model.layers % P) continue;
+    if (P > job.model.layers) continue;
+    const bool pinned = !job.stage_layers.empty(), named = !opt.pipelines.empty();
+    if (pinned && P != (long long)job.stage_layers.size()) continue;
+    if (!pinned && !named && job.model.layers % P) continue;
     if (opt.pipelines.empty() || std::find(opt.pipelines.begin(), opt.pipelines.end(), P) != opt.pipelines.end())
       out.push_back(int(P));
   }
@@ -136,7 +142,7 @@ struct Scratch {
   LinkCache cache;
   StagedPlan plan;
   StagedTimes times;
-  std::array<std::array<Estimate, 3>, kOverlapSets> kinds;  // per overlap flag set
+  std::array<std::array<Estimate, kMaxStageKinds>, kOverlapSets> kinds;  // per overlap flag set
   // The `top` fastest times this thread has priced (a max-heap): the top-th
   // of all candidates is at most its largest.
   std::priority_queue<double> fastest;
@@ -159,9 +165,23 @@ bool hopeless(double least_s, const Scratch& s) {
 // optimizer's step on 1/G_d of the state.
 double least_compute(const Plan& pl) { return pl.compute_s - pl.compute_step_s * (1 - 1.0 / pl.grid.d); }
 
+// With stages, the flush schedule's T = Σ s_i + 2(P−1)·t + (M−1)·u (u ≥
+// max s_i) bounds the iteration, and each stage's s_i is at least its
+// compute per micro-batch: the fill and drain on top of the slowest stage.
+double least_pipelined(const StagedPlan& plan) {
+  if (plan.kinds.stages == 1) return 0;
+  double sum = 0, most = 0;
+  for (int k = 0; k < plan.kinds.count; ++k) {
+    const double s = plan.plan[k].compute_fwd_s + plan.plan[k].compute_bwd_s;
+    sum += plan.kinds.copies[k] * s;
+    most = std::max(most, s);
+  }
+  return sum + double(plan.plan[0].micro_steps - 1) * most;
+}
+
 // The least time of any configuration of this plan: its slowest stage's compute.
 double least_time(const StagedPlan& plan) {
-  double least = 0;
+  double least = least_pipelined(plan);
   for (int k = 0; k < plan.kinds.count; ++k) least = std::max(least, least_compute(plan.plan[k]));
   return least;
 }
@@ -170,7 +190,7 @@ double least_time(const StagedPlan& plan) {
 // hide or replace (each stage's f, b and step hold theirs). The data axis'
 // reductions are left out: odp and sharding price them otherwise.
 double least_time(const StagedPlan& plan, const StagedTimes& times) {
-  double least = 0;
+  double least = least_pipelined(plan);
   for (int k = 0; k < plan.kinds.count; ++k) {
     const Plan& pl = plan.plan[k];
     double t = least_compute(pl);
@@ -199,6 +219,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   for (size_t i = 0; i < all_orders.size(); ++i)
     if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
   std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  const std::vector<Stage> stages = stages_of(job, g);  // for every memory check of this grid
   const size_t top = size_t(std::max(opt.top, 1));
   // The links depend on the placement alone: once per grid, not per plan.
   s.links.resize(order_ids.size());
@@ -235,7 +256,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
     OptimizerState small{};
     for (const OptimizerState& os : states)
       if (os.offload || (os.sharded && !small.offload)) small = os;
-    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small, sps.front());
+    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small, sps.front(), &stages);
     if (least.total() < out.smallest_footprint) {
       out.smallest_footprint = least.total();
       out.smallest_config = Config{g, all_orders[0], mb, ch.recompute.front(), Overlap{}, job.dtype, small.offload,
@@ -251,7 +272,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       size_t fit_sets = 0;
       for (size_t si = 0; si < states.size(); ++si) {
         const OptimizerState os = states[si];
-        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp);
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp, &stages);
         if (base.total() > ch.capacity || (os.offload && base.host > ch.host_capacity)) {
           if (opt.keep_rejected)
             out.rejected.push_back({g, mb, rc,
@@ -264,7 +285,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
           continue;
         }
         for (uint8_t f : flag_choices)
-          if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp).total() <= ch.capacity) fitting[si].push_back(f);
+          if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages).total() <= ch.capacity) fitting[si].push_back(f);
         fit_sets += fitting[si].size();
       }
       if (fit_sets == 0) continue;

@@ -1,5 +1,7 @@
 #include "advisor/output/launch.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +42,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   EngineArgs args = engine_args(model_arg, c, job.batch, &device_note, machine.engine_device);
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
   args.seq_len = seq_len;
+  args.stage_layers = job.stage_layers;  // the engine computes the same partition otherwise
   std::string engine = "engine " + join_args(engine_argv(args));
   if (std::string why = engine_model_problem(job.model); !why.empty())
     device_note = "the engine cannot run this model (" + why + ")";
@@ -80,11 +83,26 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
   if (c.sequence_parallel) mega += " --sequence-parallel";
+  // Uneven stages: Megatron pins the first and the last run and spreads the
+  // rest evenly, so a partition whose middle runs differ is not its to say.
+  std::string mega_note = placement_note;
+  const std::vector<int> blocks = stage_blocks(job.model, c.grid.p, job.stage_layers);
+  if (std::adjacent_find(blocks.begin(), blocks.end(), std::not_equal_to<>()) != blocks.end()) {
+    bool even_middle = true;
+    for (size_t i = 2; i + 1 < blocks.size(); ++i) even_middle = even_middle && blocks[i] == blocks[1];
+    if (even_middle)
+      mega += " --decoder-first-pipeline-num-layers " + s(blocks.front()) + " --decoder-last-pipeline-num-layers " +
+              s(blocks.back());
+    else
+      mega_note += std::string(mega_note.empty() ? "" : "; ") +
+                   "the stages' blocks differ in the middle, which Megatron's --decoder-first/last-pipeline-num-layers "
+                   "cannot pin";
+  }
   // Megatron accumulates and reduces bf16 training's gradients in fp32 by
   // itself; fp16 training's only when told, and bf16's in bf16 when told.
   if (c.dtype == Dtype::FP16 && job.grad_dtype == Dtype::FP32) mega += " --accumulate-allreduce-grads-in-fp32";
   if (c.dtype == Dtype::BF16 && job.grad_dtype == Dtype::BF16) mega += " --grad-reduce-in-bf16";
-  out.push_back({"megatron-axonn", mega, placement_note});
+  out.push_back({"megatron-axonn", mega, mega_note});
   return out;
 }
 

@@ -195,7 +195,10 @@ odd=$tmp/llama-odd.json
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m.update(name="llama-odd", head_dim=3); json.dump(m, open(sys.argv[2], "w"))' \
   "$llama" "$odd"
 expect 2 'head_dim 3 is odd' -- $run 1 "$engine" --model "$odd" --steps 1
-expect 2 'layers 2 % stages 4' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
+expect 2 'stages 4 > layers 2' -- $run 4 "$engine" --model "$tiny" --grid 1,1,1,1 --pipeline 4 --record "$tmp/bad.json"
+expect 2 "--stage-layers: the stages' blocks add up to 3, not the model's 4 layers" -- \
+  $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --stage-layers 1,2
+expect 0 'final loss' -- $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --stage-layers 1,3 --steps 1
 expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 2,1,1,2 --pipeline 2 --record "$tmp/bad.json"
 
 # The same run on the paced device: the cpu's results (to fp32 rounding: a

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "advisor/core/job.hpp"
 #include "engine/train.hpp"
 
 using namespace ff;
@@ -172,6 +173,7 @@ struct Extra {
   std::string device = "cpu";
   bool odp = false, shard_optimizer = false, offload = false;
   double clip = 1.0;
+  std::vector<int> stage_layers;  // pinned; empty: the advisor's partition
 };
 
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
@@ -198,6 +200,7 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.buckets.offload_elements = 256;
       o.buckets.offload_chunk = 2;
       o.opt.clip = extra.clip;
+      o.stage_layers = extra.stage_layers;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6, 1e12};
       RunResult r = train<double>(sub, o, true);
@@ -357,6 +360,36 @@ TEST_CASE("pipeline stages: every shape of 2, 4 and 8 ranks with P in {2, 4} tra
   }
   }
   if (rank == 0) MESSAGE("pipelined runs compared: " << runs);
+}
+
+TEST_CASE("uneven stages: 5 blocks on 2 and 4 stages, the advisor's partition and a pinned one, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  for (const ModelSpec& m : exact_models(5)) {
+    const RunResult ref = reference(m);
+    // stage_blocks: 3,2 on two stages and 2,1,1,1 on four (the head's stage
+    // lighter); pinned, 1,4 (the last stage heavier).
+    CHECK(stage_blocks(m, 2) == std::vector<int>{3, 2});
+    CHECK(stage_blocks(m, 4) == std::vector<int>{2, 1, 1, 1});
+    for (const std::vector<int>& pin : {std::vector<int>{}, std::vector<int>{1, 4}})
+      for (int n : {2, 4, 8}) {
+        std::vector<std::pair<Grid, int>> jobs;
+        for (int P : {2, 4}) {
+          if (P > n || (!pin.empty() && P != int(pin.size()))) continue;
+          std::vector<Grid> grids = factorizations(n / P);
+          for (size_t i = 0; i < grids.size(); ++i) {
+            Grid g = grids[i];
+            g.p = P;
+            jobs.push_back({g, int(i % 5)});
+          }
+        }
+        std::vector<Outcome> out = run_all(jobs, n, m, ref, Extra{"cpu", false, false, false, 1.0, pin});
+        if (rank == 0)
+          runs += check_exact(jobs, out, m, " " + m.name + " uneven" + (pin.empty() ? "" : ", pinned 1,4"), false);
+      }
+  }
+  if (rank == 0) MESSAGE("uneven-stage runs compared: " << runs);
 }
 
 TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {

@@ -209,7 +209,7 @@ r = json.load(open(sys.argv[1]))
 assert len(r["runs"]) == 40 and all(run["status"] == "failed" for run in r["runs"]), len(r["runs"])
 assert {run["config"]["grid"]["pipe"] for run in r["runs"]} == {1, 2}, [run["key"] for run in r["runs"]]
 ' "$tmp/all.json"
-expect 2 'pipeline 3: stages must divide the 2 layers and the 4 GPUs' -- \
+expect 2 'pipeline 3: stages must divide the 4 GPUs and hold at least one of the 2 layers each' -- \
   "$advisor" validate "${pipe_job[@]}" --pipeline 3 --out "$tmp/bad.json"
 
 if [[ $failures -ne 0 ]]; then
