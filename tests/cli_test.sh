@@ -101,6 +101,11 @@ expect 2 "--stage-layers: the stages' blocks add up to 41" -- "$advisor" predict
 expect 2 "--stage-layers: 3 stages' blocks given for 4 pipeline stages" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --stage-layers 14,14,14
 expect 0 'pipeline-model-parallel-size [48] ' -- "$advisor" recommend --model gpt-80b --gpus 1024 --pipeline 4,8 --top 3
 expect 2 "--recompute 'some': expected none, selective or full" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,1,1,8 --recompute some
+# Interleaved 1F1B: priced, on the Megatron line, refused where Megatron's rules refuse it.
+expect 0 'interleaved 1F1B, 2 model chunks per stage' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,2,1,8 --pipeline 4 --virtual-stages 2
+expect 0 '--num-layers-per-virtual-pipeline-stage 3' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,2,1,8 --pipeline 4 --virtual-stages 2
+expect 2 'layers 24 are not divisible by G_pipe·v = 20' -- "$advisor" predict --model gpt-5b --gpus 40 --grid 1,1,1,8 --pipeline 5 --virtual-stages 4
+expect 2 '--virtual-stages 0: expected model chunks per stage >= 1' -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,1,1,8 --virtual-stages 0
 expect 2 'unknown machine .*perlmutter' -- "$advisor" recommend --model gpt-80b --gpus 1024 --machine sumit
 for g in 0 -4 1.5 abc; do
   expect 2 "expected a whole number of GPUs" -- "$advisor" recommend --model gpt-80b --gpus "$g"

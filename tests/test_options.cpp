@@ -141,8 +141,8 @@ TEST_CASE("options: a flag in the configuration and the filters keeps its meanin
     if (!filter->flag && name != "--order" && name != "--overlap") CHECK(filter->list);  // a list of the values
   }
   // --micro-batch, --recompute, --no-recompute, --offload, --shard-optimizer, --sequence-parallel, --pipeline,
-  // --order, --overlap
-  CHECK(both == 9);
+  // --virtual-stages, --order, --overlap
+  CHECK(both == 10);
 }
 
 TEST_CASE("options: predict, validate and the engine show the groups they share") {

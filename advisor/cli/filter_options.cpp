@@ -33,6 +33,9 @@ void add_filter_options(CLI::App& app, FilterFlags& f) {
   group(app.add_option("--pipeline", f.pipelines,
                        "Only these pipeline stage counts, e.g. 1,2,4 [every divisor of the layers and GPUs]")
             ->delimiter(','));
+  group(app.add_option("--virtual-stages", f.virtual_stages,
+                       "Only these model-chunk counts per stage (interleaved 1F1B where not 1), e.g. 1,2,4 [1,2]")
+            ->delimiter(','));
   group(app.add_option("--order", f.order,
                        "Only this placement order (innermost first, e.g. xyzpd; xyzd places p inside d)"));
   group(app.add_option("--overlap", f.overlap, "Only these overlap flags (oar,ors,oag,odp | none | all)"));
@@ -56,6 +59,13 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
     so.fixed_overlap = true, so.overlap = flag_value("--overlap", [&] { return parse_overlap(f.overlap); });
   check_pipelines(job, f.pipelines);
   so.pipelines = f.pipelines;
+  for (int v : f.virtual_stages) at_least("--virtual-stages", v, 1, "model chunks per stage");
+  if (!f.virtual_stages.empty()) so.virtual_stages = f.virtual_stages;
+  if (state_when_asked) {  // validate runs the engine, which does not interleave
+    if (std::any_of(f.virtual_stages.begin(), f.virtual_stages.end(), [](int v) { return v > 1; }))
+      input_error("--virtual-stages: the engine does not run the interleaved schedule yet, so there is nothing to run");
+    so.virtual_stages = {1};
+  }
   check_optimizer_state(m, {f.offload, f.shard_optimizer});
   so.offload_off = !f.offload;
   so.offload_on = state_when_asked ? f.offload : !f.no_offload;

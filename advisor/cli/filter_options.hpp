@@ -25,6 +25,7 @@ struct FilterFlags {
   bool shard_optimizer = false, no_shard_optimizer = false;
   bool sequence_parallel = false, no_sequence_parallel = false;
   std::vector<int> pipelines;  // empty: every stage count dividing the layers and the GPUs
+  std::vector<int> virtual_stages;  // empty: 1 and 2 where they apply
   std::string order, overlap;  // empty: every one
 };
 void add_filter_options(CLI::App& app, FilterFlags& f);

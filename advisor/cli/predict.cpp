@@ -48,6 +48,21 @@ std::string pair_text(const PairLink& l) {
   return s + (l.measured ? "" : " (priced as a 2-rank all-gather)");
 }
 
+// Interleaved, stage i's chunk c is virtual stage c·P + i: `chunk` blocks
+// from (c·P + i)·chunk.
+std::string stage_chunks(const Stage& s, int P, int v) {
+  const int chunk = s.blocks / v;
+  std::string h;
+  for (int c = 0; c < v; ++c) {
+    const int from = (c * P + s.index) * chunk;
+    h += (c ? ", " : "") + std::to_string(from) + "–" + std::to_string(from + chunk - 1);
+  }
+  h = std::to_string(v) + " chunks (" + h + ")";
+  if (s.first) h = "embedding + " + h;
+  if (s.last) h += " + final LN, LM head, loss";
+  return h;
+}
+
 std::string stage_holds(const Stage& s) {
   std::string h = s.blocks == 1 ? "block " + std::to_string(s.first_block)
                                 : std::to_string(s.blocks) + " blocks (" + std::to_string(s.first_block) + "–" +
@@ -61,8 +76,10 @@ std::string stage_holds(const Stage& s) {
 // flush, its memory (MODEL.md §9).
 nlohmann::json pipeline_json(const Prediction& pr) {
   const Grid& g = pr.config.grid;
+  const int v = pr.config.virtual_stages;
   nlohmann::json j = {{"stages", g.p},
-                      {"order", pr.static_order ? "static 1F1B" : "arrival (message-driven)"},
+                      {"virtual_stages", v},
+                      {"order", v > 1 ? "interleaved 1F1B" : pr.static_order ? "static 1F1B" : "arrival (message-driven)"},
                       {"message_bytes", pr.staged.plan[0].message_elements * dtype_bytes(pr.config.dtype)},
                       {"message_s", pr.message_s},
                       {"per_micro_s", pr.schedule.per_micro_s},
@@ -80,9 +97,13 @@ nlohmann::json pipeline_json(const Prediction& pr) {
     // gradients backward (all but the first), one per micro-batch each;
     // besides the tied embedding's all-reduce, where there is one.
     PerAxis<double> bytes = bytes_per_step(plan, pr.config.shard_optimizer);
-    bytes[int(Axis::P)] += message_bytes * double(plan.micro_steps) * ((i + 1 < g.p) + (i > 0));
-    j["per_stage"].push_back({{"stage", i}, {"holds", stage_holds(pr.staged.kinds.each[size_t(i)])},
-                              {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i)},
+    // Interleaved, a micro-batch crosses every stage boundary v times, the
+    // last stage's into the first's (chunk c to c + 1) included.
+    const double sends = v == 1 ? double((i + 1 < g.p) + (i > 0)) : 2.0 * v - (i + 1 == g.p) - (i == 0);
+    bytes[int(Axis::P)] += message_bytes * double(plan.micro_steps) * sends;
+    j["per_stage"].push_back({{"stage", i}, {"holds", v > 1 ? stage_chunks(pr.staged.kinds.each[size_t(i)], g.p, v)
+                                             : stage_holds(pr.staged.kinds.each[size_t(i)])},
+                              {"in_flight", in_flight(g, pr.staged.plan[0].micro_steps, i, v)},
                               {"fwd_s", st[i].f}, {"bwd_s", st[i].b}, {"step_s", st[i].step},
                               {"bytes_per_step", per_axis_json(bytes)},
                               {"memory_gib", u.total() / 1073741824.0},
@@ -126,17 +147,21 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
   const Grid& g = pr.config.grid;
   const Plan& p0 = pr.staged.plan[0];
   const double bytes = p0.message_elements * dtype_bytes(pr.config.dtype);
+  const int v = pr.config.virtual_stages;
   std::cout << "\nPipeline: " << g.p << " stages, " << p0.micro_steps << " micro-batches per pipeline, "
-            << (pr.static_order ? "static 1F1B order (a stage has tensor axes: its ranks must issue the same collectives)"
-                                : "arrival order (message-driven)")
+            << (v > 1 ? "interleaved 1F1B, " + std::to_string(v) + " model chunks per stage (Megatron's order)"
+                : pr.static_order
+                    ? "static 1F1B order (a stage has tensor axes: its ranks must issue the same collectives)"
+                    : "arrival order (message-driven)")
             << "\n  stage messages: " << bytes_h(bytes) << " each way per micro-batch, " << pair_text(pr.pairs) << ", "
             << seconds(pr.message_s) << " each\n";
   Table t({"stage", "<holds", "fwd/mb", "bwd/mb", "step", "in flight", "memory GiB"});
   const auto st = stage_times(pr.staged, pr.per_kind);
   for (int i = 0; i < g.p; ++i) {
     t.row({std::to_string(i) + (i == pr.schedule.critical_stage ? " *" : ""),
-           stage_holds(pr.staged.kinds.each[size_t(i)]), seconds(st[i].f),
-           seconds(st[i].b), seconds(st[i].step), std::to_string(in_flight(g, p0.micro_steps, i)),
+           v > 1 ? stage_chunks(pr.staged.kinds.each[size_t(i)], g.p, v) : stage_holds(pr.staged.kinds.each[size_t(i)]),
+           seconds(st[i].f),
+           seconds(st[i].b), seconds(st[i].step), fixed(in_flight(g, p0.micro_steps, i, v), v > 1 ? 1 : 0),
            gib(pr.stage_memory[i].total()) + " of " + gib(m.hbm_capacity)});
   }
   std::cout << t.str("  ");

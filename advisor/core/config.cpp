@@ -73,14 +73,15 @@ nlohmann::json to_json(const Config& c) {
           {"dtype", dtype_name(c.dtype)},
           {"offload", c.offload},
           {"shard_optimizer", c.shard_optimizer},
-          {"sequence_parallel", c.sequence_parallel}};
+          {"sequence_parallel", c.sequence_parallel},
+          {"virtual_stages", c.virtual_stages}};
 }
 
 std::string config_label(const Config& c) {
   const char* rc[] = {" ", " src ", " rc "};  // none, selective, full
   return c.grid.label() + " " + c.order.str() + " mb" + std::to_string(c.micro_batch) + rc[int(c.recompute)] +
          c.overlap.str() + (c.offload ? " offload" : "") + (c.shard_optimizer ? " zero1" : "") +
-         (c.sequence_parallel ? " sp" : "");
+         (c.sequence_parallel ? " sp" : "") + (c.virtual_stages > 1 ? " v" + std::to_string(c.virtual_stages) : "");
 }
 
 nlohmann::json per_axis_json(const PerAxis<double>& v) {
@@ -129,6 +130,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
   c.offload = f.boolean_or("offload", false);  // absent in records written before offload
   c.shard_optimizer = f.boolean_or("shard_optimizer", false);
   c.sequence_parallel = f.boolean_or("sequence_parallel", false);  // absent in records written before it
+  c.virtual_stages = int(f.integer_or("virtual_stages", 1, 1));  // absent in records written before it
   return c;
 }
 

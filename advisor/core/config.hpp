@@ -52,6 +52,9 @@ struct Config {
   // Megatron's sequence parallelism on Y (MODEL.md §13): the norm and residual
   // regions split over Y along the sequence.
   bool sequence_parallel = false;
+  // Megatron's interleaved 1F1B (MODEL.md §9): v model chunks per stage, of
+  // L/(P·v) blocks each, chunk c of stage i being virtual stage c·P + i.
+  int virtual_stages = 1;
   bool operator==(const Config&) const = default;
 };
 

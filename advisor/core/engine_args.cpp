@@ -53,6 +53,9 @@ Config config_of(const EngineArgs& a) {
   if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
   if (a.sequence_parallel)
     input_error("--sequence-parallel: the engine does not split the sequence over Y yet (the advisor prices it)");
+  if (c.virtual_stages > 1)
+    input_error("--virtual-stages " + std::to_string(c.virtual_stages) +
+                ": the engine does not run the interleaved schedule yet (the advisor prices it)");
   if (a.offload && a.shard_optimizer)
     input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
                 "is not implemented, as the advisor does not price it; drop one");
@@ -86,6 +89,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.offload) v.push_back("--offload");
   if (a.shard_optimizer) v.push_back("--shard-optimizer");
   if (a.sequence_parallel) v.push_back("--sequence-parallel");
+  if (a.virtual_stages != d.virtual_stages) v.insert(v.end(), {"--virtual-stages", num(a.virtual_stages)});
   auto real = [](double x) {  // the shortest decimal that reads back as x: 0.1, not 0.10000000000000001
     char buf[32];
     // At least the integer digits: 50, not 5e+01.

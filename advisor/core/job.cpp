@@ -102,6 +102,22 @@ std::vector<int> stage_blocks(const ModelSpec& m, int P, const std::vector<int>&
   return out;
 }
 
+std::string virtual_stages_problem(const Job& job, const Grid& g, int mb, int v) {
+  if (v == 1) return "";
+  auto s = [](long long x) { return std::to_string(x); };
+  if (v < 1) return "--virtual-stages " + s(v) + ": expected model chunks per stage >= 1";
+  if (g.p < 2) return "--virtual-stages " + s(v) + " interleaves pipeline stages, and the grid has none";
+  if (!job.stage_layers.empty()) return "--virtual-stages with --stage-layers: interleaved chunks are equal runs";
+  if (job.model.layers % (g.p * v))
+    return "--virtual-stages " + s(v) + ": layers " + s(job.model.layers) + " are not divisible by G_pipe·v = " +
+           s(g.p * v) + " (equal chunks, Megatron's rule)";
+  const long long M = job.batch / (1LL * mb * g.z * g.d);
+  if (M % g.p)
+    return "--virtual-stages " + s(v) + ": " + s(M) + " micro-batches per pipeline are not a multiple of G_pipe = " +
+           s(g.p) + " (Megatron's rule for the interleaved schedule)";
+  return "";
+}
+
 std::string stage_layers_problem(const ModelSpec& m, int P, const std::vector<int>& pinned) {
   if (pinned.empty()) return "";
   auto s = [](long long v) { return std::to_string(v); };

@@ -21,7 +21,7 @@ struct Job {
   Dtype grad_dtype = Dtype::FP32;
   // The blocks of each pipeline stage, pinned (--stage-layers, Megatron's
   // --decoder-first/last-pipeline-num-layers); empty: stage_blocks' own.
-  std::vector<int> stage_layers;
+  std::vector<int> stage_layers{};
 };
 
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.
@@ -41,6 +41,10 @@ std::string engine_model_problem(const ModelSpec& m);
 // FLOPs, the LM head's counted on the last stage (which so takes fewer
 // blocks), the rest spread evenly with the larger runs first.
 std::vector<int> stage_blocks(const ModelSpec& m, int stages, const std::vector<int>& pinned = {});
+// Why `v` model chunks per stage (interleaved 1F1B) cannot run on `g` with
+// micro-batch `mb`, or "": Megatron's rules, L divisible by P·v and the
+// micro-batches of a pipeline by P, and no pinned partition.
+std::string virtual_stages_problem(const Job& job, const Grid& g, int mb, int v);
 // Why `pinned` cannot split m's blocks over `stages` stages, or "".
 std::string stage_layers_problem(const ModelSpec& m, int stages, const std::vector<int>& pinned);
 

@@ -51,6 +51,9 @@ void add_config_options(CLI::App& app, ConfigFlags& f) {
   group(app.add_flag("--sequence-parallel", f.sequence_parallel,
                      "Megatron's sequence parallelism on Y: norms and residuals split over Y along the sequence, "
                      "Y's all-reduces a reduce-scatter and an all-gather (MODEL.md §13)"));
+  group(app.add_option("--virtual-stages", f.virtual_stages,
+                       "Model chunks per pipeline stage: Megatron's interleaved 1F1B (MODEL.md §9); 1: none")
+            ->capture_default_str());
   group(app.add_option("--overlap", f.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
             ->capture_default_str());
 }
@@ -77,6 +80,7 @@ Config config_of(const ConfigFlags& f) {
   c.offload = f.offload;
   c.shard_optimizer = f.shard_optimizer;
   c.sequence_parallel = f.sequence_parallel;
+  c.virtual_stages = int(at_least("--virtual-stages", f.virtual_stages, 1, "model chunks per stage"));
   c.overlap = flag_value("--overlap", [&] { return parse_overlap(f.overlap); });
   return c;
 }
@@ -91,6 +95,7 @@ ConfigFlags config_flags(const Config& c) {
   f.offload = c.offload;
   f.shard_optimizer = c.shard_optimizer;
   f.sequence_parallel = c.sequence_parallel;
+  f.virtual_stages = c.virtual_stages;
   f.overlap = c.overlap.str();
   return f;
 }

@@ -33,6 +33,7 @@ struct ConfigFlags {
   bool offload = false;
   bool shard_optimizer = false;
   bool sequence_parallel = false;
+  int virtual_stages = 1;
   std::string overlap = "none";
   bool operator==(const ConfigFlags&) const = default;
 };

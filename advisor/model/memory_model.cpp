@@ -5,7 +5,7 @@
 namespace ff {
 
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
-                       const Overlap& ov, const Stage& st, int n_in_flight, OptimizerState os, bool sp) {
+                       const Overlap& ov, const Stage& st, double n_in_flight, OptimizerState os, bool sp) {
   const ModelSpec& m = job.model;
   double b = dtype_bytes(job.dtype);
   // bf16: bf16 weight, fp32 master, Adam m and v, the gradient accumulator
@@ -72,23 +72,24 @@ std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os) 
   return "";
 }
 
-int in_flight(const Grid& g, long long micro_steps, int stage) {
+double in_flight(const Grid& g, long long micro_steps, int stage, int v) {
   const long long P = g.p;
+  if (v > 1) return double(std::min(micro_steps * v, 2 * (P - stage - 1) + (v - 1) * P + 1)) / v;
   if (g.x * g.y * g.z > 1) return int(std::min(micro_steps, P - stage));
   return stage == g.p - 1 ? 1 : int(std::min(micro_steps, P));
 }
 
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
-                                       const Overlap& ov, OptimizerState os, bool sp) {
+                                       const Overlap& ov, OptimizerState os, bool sp, int v) {
   const long long M = job.batch / (1LL * mb * g.z * g.d);
   std::vector<MemoryUse> out;
   for (const Stage& s : stages_of(job, g))
-    out.push_back(stage_memory(job, p, g, mb, recompute, ov, s, in_flight(g, M, s.index), os, sp));
+    out.push_back(stage_memory(job, p, g, mb, recompute, ov, s, in_flight(g, M, s.index, v), os, sp));
   return out;
 }
 
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute recompute,
-                     const Overlap& ov, OptimizerState os, bool sp, const std::vector<Stage>* given) {
+                     const Overlap& ov, OptimizerState os, bool sp, const std::vector<Stage>* given, int v) {
   const std::vector<Stage> own = given ? std::vector<Stage>{} : stages_of(job, g);
   const std::vector<Stage>& stages = given ? *given : own;
   if (g.p == 1) return stage_memory(job, p, g, mb, recompute, ov, stages[0], 1, os, sp);
@@ -105,7 +106,7 @@ MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int
   }
   MemoryUse most;
   for (int i : which) {
-    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stages[size_t(i)], in_flight(g, M, i), os, sp);
+    MemoryUse u = stage_memory(job, p, g, mb, recompute, ov, stages[size_t(i)], in_flight(g, M, i, v), os, sp);
     if (u.total() > most.total()) most = u;
     most.host = std::max(most.host, u.host);
   }

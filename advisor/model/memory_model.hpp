@@ -38,25 +38,28 @@ struct OptimizerState {
 };
 // Why the optimizer state cannot live as `os` says on this machine, or "".
 std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os);
-// A rank of stage `s`, holding `in_flight` micro-batches' activations.
+// A rank of stage `s`, holding `in_flight` micro-batches' activations (of all
+// its blocks; interleaved, a fraction: chunks / v).
 // `sequence_parallel`: the norm and residual regions' activations divided by
 // G_y (MODEL.md §13).
 MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
-                       const Overlap& ov, const Stage& s, int in_flight, OptimizerState os = {},
+                       const Overlap& ov, const Stage& s, double in_flight, OptimizerState os = {},
                        bool sequence_parallel = false);
 // Micro-batches whose activations stage i holds at once (MODEL.md §9): under
 // the static 1F1B order min(M, G_p − i); under arrival order (no tensor axes)
-// min(M, G_p) on every stage but the last, which holds one.
-int in_flight(const Grid& g, long long micro_steps, int stage);
+// min(M, G_p) on every stage but the last, which holds one. Interleaved (v
+// chunks, Megatron's order): min(M·v, 2(G_p − i − 1) + (v − 1)·G_p + 1)
+// chunks of 1/v of the stage's blocks.
+double in_flight(const Grid& g, long long micro_steps, int stage, int virtual_stages = 1);
 // Every stage's rank, in stage order.
 std::vector<MemoryUse> memory_by_stage(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch,
                                        Recompute recompute, const Overlap& ov, OptimizerState os = {},
-                                       bool sequence_parallel = false);
+                                       bool sequence_parallel = false, int virtual_stages = 1);
 // The rank that needs the most, which decides whether the configuration fits.
 // `stages`: stages_of(job, g), where the caller has them (the search, per grid).
 MemoryUse memory_use(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                      const Overlap& ov, OptimizerState os = {}, bool sequence_parallel = false,
-                     const std::vector<Stage>* stages = nullptr);
+                     const std::vector<Stage>* stages = nullptr, int virtual_stages = 1);
 // Host memory one GPU's offloaded state may use: the node's, shared.
 inline double host_memory_per_gpu(const MachineProfile& p) { return p.host_memory / p.gpus_per_node; }
 // Whether `u` fits the GPU's memory and, offloaded, its share of the host's.

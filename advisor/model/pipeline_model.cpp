@@ -6,7 +6,7 @@
 
 namespace ff {
 
-Schedule flush_schedule(const std::vector<StageTime>& stages, long long M, double t) {
+Schedule flush_schedule(const std::vector<StageTime>& stages, long long M, double t, int v) {
   Schedule s;
   const double P = double(stages.size());
   double sum = 0, most = 0;
@@ -16,16 +16,17 @@ Schedule flush_schedule(const std::vector<StageTime>& stages, long long M, doubl
   }
   // With exactly P micro-batches in flight there is no slack: the messages
   // of a round trip are on the critical path of the steady state.
-  const double fill = sum + 2 * (P - 1) * t;
-  s.per_micro_s = std::max(most, fill / P);
-  s.drained_s = fill + double(M - 1) * s.per_micro_s;
-  // Stage i drains Σ_{j<i} b_j before stage 0; its data-parallel step starts then.
+  s.per_micro_s = std::max(most, (sum + 2 * (P - 1) * t) / P);
+  // Interleaved, micro-batch 0 crosses the stages in chunks of 1/v: the fill
+  // (and drain) is Σ s_i/v, the steady state M − 1/v rounds.
+  s.drained_s = sum / v + 2 * (P - 1) * t + (double(M) - 1.0 / v) * s.per_micro_s;
+  // Stage i drains Σ_{j<i} b_j/v before stage 0; its data-parallel step starts then.
   double before = 0;
   s.time_s = -1;
   for (size_t i = 0; i < stages.size(); ++i) {
     double end = s.drained_s - before + stages[i].step;
     if (end > s.time_s) s.time_s = end, s.critical_stage = int(i);
-    before += stages[i].b;
+    before += stages[i].b / v;
   }
   return s;
 }
@@ -136,8 +137,69 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long M, do
   return s;
 }
 
+Schedule simulate_interleaved(const std::vector<StageTime>& stages, long long M, double t, int v) {
+  const int P = int(stages.size());
+  const long long total = M * v;
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  // Finish times per virtual stage j = c·P + i and micro-batch.
+  std::vector<std::vector<double>> fwd_done(size_t(P) * v, std::vector<double>(size_t(M), kNever)), bwd_done = fwd_done;
+  struct Chunk {
+    int chunk;
+    long long micro;
+    bool bwd;
+  };
+  auto op = [&](long long k, bool bwd) {
+    const int c = int((k / P) % v);
+    return Chunk{bwd ? v - 1 - c : c, (k / (1LL * P * v)) * P + k % P, bwd};
+  };
+  std::vector<std::vector<Chunk>> order(static_cast<size_t>(P));
+  for (int i = 0; i < P; ++i) {
+    const long long warm = std::min<long long>(total, 2LL * (P - i - 1) + 1LL * (v - 1) * P);
+    for (long long k = 0; k < warm; ++k) order[size_t(i)].push_back(op(k, false));
+    for (long long k = 0; k < total - warm; ++k) {
+      order[size_t(i)].push_back(op(warm + k, false));
+      order[size_t(i)].push_back(op(k, true));
+    }
+    for (long long k = total - warm; k < total; ++k) order[size_t(i)].push_back(op(k, true));
+  }
+  auto ready = [&](int i, const Chunk& x) -> double {
+    const int j = x.chunk * P + i, last = P * v - 1;
+    if (!x.bwd) return j == 0 ? 0.0 : fwd_done[size_t(j - 1)][size_t(x.micro)] + t;
+    if (j == last) return fwd_done[size_t(j)][size_t(x.micro)];
+    return bwd_done[size_t(j + 1)][size_t(x.micro)] + t;
+  };
+  std::vector<size_t> next(size_t(P), 0);
+  std::vector<double> free_at(size_t(P), 0.0);
+  for (long long done = 0; done < 2 * total * P; ++done) {
+    // The stage that can start its next operation earliest goes next.
+    int best = -1;
+    double best_start = kNever;
+    for (int i = 0; i < P; ++i) {
+      if (next[size_t(i)] == order[size_t(i)].size()) continue;
+      const double r = ready(i, order[size_t(i)][next[size_t(i)]]);
+      const double start = std::max(free_at[size_t(i)], r);
+      if (start < best_start) best = i, best_start = start;
+    }
+    if (best < 0) break;  // cannot happen under Megatron's rules (M a multiple of P)
+    const Chunk& x = order[size_t(best)][next[size_t(best)]++];
+    const double end = best_start + (x.bwd ? stages[size_t(best)].b : stages[size_t(best)].f) / v;
+    (x.bwd ? bwd_done : fwd_done)[size_t(x.chunk * P + best)][size_t(x.micro)] = end;
+    free_at[size_t(best)] = end;
+  }
+  Schedule s;
+  s.drained_s = bwd_done[0][size_t(M - 1)];
+  s.time_s = -1;
+  for (int i = 0; i < P; ++i) {
+    const double end = free_at[size_t(i)] + stages[size_t(i)].step;
+    if (end > s.time_s) s.time_s = end, s.critical_stage = i;
+  }
+  s.per_micro_s = M > 1 ? (s.drained_s - bwd_done[0][0]) / double(M - 1) : s.drained_s;
+  return s;
+}
+
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute rc, StagedPlan& out,
-                      bool sp) {
+                      bool sp, int virtual_stages) {
+  out.virtual_stages = virtual_stages;
   out.kinds = distinct_stages(job, g);
   for (int k = 0; k < out.kinds.count; ++k) make_plan(job, p, g, mb, rc, out.plan[k], out.kinds.stage[k], sp);
 }
@@ -288,7 +350,8 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   // Reused: this runs for every staged configuration a search prices.
   thread_local std::vector<StageTime> stages;
   stage_times(sp, kind, stages);
-  Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s);
+  const int v = sp.virtual_stages;
+  Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s, v);
   if (schedule) *schedule = s;
   // The breakdown is the critical stage's: its compute and exposed
   // communication, the messages of one fill and drain on the P axis, and
@@ -297,7 +360,7 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   const int k = sp.kinds.kind_of(s.critical_stage);
   Estimate e = kind[k];
   const int pipe = static_cast<int>(Axis::P);
-  e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * st.message_s;
+  e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * v * st.message_s;  // interleaved: v-fold
   e.exposed_comm_s[pipe] = 2.0 * (P - 1) * st.message_s;
   e.time_s = s.time_s;
   double busy = e.compute_s + e.host_s + e.sync_s;

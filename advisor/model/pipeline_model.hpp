@@ -23,10 +23,11 @@ struct Schedule {
   int critical_stage = 0;  // the stage that sets time_s
 };
 
-// u = max(max_i s_i, (Σ s_i + 2(P−1)·t)/P), T = Σ s_i + 2(P−1)·t + (M−1)·u,
-// end_i = T − Σ_{j<i} b_j, time = max_i(end_i + step_i); s_i = f_i + b_i,
-// t one message's time, M micro-batches per pipeline.
-Schedule flush_schedule(const std::vector<StageTime>& stages, long long micro_batches, double message_s);
+// u = max(max_i s_i, (Σ s_i + 2(P−1)·t)/P), T = Σ s_i/v + 2(P−1)·t + (M − 1/v)·u,
+// end_i = T − Σ_{j<i} b_j/v, time = max_i(end_i + step_i); s_i = f_i + b_i,
+// t one message's time, M micro-batches per pipeline, v model chunks per
+// stage (interleaved 1F1B: the fill and drain shrink v-fold).
+Schedule flush_schedule(const std::vector<StageTime>& stages, long long micro_batches, double message_s, int v = 1);
 
 // The schedule run event by event. Static order: stage i runs min(M, P − i)
 // forwards, then alternates backward and forward (1F1B). Arrival order: a
@@ -36,15 +37,24 @@ Schedule flush_schedule(const std::vector<StageTime>& stages, long long micro_ba
 // forward either way. Messages take message_s and do not occupy the stage.
 Schedule simulate_schedule(const std::vector<StageTime>& stages, long long micro_batches, double message_s,
                            bool static_order);
+// Megatron's interleaved 1F1B with v chunks per stage, event by event: stage
+// i runs min(M·v, 2(P − i − 1) + (v − 1)·P) forwards, then forward and
+// backward alternating, then the remaining backwards; forward k is chunk
+// (k / P) mod v of micro-batch (k / (P·v))·P + k mod P, backward k the chunk
+// v − 1 − (k / P) mod v. Chunk c of stage i is virtual stage c·P + i; each
+// virtual stage's input is a message from the one before (t), a chunk takes
+// f_i/v and b_i/v.
+Schedule simulate_interleaved(const std::vector<StageTime>& stages, long long micro_batches, double message_s, int v);
 
 // A configuration's plans, one per kind of stage (first, middle, last; one
 // when G_p = 1), priced together.
 struct StagedPlan {
   std::array<Plan, kMaxStageKinds> plan;
   StageKinds kinds;
+  int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B)
 };
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
-                      StagedPlan& out, bool sequence_parallel = false);
+                      StagedPlan& out, bool sequence_parallel = false, int virtual_stages = 1);
 
 // Term times for every kind of stage on a placement's links, in the layout
 // term_times uses, one block per kind.

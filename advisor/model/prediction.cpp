@@ -28,9 +28,11 @@ Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c,
       input_error("sequence parallelism: micro-batch " + std::to_string(c.micro_batch) + " × " +
                   std::to_string(job.model.seq_len) + " tokens do not divide over G_y = " + std::to_string(c.grid.y));
   }
+  if (std::string why = virtual_stages_problem(job, c.grid, c.micro_batch, c.virtual_stages); !why.empty())
+    input_error(why);
   pr.config = c;
   const double tokens = double(job.batch) * job.model.seq_len;
-  make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged, c.sequence_parallel);
+  make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged, c.sequence_parallel, c.virtual_stages);
   pr.links = placement_links(p, c.grid, c.order);
   pr.pairs = pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p);
   staged_term_times(pr.staged, pr.links, pr.pairs, st);
@@ -53,8 +55,11 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   StagedTimes st;
   estimate_into(job, p, c, pr, st);
   const double tokens = double(job.batch) * job.model.seq_len;
-  pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1;
-  if (c.grid.p > 1)
+  pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1 || c.virtual_stages > 1;  // interleaving is static
+  if (c.grid.p > 1 && c.virtual_stages > 1)
+    pr.simulated = simulate_interleaved(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps,
+                                        pr.message_s, c.virtual_stages);
+  else if (c.grid.p > 1)
     pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,
                                      pr.static_order);
   // The critical stage's terms, for the per-term table.
@@ -65,9 +70,11 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   pr.term_hidden.resize(pr.plan.comm.size());
   combine(pr.plan, pr.term_seconds.data(), c.overlap, tokens, pr.term_hidden.data());
   const OptimizerState os{c.offload, c.shard_optimizer};
-  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel);
+  pr.memory = memory_use(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel, nullptr,
+                         c.virtual_stages);
   if (P > 1)
-    pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel);
+    pr.stage_memory = memory_by_stage(job, p, c.grid, c.micro_batch, c.recompute, c.overlap, os, c.sequence_parallel,
+                                      c.virtual_stages);
   pr.host_copy_s = st.host_copy_s[k];
   pr.dp_buckets = st.dp_buckets[k];
   pr.dp_bucket_s = c.shard_optimizer ? st.dp_rs_bucket_s[k] : st.dp_bucket_s[k];

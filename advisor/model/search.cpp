@@ -99,6 +99,7 @@ Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtyp
   cfg.order = distinct_orders(cfg.grid)[c.order];
   cfg.micro_batch = c.micro_batch;
   cfg.recompute = Recompute(c.recompute);
+  cfg.virtual_stages = int(c.virtual_stages);
   cfg.overlap = overlap_of(c.flags);
   cfg.dtype = dt;
   cfg.offload = c.flags & kOffload;
@@ -243,36 +244,46 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
     if (sps.empty()) sps.push_back(false);  // only SP asked, and Y cannot split: as without
     return sps;
   };
+  // Interleaving where Megatron's rules allow it.
+  auto v_choices = [&](int mb) {
+    std::vector<int> vs;
+    for (int v : opt.virtual_stages)
+      if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) vs.push_back(v);
+    if (vs.empty()) vs.push_back(1);  // only interleaving asked, and it cannot run here: as without
+    return vs;
+  };
   out.evaluated = 0;
   for (int mb : out.micro_batches)
     out.evaluated += (long long)(order_ids.size() * ch.recompute.size() * sp_choices(mb).size() *
-                                 flag_choices.size() * states.size());
+                                 v_choices(mb).size() * flag_choices.size() * states.size());
 
   for (int mb : out.micro_batches) {
     const std::vector<bool> sps = sp_choices(mb);
+    const std::vector<int> vs = v_choices(mb);
     // Memory grows with the micro-batch: once the smallest footprint of
     // this micro-batch does not fit, no larger one will.
     // The smallest footprint: offload if tried, else sharding if tried.
     OptimizerState small{};
     for (const OptimizerState& os : states)
       if (os.offload || (os.sharded && !small.offload)) small = os;
-    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small, sps.front(), &stages);
+    MemoryUse least = memory_use(job, p, g, mb, ch.recompute.front(), Overlap{}, small, sps.front(), &stages, vs.front());
     if (least.total() < out.smallest_footprint) {
       out.smallest_footprint = least.total();
       out.smallest_config = Config{g, all_orders[0], mb, ch.recompute.front(), Overlap{}, job.dtype, small.offload,
-                                   small.sharded, sps.front()};
+                                   small.sharded, sps.front(), vs.front()};
     }
     bool any_fit = false;
-    for (size_t choice = 0; choice < ch.recompute.size() * sps.size(); ++choice) {
-      const Recompute rc = ch.recompute[choice / sps.size()];
-      const bool sp = sps[choice % sps.size()];
+    for (size_t choice = 0; choice < ch.recompute.size() * sps.size() * vs.size(); ++choice) {
+      const Recompute rc = ch.recompute[choice / (sps.size() * vs.size())];
+      const bool sp = sps[(choice / vs.size()) % sps.size()];
+      const int v = vs[choice % vs.size()];
       // OAG and ORS hold more buffers, offload and sharding fewer: per
       // optimizer state, the flag sets that fit (GPU and host memory).
       std::vector<std::vector<uint8_t>> fitting(states.size());
       size_t fit_sets = 0;
       for (size_t si = 0; si < states.size(); ++si) {
         const OptimizerState os = states[si];
-        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp, &stages);
+        MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp, &stages, v);
         if (base.total() > ch.capacity || (os.offload && base.host > ch.host_capacity)) {
           if (opt.keep_rejected)
             out.rejected.push_back({g, mb, rc,
@@ -285,12 +296,12 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
           continue;
         }
         for (uint8_t f : flag_choices)
-          if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages).total() <= ch.capacity) fitting[si].push_back(f);
+          if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages, v).total() <= ch.capacity) fitting[si].push_back(f);
         fit_sets += fitting[si].size();
       }
       if (fit_sets == 0) continue;
       any_fit = true;
-      make_staged_plan(job, p, g, mb, rc, s.plan, sp);
+      make_staged_plan(job, p, g, mb, rc, s.plan, sp, v);
       const long long fit = (long long)(fit_sets * order_ids.size());
       out.feasible += fit;
       // Counted, not priced: the ranking would drop every one of them.
@@ -310,7 +321,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
           for (uint8_t f : fitting[si]) {
             const OptimizerState os = states[si];
             Estimate e = finish_staged(s.plan, s.times, s.kinds[f], overlap_of(f), os, ch.batch_tokens);
-            out.candidates.push_back({e.time_s, out.grid_index, uint32_t(rc), uint16_t(mb), oi,
+            out.candidates.push_back({e.time_s, out.grid_index, uint32_t(rc), uint32_t(v), uint16_t(mb), oi,
                                       uint8_t(f | (os.offload ? kOffload : 0) | (os.sharded ? kShard : 0) |
                                               (sp ? kSp : 0))});
             note_time(s, e.time_s, top);
@@ -441,8 +452,8 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   auto faster = [](const Candidate& a, const Candidate& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
     auto key = [](const Candidate& c) {  // recompute counts as one flag
-      return std::make_tuple(std::popcount(c.flags) + (c.recompute != 0), uint32_t(c.grid), c.micro_batch, c.flags,
-                             uint32_t(c.recompute), c.order);
+      return std::make_tuple(std::popcount(c.flags) + (c.recompute != 0) + (c.virtual_stages > 1), uint32_t(c.grid),
+                             c.micro_batch, c.flags, uint32_t(c.recompute), uint32_t(c.virtual_stages), c.order);
     };
     return key(a) < key(b);
   };
@@ -461,7 +472,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
       bool same = false;
       for (size_t k = kept.size(); k-- > 0 && kept[k].time_s == c.time_s;)
         if (kept[k].grid == c.grid && kept[k].micro_batch == c.micro_batch && kept[k].flags == c.flags &&
-            kept[k].recompute == c.recompute) {
+            kept[k].recompute == c.recompute && kept[k].virtual_stages == c.virtual_stages) {
           ++r.equivalent_orders[k];
           same = true;
           break;

@@ -30,6 +30,9 @@ struct SearchOptions {
   // Sequence parallelism is tried where G_y > 1 divides the micro-batch's
   // tokens, unless excluded.
   bool sequence_parallel_on = true, sequence_parallel_off = true;
+  // Model chunks per stage tried where Megatron's rules allow them (G_p > 1,
+  // L divisible by G_p·v, the micro-batches by G_p; MODEL.md §9).
+  std::vector<int> virtual_stages{1, 2};
   // Threads pricing grids (0: every core). The result does not depend on it.
   int threads = 0;
   // Count without pricing the configurations a lower bound on their time
@@ -56,8 +59,9 @@ struct Rejected {
 // One feasible configuration, small enough to keep millions.
 struct Candidate {
   double time_s;
-  uint32_t grid : 24;  // index into SearchResult::grids
-  uint32_t recompute : 8;  // a Recompute
+  uint32_t grid : 20;            // index into SearchResult::grids
+  uint32_t recompute : 4;        // a Recompute
+  uint32_t virtual_stages : 8;  // model chunks per stage
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
   uint8_t flags;       // bit 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel

@@ -23,17 +23,18 @@ namespace {
 // Times of every candidate on profile q, sharing plans and links as the search does.
 std::vector<double> reprice(const Job& job, const MachineProfile& q, const SearchResult& r) {
   LinkCache cache(q, job.gpus);
-  std::map<std::tuple<uint32_t, uint16_t, Recompute, bool>, StagedPlan> plans;
+  std::map<std::tuple<uint32_t, uint16_t, Recompute, bool, int>, StagedPlan> plans;
   std::vector<double> out;
   StagedTimes times;
   const double tokens = double(job.batch) * job.model.seq_len;
   for (const Candidate& c : r.candidates) {
     Config cfg = candidate_config(c, r.grids, job.dtype);
-    auto key = std::make_tuple(uint32_t(c.grid), c.micro_batch, cfg.recompute, cfg.sequence_parallel);
+    auto key = std::make_tuple(uint32_t(c.grid), c.micro_batch, cfg.recompute, cfg.sequence_parallel, cfg.virtual_stages);
     auto it = plans.find(key);
     if (it == plans.end()) {
       it = plans.emplace(key, StagedPlan{}).first;
-      make_staged_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second, cfg.sequence_parallel);
+      make_staged_plan(job, q, cfg.grid, cfg.micro_batch, cfg.recompute, it->second, cfg.sequence_parallel,
+                       cfg.virtual_stages);
     }
     const PairLink& pairs = cache.pair(axis_stride(cfg.grid, cfg.order, Axis::P), cfg.grid.p);
     staged_term_times(it->second, placement_links(q, cfg.grid, cfg.order, &cache), pairs, times);

@@ -48,6 +48,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
     device_note = "the engine cannot run this model (" + why + ")";
   else if (c.sequence_parallel)
     device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
+  else if (c.virtual_stages > 1)
+    device_note = "the engine does not run the interleaved schedule yet: a line to run once it can";
   else if (job.grad_dtype != Dtype::FP32)
     device_note = std::string("the engine accumulates gradients in fp32, not ") + dtype_name(job.grad_dtype) +
                   ": it runs the same grid with 4-byte gradients";
@@ -83,6 +85,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
   if (c.sequence_parallel) mega += " --sequence-parallel";
+  if (c.virtual_stages > 1)
+    mega += " --num-layers-per-virtual-pipeline-stage " + s(job.model.layers / (c.grid.p * c.virtual_stages));
   // Uneven stages: Megatron pins the first and the last run and spreads the
   // rest evenly, so a partition whose middle runs differ is not its to say.
   std::string mega_note = placement_note;
