@@ -192,7 +192,7 @@ void Gpt<T>::begin_step(const std::vector<bool>& forward_ops) {
 template <typename T>
 void Gpt<T>::end_step() {
   comm_.wait_all();
-  if (tied_across_stages() && (layout_.first || layout_.last) && last_micro_) sum_tied_gradient();
+  if (tied_across_stages() && (layout_.first || layout_.last)) sum_tied_gradient();  // after the step's last backward
   post_ready_buckets();  // what the last reduce-scatters over Z completed
   if (c_.grid.z > 1 && cursor_ != schedule_.size()) throw std::logic_error("engine: weight schedule not consumed");
 }
@@ -207,10 +207,20 @@ void Gpt<T>::sum_tied_gradient() {
   const int mi = layout_.first ? layout_.embedding : layout_.tied_copy;
   const MatrixParam& p = layout_.matrices[size_t(mi)];
   const int peer = layout_.first ? c_.grid.p - 1 : 0;
-  constexpr int kTiedTag = 1 << 20;  // above any micro-batch's message tag
+  // Every stage message of the step is done (end_step): any tag within MPI's
+  // guaranteed 32767 matches this one alone. Both ends issue first the
+  // first-to-last message, then the reply, so operations on NCCL's lanes
+  // run in one order on both ranks.
+  constexpr int kTiedTag = 32767;
   M* g = &shard_g_[p.offset];
-  const Comm::Ticket recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
-  const Comm::Ticket send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
+  Comm::Ticket recv = 0, send = 0;
+  if (layout_.first) {
+    send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
+    recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
+  } else {
+    recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
+    send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
+  }
   comm_.wait_one(recv);
   comm_.wait_one(send);
   elementwise(3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });

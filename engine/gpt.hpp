@@ -129,7 +129,10 @@ class Gpt {
 
   // The shard arena's data-parallel reduction in buckets, from its top down:
   // backward produces weight gradients in descending offset order (LM head,
-  // last block to first, embedding), so each bucket is a contiguous range.
+  // last block to first, embedding), so each bucket is a contiguous range. A
+  // tied head adds into the embedding (offset 0), or on the last of several
+  // stages into its copy placed at offset 0: final only after the embedding's
+  // backward, or the exchange in end_step.
   // Without ODP there is one (sharded, one per matrix). Sharded, rank d of D
   // owns part d of every bucket (part_begin), its Adam moments stored
   // compactly at `moment`.
@@ -239,8 +242,8 @@ class Gpt {
   BlockActs scratch_;            // recompute's working set
   Buffer<T> h_final_, xhat_f_, a_f_, logits_, dlogits_;
   Buffer<M> rstd_f_;
-  Buffer<M> emb_grad_;
-  Buffer<M> tied_received_;  // the other end's tied-embedding gradient (stages)  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
+  Buffer<M> emb_grad_;  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
+  Buffer<M> tied_received_;  // the other end's tied-embedding gradient (stages)
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)

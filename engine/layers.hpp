@@ -175,16 +175,8 @@ void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, lon
     for (long j = 0; j < hx; ++j) dpos[(i % S) * hx + j] += M(dh0[i * hx + j]);
 }
 
-// Causal attention over `seqs` sequences of S tokens and `heads` local query
-// heads of size dh over `kv` local key/value heads (grouped-query attention:
-// query head h reads KV head h / (heads / kv); kv = heads is multi-head
-// attention). qkv is [seqs·S, (heads + 2·kv)·dh]: this rank's Q heads, then
-// its K heads, then its V heads; out is [seqs·S, heads·dh]; probs keeps
-// softmax(QKᵀ) per (sequence, query head) for backward, in T. The scores and
-// their softmax are computed in M (for bf16, scores rounded before the
-// softmax would move the probabilities by percents); P·V reads the
-// probabilities as kept. One kernel (fused, as on a GPU); returns the seconds
-// its GEMMs spent in BLAS.
+// A rank's QKV row: its Q heads, then its K heads, then its V heads; query
+// head h reads KV head h / (heads / kv).
 struct HeadLayout {
   long heads, kv, dh;
   long hy() const { return heads * dh; }
@@ -195,6 +187,16 @@ struct HeadLayout {
   long v(long h) const { return hy() + (kv + h / group()) * dh; }
 };
 
+// Causal attention over `seqs` sequences of S tokens and `heads` local query
+// heads of size dh over `kv` local key/value heads (grouped-query attention:
+// query head h reads KV head h / (heads / kv); kv = heads is multi-head
+// attention). qkv is [seqs·S, (heads + 2·kv)·dh]: this rank's Q heads, then
+// its K heads, then its V heads; out is [seqs·S, heads·dh]; probs keeps
+// softmax(QKᵀ) per (sequence, query head) for backward, in T. The scores and
+// their softmax are computed in M (for bf16, scores rounded before the
+// softmax would move the probabilities by percents); P·V reads the
+// probabilities as kept. One kernel (fused, as on a GPU); returns the seconds
+// its GEMMs spent in BLAS.
 template <typename T>
 double attention_forward(Device& dev, const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv, long dh) {
   using M = master_t<T>;

@@ -61,7 +61,8 @@ void Gpt<T>::build_buckets() {
 
 // A matrix's gradient is final on the last micro-step once its weight-
 // gradient GEMM has accumulated into the shard (G_z = 1) or its reduce-
-// scatter over Z has been added in; in either case in backward order.
+// scatter over Z has been added in; in either case in backward order (a
+// tied embedding, at offset 0, last: after its own backward or the exchange).
 template <typename T>
 void Gpt<T>::gradient_done(int mi) {
   if (last_micro_) final_lo_ = std::min(final_lo_, layout_.matrices[size_t(mi)].offset);

@@ -93,7 +93,7 @@ expect 2 "--seq-len 0: expected tokens >= 1" -- "$advisor" recommend --model gpt
 expect 2 "--fusion 'megatron': expected fused, unfused or engine" -- "$advisor" recommend --model gpt-5b --gpus 8 --fusion megatron
 expect 2 "--grad-dtype fp16: expected fp32 or the training dtype \(bf16\)" -- "$advisor" recommend --model gpt-5b --gpus 8 --grad-dtype fp16
 expect 2 "has G_y = 1" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 8,1,1,1 --sequence-parallel
-expect 0 "--sequence-parallel" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --sequence-parallel --machine dgx-h100
+expect 0 "pipeline-model-parallel-size .* --sequence-parallel" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --sequence-parallel --machine dgx-h100
 # Stages that do not divide the layers (gpt-80b: 42): the advisor's partition, a pinned one, and the search when named.
 expect 0 '10 blocks \(32–41\) \+ final LN, LM head, loss' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --recompute
 expect 0 '--stage-layers 12,12,12,6' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,8,8,4 --pipeline 4 --recompute --stage-layers 12,12,12,6

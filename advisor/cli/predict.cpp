@@ -25,7 +25,7 @@ std::string recompute_words(Recompute r, const ModelSpec& m) {
     case Recompute::None: return "no recompute";
     case Recompute::Full: return "full recompute";
     case Recompute::Selective:
-      return m.attention == Attention::Unfused
+      return recomputes_attention_core(r, m)
                  ? "selective recompute (the attention core)"
                  : "selective recompute (priced as none: flash attention keeps no S×S to drop and recomputes its "
                    "scores in backward already)";
@@ -317,9 +317,10 @@ void run(const PredictOptions& o) {
   const MemoryUse& u = pr.memory;
   std::cout << "\nMemory per GPU" << (c.grid.p > 1 ? " (the stage that needs the most)" : "") << ":\n";
   Table mem({"<term", "GiB"});
-  mem.row({c.offload           ? "weights + fp32 grad shards (master, m, v offloaded)"
-           : c.shard_optimizer ? "weights + fp32 grad shards + 1/" + std::to_string(c.grid.d) + " of master, m, v"
-                               : "weights + optimizer state + fp32 grad shards",
+  const std::string grads = std::string(dtype_name(job.grad_dtype)) + " grad shards";
+  mem.row({c.offload           ? "weights + " + grads + " (master, m, v offloaded)"
+           : c.shard_optimizer ? "weights + " + grads + " + 1/" + std::to_string(c.grid.d) + " of master, m, v"
+                               : "weights + optimizer state + " + grads,
            gib(u.states)});
   if (c.offload)
     mem.row({low_precision(c.dtype) ? "optimizer bucket buffers (2 × fp32 master, m, v)"
@@ -328,7 +329,7 @@ void run(const PredictOptions& o) {
   mem.row({std::string("gathered weights") + (c.overlap.oag ? " (current + prefetched)" : ""), gib(u.gathered)});
   mem.row({std::string("unsharded gradient buffers") + (c.overlap.ors ? " (2 in flight)" : ""), gib(u.grad_buffers)});
   const char* kept = c.recompute == Recompute::Full ? "activations (layer inputs + one layer)"
-                     : c.recompute == Recompute::Selective && job.model.attention == Attention::Unfused
+                     : recomputes_attention_core(c.recompute, job.model)
                          ? "activations (all layers, the S×S probabilities of one)"
                          : "activations (all layers)";
   mem.row({kept, gib(u.activations)});

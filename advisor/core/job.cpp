@@ -129,6 +129,13 @@ std::string stage_layers_problem(const ModelSpec& m, int P, const std::vector<in
     sum += b;
   }
   if (sum != m.layers) return "the stages' blocks add up to " + s(sum) + ", not the model's " + s(m.layers) + " layers";
+  // Stages of one run length cost the same and are priced once (distinct_stages).
+  std::vector<int> middle(pinned.begin() + (P > 1), pinned.end() - (P > 1));
+  std::sort(middle.begin(), middle.end());
+  const long kinds = long(std::unique(middle.begin(), middle.end()) - middle.begin()) + (P > 1 ? 2 : 1) - (P == 1);
+  if (kinds > kMaxStageKinds)
+    return s(kinds) + " kinds of stage (the first, the last, and each run length between): at most " +
+           s(kMaxStageKinds) + " are priced";
   return "";
 }
 

@@ -41,6 +41,14 @@ std::string engine_model_problem(const ModelSpec& m);
 // FLOPs, the LM head's counted on the last stage (which so takes fewer
 // blocks), the rest spread evenly with the larger runs first.
 std::vector<int> stage_blocks(const ModelSpec& m, int stages, const std::vector<int>& pinned = {});
+// Whether backward recomputes the attention core alone (MODEL.md §13):
+// selective recompute where attention is unfused. With flash attention there
+// is no S×S to drop and its backward recomputes the scores already, so
+// selective keeps and costs what none does.
+inline bool recomputes_attention_core(Recompute r, const ModelSpec& m) {
+  return r == Recompute::Selective && m.attention == Attention::Unfused;
+}
+
 // Why `v` model chunks per stage (interleaved 1F1B) cannot run on `g` with
 // micro-batch `mb`, or "": Megatron's rules, L divisible by P·v and the
 // micro-batches of a pipeline by P, and no pinned partition.

@@ -32,7 +32,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // Full recompute runs each block's forward again; selective, the attention
   // core's alone (MODEL.md §13), where attention is unfused: flash attention's
   // backward recomputes its scores already, so there selective is none.
-  const bool full = rc == Recompute::Full, selective = rc == Recompute::Selective && m.attention == Attention::Unfused;
+  const bool full = rc == Recompute::Full, selective = recomputes_attention_core(rc, m);
   const double fwd_count = L * (1 + full);
 
   plan.grid = g;

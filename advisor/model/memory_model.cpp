@@ -17,7 +17,7 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   const double params = lp.sharded + lp.replicated;
   const bool offload = os.offload;
   // Sharded (ZeRO-1): the master, m and v divided over D; the weight and the
-  // fp32 gradient shard stay whole.
+  // gradient shard (--grad-dtype) stay whole.
   const double kept = offload_gpu_bytes(job.dtype, job.grad_dtype), moved = offload_host_bytes(job.dtype);
   u.states = params * (offload ? kept : os.sharded ? kept + moved / g.d : state_bytes);
   if (offload) {
@@ -51,7 +51,7 @@ MemoryUse stage_memory(const Job& job, const MachineProfile& p, const Grid& g, i
   double working = 2 * t * std::max({hx, qkv, up}) * b;  // gradients in flight in backward
   if (m.attention == Attention::Unfused) {
     const double scores = t * (double(m.heads) / g.y) * m.seq_len * (b + (m.attention_dropout ? 1 : 0));
-    (recompute == Recompute::Selective ? working : block) += scores;
+    (recomputes_attention_core(recompute, m) ? working : block) += scores;
   }
   // Full recompute keeps each block's input per micro-batch in flight and
   // one block's full activations while it is recomputed.

@@ -10,7 +10,7 @@
 namespace ff {
 
 struct MemoryUse {
-  double states = 0;        // weight shards, optimizer state, fp32 gradient accumulators
+  double states = 0;        // weight shards, optimizer state, gradient accumulators (--grad-dtype)
   double gathered = 0;      // gathered-weight buffers (current, and prefetched under OAG)
   double grad_buffers = 0;  // unsharded gradients before the reduce-scatter (more in flight under ORS)
   double activations = 0;   // saved for backward, plus the backward working set

@@ -233,7 +233,7 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
     out.dp_last_bucket_s[k] = collective_time(Coll::AllReduce, last, d);
     out.dp_rs_bucket_s[k] = collective_time(Coll::ReduceScatter, full, d);
     out.dp_rs_last_bucket_s[k] = collective_time(Coll::ReduceScatter, last, d);
-    // Layer by layer: each fp32 gradient reduce-scattered, each weight (in
+    // Layer by layer: each gradient (--grad-dtype) reduce-scattered, each weight (in
     // the training dtype) all-gathered back.
     for (const CommTerm& c : pl.comm)
       if (c.axis == Axis::D && c.per_step) {

@@ -46,8 +46,8 @@ Schedule simulate_schedule(const std::vector<StageTime>& stages, long long micro
 // f_i/v and b_i/v.
 Schedule simulate_interleaved(const std::vector<StageTime>& stages, long long micro_batches, double message_s, int v);
 
-// A configuration's plans, one per kind of stage (first, middle, last; one
-// when G_p = 1), priced together.
+// A configuration's plans, one per kind of stage (distinct_stages: first,
+// middle runs, last; one when G_p = 1), priced together.
 struct StagedPlan {
   std::array<Plan, kMaxStageKinds> plan;
   StageKinds kinds;

@@ -166,8 +166,8 @@ bool hopeless(double least_s, const Scratch& s) {
 // optimizer's step on 1/G_d of the state.
 double least_compute(const Plan& pl) { return pl.compute_s - pl.compute_step_s * (1 - 1.0 / pl.grid.d); }
 
-// With stages, the flush schedule's T = Σ s_i + 2(P−1)·t + (M−1)·u (u ≥
-// max s_i) bounds the iteration, and each stage's s_i is at least its
+// With stages, the flush schedule's T = Σ s_i/v + 2(P−1)·t + (M − 1/v)·u
+// (u ≥ max s_i) bounds the iteration, and each stage's s_i is at least its
 // compute per micro-batch: the fill and drain on top of the slowest stage.
 double least_pipelined(const StagedPlan& plan) {
   if (plan.kinds.stages == 1) return 0;
@@ -177,7 +177,8 @@ double least_pipelined(const StagedPlan& plan) {
     sum += plan.kinds.copies[k] * s;
     most = std::max(most, s);
   }
-  return sum + double(plan.plan[0].micro_steps - 1) * most;
+  const double v = plan.virtual_stages;
+  return sum / v + (double(plan.plan[0].micro_steps) - 1.0 / v) * most;
 }
 
 // The least time of any configuration of this plan: its slowest stage's compute.
@@ -382,11 +383,11 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   r.smallest_footprint = 1e300;
 
   Choices ch;
-  for (Recompute r : {Recompute::Full, Recompute::Selective, Recompute::None}) {
-    const bool asked = std::find(opt.recompute.begin(), opt.recompute.end(), r) != opt.recompute.end();
-    const bool same_as_none = r == Recompute::Selective && job.model.attention == Attention::Flash &&
-                              std::find(opt.recompute.begin(), opt.recompute.end(), Recompute::None) != opt.recompute.end();
-    if (asked && !same_as_none) ch.recompute.push_back(r);
+  auto asked = [&](Recompute rc) { return std::find(opt.recompute.begin(), opt.recompute.end(), rc) != opt.recompute.end(); };
+  for (Recompute rc : {Recompute::Full, Recompute::Selective, Recompute::None}) {
+    const bool same_as_none = rc == Recompute::Selective && !recomputes_attention_core(rc, job.model) &&
+                              asked(Recompute::None);
+    if (asked(rc) && !same_as_none) ch.recompute.push_back(rc);
   }
   if (ch.recompute.empty()) input_error("no recompute setting to try");
   if (opt.offload_on && p.has_host) ch.offload.push_back(true);
@@ -451,7 +452,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   // the top-th's time, see sensitivity.hpp), sorted; drop the rest.
   auto faster = [](const Candidate& a, const Candidate& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    auto key = [](const Candidate& c) {  // recompute counts as one flag
+    auto key = [](const Candidate& c) {  // recompute and interleaving count as one flag each
       return std::make_tuple(std::popcount(c.flags) + (c.recompute != 0) + (c.virtual_stages > 1), uint32_t(c.grid),
                              c.micro_batch, c.flags, uint32_t(c.recompute), uint32_t(c.virtual_stages), c.order);
     };

@@ -99,6 +99,7 @@ expect 0 'final loss' -- $run 8 "$engine" --model "$tied" "${cfg_t[@]}" --steps 
 check "llama-style, tied, two stages: per stage, bytes equal advisor predict" '
 import json, sys
 r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert len(r["stages"]) == len(p["pipeline"]["per_stage"]) == 2, (r["stages"], p["pipeline"])
 for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
     assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
 ' "$tmp/run_t.json" "$tmp/predict_t.json"
