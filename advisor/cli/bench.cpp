@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/cli/job_options.hpp"
+#include "advisor/cli/scaling_sweep.hpp"
 #include "advisor/cli/subcommands.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/model/search.hpp"
@@ -60,6 +61,29 @@ Timing time_search(const Job& job, const MachineProfile& m, const Case& c, int t
   return t;
 }
 
+// The median and fastest of `repeat` scaling sweeps: every count's search,
+// how sure and range, as `advisor scaling` runs them.
+struct SweepTiming {
+  double median = 0, min = 0;
+  size_t counts = 0;
+};
+
+SweepTiming time_sweep(const SweepSpec& spec, int repeat) {
+  std::vector<double> wall;
+  SweepTiming t;
+  for (int i = 0; i < repeat; ++i) {
+    std::cerr << "bench: scaling " << spec.job.model << " over " << spec.job.gpus << " GPUs, " << spec.threads
+              << (spec.threads == 1 ? " thread" : " threads") << ", run " << i + 1 << "/" << repeat << "\r" << std::flush;
+    const SweepResult r = run_sweep(spec);
+    wall.push_back(r.seconds);
+    t.counts = r.counts.size();
+  }
+  std::sort(wall.begin(), wall.end());
+  t.median = wall[wall.size() / 2];
+  t.min = wall.front();
+  return t;
+}
+
 void run(const BenchOptions& o) {
   if (o.repeat < 1) input_error("--repeat " + std::to_string(o.repeat) + ": expected at least 1");
   if (o.threads < 0) input_error("--threads " + std::to_string(o.threads) + ": expected 0 (every core) or more");
@@ -92,7 +116,25 @@ void run(const BenchOptions& o) {
                      {"configs_per_second_per_core", rate}});
     }
   }
-  std::cerr << std::string(70, ' ') << "\r";
+  // The scaling sweep the README shows, twelve counts up to 65,536 GPUs.
+  Table sweeps({"<sweep", "counts", "threads", "wall (median)", "min", "speed-up"});
+  SweepSpec spec;
+  spec.job.model = "gpt-80b";
+  spec.job.machine = "perlmutter";
+  spec.job.gpus = "32..65536";
+  spec.progress = false;
+  double one = 0;
+  for (int n : counts) {
+    spec.threads = n;
+    const SweepTiming x = time_sweep(spec, o.repeat);
+    if (n == 1) one = x.median;
+    const std::string name = "scaling gpt-80b perlmutter --gpus " + spec.job.gpus;
+    sweeps.row({name, std::to_string(x.counts), std::to_string(n), seconds(x.median), seconds(x.min),
+                fixed(one / x.median, 2) + "×"});
+    out.push_back({{"sweep", name}, {"counts", x.counts}, {"threads", n}, {"sweep_seconds_median", x.median},
+                   {"sweep_seconds_min", x.min}, {"speedup", one / x.median}});
+  }
+  std::cerr << std::string(90, ' ') << "\r";
   if (o.json) {
     std::cout << out.dump(2) << "\n";
     return;
@@ -100,7 +142,10 @@ void run(const BenchOptions& o) {
   std::cout << t.str() << "\nThe default batch; median of " << o.repeat
             << " runs; speed-up against one thread; configs/s/core = evaluated / wall / threads.\n"
                "\"evaluated\" counts configurations after the divisibility filter, each distinct placement once;\n"
-               "memory-infeasible ones are pruned before pricing. \"+ how sure\" (the ±20% ranks) runs on one thread.\n";
+               "memory-infeasible ones are pruned before pricing. \"+ how sure\" (the ±20% ranks) runs on one thread.\n\n"
+            << sweeps.str()
+            << "\nEach count's search, how sure and ±20% range, as advisor scaling runs them (the largest count's "
+               "default batch).\n";
 }
 
 }  // namespace

@@ -10,8 +10,12 @@ namespace ff::advisor {
 
 void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
   auto group = [](CLI::Option* opt) { return opt->group(kJobGroup); };
-  group(app->add_option("--model", o.model, "A preset (see `advisor models`) or a model JSON file")->capture_default_str());
-  auto* g = group(app->add_option("--gpus", o.gpus, "Number of GPUs (ranks) the job runs on"));
+  group(app->add_option("--model", o.model,
+                        "A preset (see `advisor models`) or a model JSON file (scaling --weak: a list, one per GPU "
+                        "count)")
+            ->capture_default_str());
+  auto* g = group(app->add_option(
+      "--gpus", o.gpus, "Number of GPUs (ranks) the job runs on (scaling: a doubling range 64..4096 or a list 64,128,512)"));
   if (gpus_required) g->required();
   group(app->add_option("--machine", o.machine,
                         std::string("A bundled machine (see `advisor machines`) or a profile JSON file [") +
@@ -55,6 +59,35 @@ long long parse_gpus(const std::string& text) {
     input_error("--gpus '" + text + "': expected a whole number of GPUs >= 1");
   if (n > (1LL << 24)) input_error("--gpus " + text + ": more than 16,777,216 GPUs is not a machine anyone has");
   return n;
+}
+
+std::vector<long long> parse_gpu_counts(const std::string& text) {
+  constexpr size_t kMaxCounts = 64;
+  std::vector<long long> counts;
+  if (size_t dots = text.find(".."); dots != std::string::npos) {
+    const long long first = parse_gpus(text.substr(0, dots)), last = parse_gpus(text.substr(dots + 2));
+    if (last < first) input_error("--gpus " + text + ": a range runs from fewer GPUs to more, e.g. 64..4096");
+    for (long long n = first; n <= last; n *= 2) counts.push_back(n);
+    if (counts.back() != last) {
+      input_error("--gpus " + text + ": a range doubles from its start (" + grouped(first) + ", " + grouped(2 * first) +
+                  ", …, " + grouped(counts.back()) + ", " + grouped(2 * counts.back()) +
+                  "); end it on one of those, or list the counts (e.g. 64,96,128)");
+    }
+    return counts;
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    counts.push_back(parse_gpus(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (counts.size() > 1 && counts.back() <= counts[counts.size() - 2])
+      input_error("--gpus " + text + ": list the counts in increasing order, each once");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (counts.size() > kMaxCounts)
+    input_error("--gpus " + text + ": " + std::to_string(counts.size()) + " counts; at most " +
+                std::to_string(kMaxCounts) + " in one sweep");
+  return counts;
 }
 
 LoadedJob load_job(const JobOptions& o) {

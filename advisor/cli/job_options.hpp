@@ -36,6 +36,9 @@ struct LoadedJob {
 // Loads the model and machine and checks the numbers; throws InputError.
 LoadedJob load_job(const JobOptions& o);
 long long parse_gpus(const std::string& text);
+// --gpus for a sweep: "64..4096" (64 doubled up to 4,096), "64,128,512" (a
+// list, increasing) or one count; throws InputError naming --gpus.
+std::vector<long long> parse_gpu_counts(const std::string& text);
 // --pipeline's stage counts: each >= 1, at most the layers and dividing the GPUs;
 // throws InputError.
 void check_pipelines(const Job& job, const std::vector<int>& stages);

@@ -7,6 +7,7 @@
 
 #include "advisor/cli/filter_options.hpp"
 #include "advisor/cli/job_options.hpp"
+#include "advisor/cli/recommend_report.hpp"
 #include "advisor/cli/subcommands.hpp"
 #include "advisor/core/atomic_file.hpp"
 #include "advisor/core/error.hpp"
@@ -35,36 +36,6 @@ struct RecommendOptions {
   FilterFlags filters;
   int threads = 0;  // 0: every core
 };
-
-[[noreturn]] void explain_no_answer(const Job& job, const MachineProfile& m, const SearchResult& r,
-                                    const RecommendOptions& o) {
-  if (r.grids_divisible == 0) {
-    std::string why;
-    for (const auto& s : r.split_reasons) why += "\n  " + s;
-    input_error("no grid of " + grouped(job.gpus) + " GPUs can split " + job.model.name + " with batch " +
-                grouped(job.batch) + " sequences (" + grouped(r.grids_total) + " grids tried):" + why +
-                "\n  try a batch with more small factors (e.g. a power of two) or another GPU count");
-  }
-  double state_bytes = (low_precision(job.dtype) ? 18.0 : 16.0) * parameter_count(job.model);
-  double usable = m.hbm_capacity - m.memory_reserve;
-  // In doubles: an absurd model needs more GPUs than a long long counts.
-  double need = std::ceil(std::ceil(state_bytes / usable) / m.gpus_per_node) * m.gpus_per_node;
-  std::string msg = "no configuration of " + job.model.name + " on " + grouped(job.gpus) + " GPUs fits in " +
-                    gib(m.hbm_capacity) + " GiB per GPU: the smallest footprint is " + gib(r.smallest_footprint) +
-                    " GiB (grid " + r.smallest_config.grid.label() + ", micro-batch " +
-                    std::to_string(r.smallest_config.micro_batch) +
-                    (r.smallest_config.recompute != Recompute::None
-                         ? std::string(", ") + recompute_name(r.smallest_config.recompute) + " recompute"
-                         : "") +
-                    ").";
-  msg += "\n  weights and optimizer state alone take " + gib(state_bytes) + " GiB; at " + gib(usable) +
-         " GiB usable per GPU that needs at least " +
-         (need < 1e15 ? grouped((long long)need) : si(need, "")) + " GPUs";
-  if (r.smallest_config.micro_batch > 1) msg += "\n  or allow micro-batch 1 (--micro-batch 1)";
-  if (r.smallest_config.recompute != Recompute::Full) msg += "\n  or allow full recompute (--recompute full)";
-  if (!o.show_infeasible) msg += "\n  (--show-infeasible lists what was tried)";
-  throw NoConfigError(msg);
-}
 
 void print_rejected(const SearchResult& r, size_t limit) {
   std::cout << "\nRejected (" << grouped((long long)r.rejected.size()) << "):\n";
@@ -106,10 +77,14 @@ void run(const RecommendOptions& o) {
 
   SearchResult r = search(job, m, so);
   if (o.show_infeasible && !o.json) print_rejected(r, 40);
-  if (r.top.empty()) explain_no_answer(job, m, r, o);
+  if (r.top.empty()) {
+    NoAnswer why = no_answer(job, m, r, o.show_infeasible);
+    if (!why.divisible) input_error(why.message);
+    throw NoConfigError(why.message);
+  }
   std::vector<Confidence> conf = assess(job, m, r);
   const double params = parameter_count(job.model);
-  const double tokens = o.tokens > 0 ? o.tokens : 20 * params;
+  const double tokens = train_tokens(job, o.tokens);
 
   std::vector<BreakdownBar> bars;
   for (size_t i = 0; i < r.top.size(); ++i) {
@@ -123,45 +98,7 @@ void run(const RecommendOptions& o) {
   }
 
   if (o.json) {
-    nlohmann::json out = {{"model", job.model.name},  {"machine", m.name},
-                          {"gpus", job.gpus},         {"batch_sequences", job.batch},
-                          {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
-                          {"fusion", fusion_name(job.fusion)},
-                          {"grad_dtype", dtype_name(job.grad_dtype)},
-                          {"evaluated", r.evaluated}, {"feasible", r.feasible},
-                          {"search_seconds", r.seconds}, {"search_threads", r.threads},
-                          {"parameters", params},
-                          {"train_tokens", tokens}};
-    out["configs"] = nlohmann::json::array();
-    for (size_t i = 0; i < r.top.size(); ++i) {
-      const Ranked& x = r.top[i];
-      nlohmann::json c = to_json(x.config);
-      c["equivalent_orders"] = x.equivalent_orders;
-      c["time_s"] = x.estimate.time_s;
-      c["compute_s"] = x.estimate.compute_s;
-      c["exposed_comm_s"] = per_axis_json(x.estimate.exposed_comm_s);
-      c["comm_s"] = per_axis_json(x.estimate.comm_s);
-      c["pipeline_idle_s"] = x.estimate.bubble_s;
-      c["host_link_s"] = x.estimate.host_s;
-      c["sync_s"] = x.estimate.sync_s;
-      c["memory_gib"] = x.memory.total() / 1073741824.0;
-      c["mfu"] = x.estimate.mfu;
-      c["hfu"] = x.estimate.hfu;
-      c["tokens_per_s"] = x.estimate.tokens_per_s;
-      c["days"] = tokens / x.estimate.tokens_per_s / 86400;
-      nlohmann::json under = nlohmann::json::object();
-      for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
-      c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
-      c["launch"] = launch_json(launch_lines(job, o.job.model, m, x.config, std::max(0, o.job.seq_len)));
-      out["configs"].push_back(c);
-    }
-    if (o.show_infeasible) {
-      out["rejected"] = nlohmann::json::array();
-      for (const auto& x : r.rejected)
-        out["rejected"].push_back({{"grid", x.grid.str()}, {"pipeline", x.grid.p}, {"micro_batch", x.micro_batch},
-                                   {"recompute", recompute_name(x.recompute)}, {"reason", x.reason}});
-    }
-    std::cout << out.dump(2) << "\n";
+    std::cout << recommend_json(job, o.job, m, r, conf, tokens, o.show_infeasible).dump(2) << "\n";
     return;
   }
 
@@ -237,12 +174,16 @@ void setup_recommend(CLI::App& app) {
   sub->add_option("--top", o->top, "How many configurations to show")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON (MODEL.md §3) instead of a table");
   sub->add_option("--plot", o->plot, "Write the top configurations' time breakdown as an SVG file");
-  sub->add_option("--tokens", o->tokens, "Training tokens for the days column [20 per parameter]");
+  auto* tokens = sub->add_option("--tokens", o->tokens, "Training tokens for the days column [20 per parameter]");
   sub->add_flag("--show-infeasible", o->show_infeasible, "Also list what did not fit or divide, and why");
   add_filter_options(*sub, o->filters);
   sub->add_option("--threads", o->threads, "Threads for the search; the answer does not depend on it [0: every core]")
       ->capture_default_str();
-  sub->callback([o] { run(*o); });
+  sub->callback([o, tokens] {
+    if (tokens->count() && !(o->tokens > 0))
+      input_error("--tokens: expected a positive number of tokens");
+    run(*o);
+  });
 }
 
 }  // namespace ff::advisor

@@ -6,6 +6,7 @@
 namespace ff::advisor {
 
 void setup_recommend(CLI::App& app);
+void setup_scaling(CLI::App& app);
 void setup_predict(CLI::App& app);
 void setup_models(CLI::App& app);
 void setup_machines(CLI::App& app);
@@ -17,6 +18,7 @@ void setup_validate(CLI::App& app);
 inline void setup_all(CLI::App& app) {
   app.require_subcommand(1);
   setup_recommend(app);
+  setup_scaling(app);
   setup_predict(app);
   setup_models(app);
   setup_machines(app);

@@ -1,5 +1,6 @@
 #include "advisor/model/sensitivity.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -66,6 +67,15 @@ std::vector<Confidence> assess(const Job& job, const MachineProfile& p, const Se
     }
   }
   return conf;
+}
+
+TimeRange time_range(const Job& job, const MachineProfile& p, const Config& c) {
+  TimeRange r{1e300, 0};
+  for (const Perturbation& x : perturbations()) {
+    const double t = predict_estimate(job, scaled(p, x.tier, x.factor), c).time_s;
+    r.low = std::min(r.low, t), r.high = std::max(r.high, t);
+  }
+  return r;
 }
 
 }  // namespace ff

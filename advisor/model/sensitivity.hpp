@@ -32,4 +32,12 @@ struct Confidence {
 // One entry per r.top.
 std::vector<Confidence> assess(const Job& job, const MachineProfile& p, const SearchResult& r);
 
+// One configuration's time per iteration under each perturbation: the least
+// and the most. What the calibration's uncertainty does to a prediction,
+// not a measured error.
+struct TimeRange {
+  double low = 0, high = 0;
+};
+TimeRange time_range(const Job& job, const MachineProfile& p, const Config& c);
+
 }  // namespace ff

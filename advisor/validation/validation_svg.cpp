@@ -5,22 +5,12 @@
 #include <locale>
 #include <sstream>
 
+#include "advisor/output/svg.hpp"
+
 namespace ff {
 namespace {
 
 constexpr double kPad = 16, kPlot = 400, kScatterTop = 64, kLeft = 70;
-
-std::string text_of(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
 
 // Numbers in the classic locale: a decimal comma would break the SVG.
 struct Out {
@@ -47,48 +37,29 @@ std::string ms(double s) {
   return o.str();
 }
 
-// Log axis from a 1-2-5 tick below the smallest value to one above the largest.
-struct LogAxis {
-  double lo = 1e-3, hi = 1;
-  std::vector<double> ticks;
-  LogAxis(double min, double max) {
-    min = std::max(min, 1e-9), max = std::max(max, min * 1.01);
-    auto below = [](double v) {
-      double d = std::pow(10.0, std::floor(std::log10(v)));
-      for (double m : {5.0, 2.0, 1.0})
-        if (m * d <= v) return m * d;
-      return d;
-    };
-    auto above = [](double v) {
-      double d = std::pow(10.0, std::floor(std::log10(v)));
-      for (double m : {1.0, 2.0, 5.0, 10.0})
-        if (m * d >= v) return m * d;
-      return 10 * d;
-    };
-    lo = below(min), hi = above(max);
-    bool fine = hi / lo < 100;  // under two decades, 1-2-5 ticks; else decades
-    for (double d = std::pow(10.0, std::floor(std::log10(lo))); d <= hi * 1.0001; d *= 10)
-      for (double m : fine ? std::vector<double>{1, 2, 5} : std::vector<double>{1})
-        if (m * d >= lo * 0.9999 && m * d <= hi * 1.0001) ticks.push_back(m * d);
-  }
-  double at(double v) const { return kPlot * std::log(v / lo) / std::log(hi / lo); }
-};
-
 }  // namespace
 
 std::string validation_svg(const std::vector<ScatterPoint>& points, const std::vector<PairedBreakdown>& top,
                            const std::string& title, const std::string& subtitle) {
-  const double bar_row = 18, pair_gap = 12, label_w = 300, bar_w = 420;
+  static constexpr const char* kBarsHeading =
+      "Fastest measured: compute and exposed communication, predicted (P) and measured (M)";
+  const double bar_row = 18, pair_gap = 12, bar_w = 420;
+  // The label column as wide as its longest label, and the picture as wide
+  // as its longest line of text, so nothing is cut at the right edge.
+  double label_w = 300;
+  for (const auto& b : top) label_w = std::max(label_w, mono_width(b.label) + 24);
   const double bars_top = kScatterTop + kPlot + 80;
-  const double width = std::max(kLeft + kPlot + 260, kPad + label_w + bar_w + 90);
+  const double width = std::max({kLeft + kPlot + 260, kPad + label_w + bar_w + 90,
+                                 2 * kPad + text_width(title, 16, true), 2 * kPad + text_width(subtitle),
+                                 2 * kPad + text_width(kBarsHeading, 14, true)});
   const double height = bars_top + 40 + top.size() * (2 * bar_row + pair_gap) + 40;
   Out s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\""
     << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << ' ' << height
     << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" << kPad
-    << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">" << text_of(title) << "</text>\n<text x=\"" << kPad
-    << "\" y=\"46\" fill=\"#555555\">" << text_of(subtitle) << "</text>\n";
+    << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">" << svg_escape(title) << "</text>\n<text x=\"" << kPad
+    << "\" y=\"46\" fill=\"#555555\">" << svg_escape(subtitle) << "</text>\n";
 
   // --- scatter: predicted (x) against measured (y), both in ms, log–log.
   double lo = 1e300, hi = 0;
@@ -96,10 +67,11 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
     for (double v : {p.predicted_s, p.measured_s})
       if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   if (hi == 0) lo = 1e-3, hi = 1;
-  LogAxis ax(lo, hi);
+  const LogAxis axis(lo, hi);
+  auto at = [&](double v) { return kPlot * axis.fraction(v); };
   const double x0 = kLeft, y0 = kScatterTop + kPlot;  // the origin, bottom left
-  for (double t : ax.ticks) {
-    double d = ax.at(t);
+  for (double t : axis.ticks) {
+    double d = at(t);
     s << "<line x1=\"" << x0 + d << "\" y1=\"" << kScatterTop << "\" x2=\"" << x0 + d << "\" y2=\"" << y0
       << "\" stroke=\"#e4e4e4\"/><line x1=\"" << x0 << "\" y1=\"" << y0 - d << "\" x2=\"" << x0 + kPlot << "\" y2=\""
       << y0 - d << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << x0 + d << "\" y=\"" << y0 + 16
@@ -116,9 +88,9 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   for (const auto& p : points) {
     if (!(p.predicted_s > 0 && p.measured_s > 0)) continue;
     const char* c = part_colour(1 + static_cast<int>(p.heaviest_axis));
-    s << "<circle cx=\"" << x0 + ax.at(p.predicted_s) << "\" cy=\"" << y0 - ax.at(p.measured_s) << "\" r=\"4.5\" "
+    s << "<circle cx=\"" << x0 + at(p.predicted_s) << "\" cy=\"" << y0 - at(p.measured_s) << "\" r=\"4.5\" "
       << "fill=\"" << (p.crosses_nodes ? "white" : c) << "\" stroke=\"" << c << "\" stroke-width=\""
-      << (p.crosses_nodes ? 2 : 1) << "\"><title>" << text_of(p.label) << ": predicted " << ms(p.predicted_s)
+      << (p.crosses_nodes ? 2 : 1) << "\"><title>" << svg_escape(p.label) << ": predicted " << ms(p.predicted_s)
       << " ms, measured " << ms(p.measured_s) << " ms</title></circle>\n";
   }
   // The placement check's pair on top, so neither ring hides under a dot.
@@ -126,10 +98,10 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
   for (const auto& p : points) {
     if (p.mark.empty() || !(p.predicted_s > 0 && p.measured_s > 0)) continue;
     marked = true;
-    double cx = x0 + ax.at(p.predicted_s), cy = y0 - ax.at(p.measured_s);
+    double cx = x0 + at(p.predicted_s), cy = y0 - at(p.measured_s);
     s << "<circle cx=\"" << cx << "\" cy=\"" << cy << "\" r=\"9\" fill=\"none\" stroke=\"#111111\" "
-      << "stroke-width=\"1.5\"><title>" << text_of(p.mark) << ": " << text_of(p.label) << "</title></circle>"
-      << "<text x=\"" << cx + 12 << "\" y=\"" << cy - 8 << "\" font-size=\"11\">" << text_of(p.mark) << "</text>\n";
+      << "stroke-width=\"1.5\"><title>" << svg_escape(p.mark) << ": " << svg_escape(p.label) << "</title></circle>"
+      << "<text x=\"" << cx + 12 << "\" y=\"" << cy - 8 << "\" font-size=\"11\">" << svg_escape(p.mark) << "</text>\n";
   }
   // Legend: what the colour and the hollow mean.
   double lx = x0 + kPlot + 24, ly = kScatterTop + 12;
@@ -157,18 +129,18 @@ std::string validation_svg(const std::vector<ScatterPoint>& points, const std::v
       tmax = std::max(tmax, t);
     }
   s << "<text x=\"" << kPad << "\" y=\"" << bars_top - 24 << "\" font-size=\"14\" font-weight=\"bold\">"
-    << "Fastest measured: compute and exposed communication, predicted (P) and measured (M)</text>\n";
+    << kBarsHeading << "</text>\n";
   double lgx = kPad;
   for (int k = 0; k < kBreakdownParts; ++k) {
     s << "<rect x=\"" << lgx << "\" y=\"" << bars_top - 12 << "\" width=\"12\" height=\"12\" fill=\"" << part_colour(k)
       << "\"/><text x=\"" << lgx + 17 << "\" y=\"" << bars_top - 2 << "\">" << part_name(k) << "</text>\n";
-    lgx += 17 + 8.0 * std::char_traits<char>::length(part_name(k)) + 18;
+    lgx += 17 + text_width(part_name(k)) + 18;
   }
   const double scale = tmax > 0 ? bar_w / tmax : 0, bx = kPad + label_w;
   double y = bars_top + 14;
   for (const auto& b : top) {
     s << "<text x=\"" << kPad << "\" y=\"" << y + bar_row + 2 << "\" xml:space=\"preserve\" "
-      << "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">" << text_of(b.label) << "</text>\n";
+      << "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">" << svg_escape(b.label) << "</text>\n";
     for (int which = 0; which < 2; ++which) {
       const auto& v = which ? b.measured : b.predicted;
       double x = bx, total = 0;
