@@ -56,7 +56,7 @@ for x in c:
     g = x["grid"]
     assert g["x"] * g["y"] * g["z"] * g["pipe"] * g["data"] == 64
     assert sorted(x["order"]) == sorted("xyzpd")
-    assert set(x["overlap"]) == {"oar", "ors", "oag", "odp"}
+    assert set(x["overlap"]) == {"oar", "ors", "oag", "odp", "otp"}
     assert set(x["exposed_comm_s"]) == {"x", "y", "z", "pipe", "data"}
     for k in ["micro_batch", "recompute", "dtype", "time_s", "compute_s", "memory_gib", "mfu", "tokens_per_s"]:
         assert k in x, k

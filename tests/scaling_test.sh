@@ -33,20 +33,27 @@ else
   echo "skipped under the sanitizers: the gpt-80b and weak sweeps (FF_SANITIZED)"
 fi
 
-# Strong scaling of gpt-20b over 32..256 GPUs: JSON, CSV and the picture.
-"$advisor" scaling --model gpt-20b --machine perlmutter --gpus 32..256 --json --plot "$tmp/strong.svg" \
+# Strong scaling of gpt-20b over 32..256 GPUs (under the sanitizers gpt-5b
+# over 8..32, the same checks on smaller searches): JSON, CSV and the picture.
+model=gpt-20b first=32 last=256
+[[ -n ${FF_SANITIZED:-} ]] && model=gpt-5b first=8 last=32
+"$advisor" scaling --model $model --machine perlmutter --gpus $first..$last --json --plot "$tmp/strong.svg" \
   --deadline-days 200 --max-gpu-hours 3e5 >"$tmp/strong.json"
-"$advisor" scaling --model gpt-20b --machine perlmutter --gpus 32..256 --csv >"$tmp/strong.csv"
-"$advisor" scaling --model gpt-20b --machine perlmutter --gpus 32..256 >"$tmp/strong.txt"
+"$advisor" scaling --model $model --machine perlmutter --gpus $first..$last --csv >"$tmp/strong.csv"
+"$advisor" scaling --model $model --machine perlmutter --gpus $first..$last >"$tmp/strong.txt"
 check "strong sweep: efficiency, days, GPU-hours and the budgets by hand from each point's own numbers" '
 import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["points"]
-assert d["sweep"] == "strong" and [x["gpus"] for x in p] == [32, 64, 128, 256]
+first, last = int(sys.argv[2]), int(sys.argv[3])
+counts = [first]
+while counts[-1] < last:
+    counts.append(2 * counts[-1])
+assert d["sweep"] == "strong" and [x["gpus"] for x in p] == counts
 assert len({x["batch_sequences"] for x in p}) == 1  # one batch at every count
 b = p[0]
 for x in p:
-    assert abs(x["efficiency"] - b["time_s"] * 32 / (x["time_s"] * x["gpus"])) < 1e-9
+    assert abs(x["efficiency"] - b["time_s"] * first / (x["time_s"] * x["gpus"])) < 1e-9
     tokens = x["recommend"]["train_tokens"]
     assert abs(x["days"] - tokens / x["tokens_per_s"] / 86400) < 1e-9 * x["days"]
     assert abs(x["gpu_hours"] - tokens / x["tokens_per_s"] / 3600 * x["gpus"]) < 1e-9 * x["gpu_hours"]
@@ -56,17 +63,17 @@ assert d["deadline_days"]["gpus"] == want, (d["deadline_days"], want)
 within = [x for x in p if x["gpu_hours"] <= 3e5]
 want = min(within, key=lambda x: (x["days"], x["gpu_hours"]))["gpus"] if within else None
 assert d["max_gpu_hours"]["gpus"] == want, (d["max_gpu_hours"], want)
-' "$tmp/strong.json"
+' "$tmp/strong.json" $first $last
 check "each point is recommend --top 1 at its count (but the search's time and threads)" '
 import json, subprocess, sys
 for x in json.load(open(sys.argv[1]))["points"]:
-    r = json.loads(subprocess.check_output([sys.argv[2], "recommend", "--model", "gpt-20b", "--machine", "perlmutter",
+    r = json.loads(subprocess.check_output([sys.argv[2], "recommend", "--model", sys.argv[3], "--machine", "perlmutter",
         "--gpus", str(x["gpus"]), "--batch", str(x["batch_sequences"]), "--top", "1", "--json"], stderr=subprocess.DEVNULL))
     a = dict(x["recommend"])
     for k in ("search_seconds", "search_threads"):
         a.pop(k), r.pop(k)
     assert a == r, x["gpus"]
-' "$tmp/strong.json" "$advisor"
+' "$tmp/strong.json" "$advisor" $model
 check "the CSV says what the JSON says" '
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -81,8 +88,8 @@ for r, x in zip(rows, p):
         assert abs(float(r[k]) - x[k]) <= 1e-8 * abs(x[k]), k
 ' "$tmp/strong.csv" "$tmp/strong.json"
 expect 0 'svg ok' -- python3 -c "import xml.dom.minidom as m,sys; d=m.parse('$tmp/strong.svg'); assert d.documentElement.tagName=='svg'; print('svg ok')"
-expect 0 'efficiency: model FLOP/s per GPU against 32 GPUs' -- cat "$tmp/strong.txt"
-expect 0 '^ +256 +1,' -- cat "$tmp/strong.txt"
+expect 0 "efficiency: model FLOP/s per GPU against $first GPUs" -- cat "$tmp/strong.txt"
+expect 0 "^ +$last +1," -- cat "$tmp/strong.txt"
 
 # The batch grows with the count under --weak: 2,048 sequences at 32 GPUs, 16,384 at 256.
 expect 0 '256 +16,384 ' -- "$advisor" scaling --weak --model gpt-5b --machine perlmutter --gpus 32..256

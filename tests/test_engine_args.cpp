@@ -181,7 +181,7 @@ TEST_CASE("--grid: four sizes take the stages from --pipeline, five spell them (
   f.grid = "1,1,1,1";
   f.overlap = "oar,xyz";
   CHECK(fftest::input_error_of([&] { ff::config_of(f); }) ==
-        "--overlap 'oar,xyz': unknown 'xyz' (expected a list of oar, ors, oag, odp; or none, all)");
+        "--overlap 'oar,xyz': unknown 'xyz' (expected a list of oar, ors, oag, odp, otp; or none, all)");
 }
 
 TEST_CASE("the Megatron line carries the model's shape; the engine runs a Llama model but not an odd rotary head") {

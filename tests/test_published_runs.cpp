@@ -11,7 +11,9 @@
 //   parallelism, PP stages, DP; micro-batch 1, no recompute, the distributed
 //   optimizer (ZeRO-1),
 //   the TP all-reduce under the weight-gradient GEMM and the gradients'
-//   reduction under the backward (OAR, ODP); fused kernels. Measured time =
+//   reduction under the backward (OAR, ODP), Transformer Engine's TP overlap
+//   with sequence parallelism (OTP: the runs pass --tp-comm-overlap); fused
+//   kernels. Measured time =
 //   model FLOPs (Narayanan et al.'s count, no recompute) / published FLOP/s.
 // * AxoNN IPDPS'22 (Summit, fp16, 512-token sequences, unfused attention
 //   with dropout, full recompute): AxoNN's pipelines with its optimizer
@@ -110,7 +112,7 @@ std::vector<Priced> price_published_runs() {
       c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
       c.overlap.oar = c.overlap.odp = true;
       c.shard_optimizer = true;
-      c.sequence_parallel = c.grid.y > 1;
+      c.sequence_parallel = c.overlap.otp = c.grid.y > 1;
       const double tflops = meas.at("tflops_per_gpu");
       p.measured_s = narayanan_flops(job.model, double(job.batch), false) / (tflops * 1e12 * double(G));
       p.predicted_s = price(job, "dgx-h100", c);

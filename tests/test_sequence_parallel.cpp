@@ -5,9 +5,12 @@
 // 4 per Y rank in the split regions.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstring>
 
 #include "advisor/model/prediction.hpp"
+#include "advisor/model/search.hpp"
+#include "advisor/output/launch.hpp"
 #include "tests/helpers.hpp"
 #include "tests/plan_terms.hpp"
 
@@ -42,16 +45,16 @@ TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gat
     Hide hide;
   };
   const Want want[] = {
-      {"qkv", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
-      {"attn_out", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::None},
-      {"fc1", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
-      {"fc2", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::None},
-      {"qkv", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::Oar},
+      {"qkv", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::TpForward},
+      {"attn_out", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::TpForward},
+      {"fc1", "fwd input all-gather (sequence parallel)", Coll::AllGather, 2, Hide::TpForward},
+      {"fc2", "fwd output reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::TpForward},
+      {"qkv", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::SpReduceScatter},
       {"qkv", "bwd input re-gather (sequence parallel)", Coll::AllGather, 2, Hide::SpGather},
-      {"attn_out", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
-      {"fc1", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::Oar},
+      {"attn_out", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::TpBackward},
+      {"fc1", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 2, Hide::SpReduceScatter},
       {"fc1", "bwd input re-gather (sequence parallel)", Coll::AllGather, 2, Hide::SpGather},
-      {"fc2", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::None},
+      {"fc2", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::TpBackward},
       {"embedding", "fwd lookup reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
       {"lm_head", "fwd input all-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
       {"lm_head", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
@@ -129,4 +132,96 @@ TEST_CASE("sequence parallel: the re-gather hides under the input-gradient GEMM;
   odd.model.heads = 4;
   c.grid = kGrid;
   CHECK(contains(input_error_of([&] { predict(odd, p, c); }), "do not divide over G_y = 4"));
+}
+
+TEST_CASE("otp: Transformer Engine pipelines Y's collectives with the GEMM each feeds or drains") {
+  MachineProfile p = fftest::toy_machine(8);
+  p.overlap_efficiency = 1;
+  Config c;
+  c.grid = kGrid;
+  c.sequence_parallel = true;
+  // Each block layer's GEMMs on a Y rank at 50 TFLOP/s (the toy's 100 at
+  // efficiency 0.5): qkv [16, 64] × [64, 48], attn_out [16, 16] × [16, 64],
+  // fc1 [16, 64] × [64, 64], fc2 [16, 64] × [64, 64]; forward, input- and
+  // weight-gradient GEMMs each 2·16·k·n FLOPs.
+  auto gemm = [](const char* layer) {
+    const double kn = std::strcmp(layer, "qkv") == 0 ? 64.0 * 48 : std::strcmp(layer, "attn_out") == 0 ? 16.0 * 64 : 64.0 * 64;
+    return 2.0 * 16 * kn / 50e12;
+  };
+  c.overlap = parse_overlap("otp");
+  const Prediction on = predict(toy_job(), p, c);
+  c.overlap = parse_overlap("none");
+  const Prediction off = predict(toy_job(), p, c);
+  const size_t n = on.plan.comm.size();
+  int seen = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const CommTerm& t = on.plan.comm[i];
+    if (t.hide != Hide::TpForward && t.hide != Hide::TpBackward && t.hide != Hide::SpReduceScatter) continue;
+    INFO(t.layer << ": " << t.what);
+    ++seen;
+    // Forward under the layer's forward GEMM; the output gradient's gather
+    // under its input-gradient GEMM; the input gradient's scatter under the
+    // weight-gradient GEMM (as OAR would). Each issued non-blocking.
+    CHECK(on.term_hidden[i] == rel(std::min(on.term_seconds[n + i], gemm(t.layer))));
+    CHECK(on.term_hidden[i] > 0);
+    CHECK(off.term_hidden[i] == 0);
+  }
+  CHECK(seen == 8);  // four forward, two gathers, two scatters per block
+  // What OTP hides comes off the Y axis' exposed time, and nothing else moves
+  // but compute slowed under it (the toy's slowdown is 0).
+  double hidden = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (off.term_hidden[i] == 0) hidden += on.term_hidden[i] * per_iteration(on.plan, on.plan.comm[i]);
+  CHECK(off.estimate.exposed_comm_s[int(Axis::Y)] - on.estimate.exposed_comm_s[int(Axis::Y)] == rel(hidden, 1e-9));
+  CHECK(off.estimate.time_s - on.estimate.time_s == rel(hidden, 1e-9));
+
+  // Megatron's flag on its line; the engine's line leaves otp out and says so.
+  for (const LaunchLine& l : launch_lines(toy_job(), "toy.json", p, on.config)) {
+    INFO(l.name << ": " << l.line);
+    if (l.name == "megatron-axonn") CHECK(contains(l.line, "--sequence-parallel --tp-comm-overlap"));
+    if (l.name == "mpirun") CHECK(!contains(l.line, "otp"));
+    if (l.name == "mpirun") CHECK(contains(l.note, "without otp"));
+  }
+
+  // Without sequence parallelism there is nothing to pipeline; it is Transformer Engine's.
+  c.overlap = parse_overlap("otp");
+  c.sequence_parallel = false;
+  CHECK(contains(input_error_of([&] { predict(toy_job(), p, c); }), "add --sequence-parallel"));
+  c.sequence_parallel = true;
+  Job eager = toy_job();
+  eager.fusion = Fusion::Unfused;
+  CHECK(contains(input_error_of([&] { predict(eager, p, c); }), "not --fusion unfused"));
+}
+
+TEST_CASE("otp: the search turns it on with every sequence-parallel plan of fused kernels, and only there") {
+  const MachineProfile p = fftest::toy_machine(8);
+  SearchOptions so;
+  so.top = 100000;
+  so.prune = false;
+  auto flags = [&](const Job& job, const SearchOptions& o) {
+    int sp_otp = 0, sp_bare = 0, otp_alone = 0;
+    for (const Ranked& r : search(job, p, o).top) {
+      if (r.config.sequence_parallel) (r.config.overlap.otp ? sp_otp : sp_bare)++;
+      else if (r.config.overlap.otp) ++otp_alone;
+    }
+    return std::array<int, 3>{sp_otp, sp_bare, otp_alone};
+  };
+  const std::array<int, 3> fused = flags(toy_job(), so);
+  CHECK(fused[0] > 0);
+  CHECK(fused[1] == 0);
+  CHECK(fused[2] == 0);
+  Job eager = toy_job();
+  eager.fusion = Fusion::Unfused;
+  const std::array<int, 3> unfused = flags(eager, so);
+  CHECK(unfused[0] == 0);
+  CHECK(unfused[1] > 0);
+  // --overlap names the flags: without otp, none; with it, every SP plan.
+  so.fixed_overlap = true;
+  so.overlap = parse_overlap("oar");
+  CHECK(flags(toy_job(), so)[0] == 0);
+  so.overlap = parse_overlap("oar,otp");
+  const std::array<int, 3> pinned = flags(toy_job(), so);
+  CHECK(pinned[0] > 0);
+  CHECK(pinned[1] == 0);
+  CHECK(pinned[2] == 0);
 }

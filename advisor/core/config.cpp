@@ -28,6 +28,7 @@ std::string Overlap::str() const {
   if (ors) s += s.empty() ? "ors" : ",ors";
   if (oag) s += s.empty() ? "oag" : ",oag";
   if (odp) s += s.empty() ? "odp" : ",odp";
+  if (otp) s += s.empty() ? "otp" : ",otp";
   return s.empty() ? "none" : s;
 }
 
@@ -41,8 +42,9 @@ Overlap parse_overlap(const std::string& s) {
     else if (part == "ors") o.ors = true;
     else if (part == "oag") o.oag = true;
     else if (part == "odp") o.odp = true;
+    else if (part == "otp") o.otp = true;
     else if (part == "all") o.oar = o.ors = o.oag = true;
-    else input_error("'" + s + "': unknown '" + part + "' (expected a list of oar, ors, oag, odp; or none, all)");
+    else input_error("'" + s + "': unknown '" + part + "' (expected a list of oar, ors, oag, odp, otp; or none, all)");
   }
   return o;
 }
@@ -69,7 +71,12 @@ nlohmann::json to_json(const Config& c) {
           {"order", c.order.str()},
           {"micro_batch", c.micro_batch},
           {"recompute", recompute_name(c.recompute)},
-          {"overlap", {{"oar", c.overlap.oar}, {"ors", c.overlap.ors}, {"oag", c.overlap.oag}, {"odp", c.overlap.odp}}},
+          {"overlap",
+           {{"oar", c.overlap.oar},
+            {"ors", c.overlap.ors},
+            {"oag", c.overlap.oag},
+            {"odp", c.overlap.odp},
+            {"otp", c.overlap.otp}}},
           {"dtype", dtype_name(c.dtype)},
           {"offload", c.offload},
           {"shard_optimizer", c.shard_optimizer},
@@ -124,6 +131,7 @@ Config config_from_json(const nlohmann::json& j, const std::string& origin) {
     *flag = o.json().at(key).get<bool>();
   }
   c.overlap.odp = o.boolean_or("odp", false);  // absent in records written before it
+  c.overlap.otp = o.boolean_or("otp", false);
   std::string dt = f.string("dtype");
   if (dt != "bf16" && dt != "fp16" && dt != "fp32") f.fail("dtype", "\"bf16\", \"fp16\" or \"fp32\"");
   c.dtype = parse_dtype(dt);

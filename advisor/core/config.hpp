@@ -24,11 +24,15 @@ struct Overlap {
   // Data-parallel gradients reduced in buckets, each started as the last
   // micro-step's backward produces it (MODEL.md §10).
   bool odp = false;
-  std::string str() const;  // "oar,ors,oag,odp" or "none"
+  // Sequence parallelism's collectives over Y pipelined with the GEMMs they
+  // feed or drain (Megatron's --tp-comm-overlap, Transformer Engine's
+  // userbuffers; MODEL.md §13).
+  bool otp = false;
+  std::string str() const;  // "oar,ors,oag,odp,otp" or "none"
   bool operator==(const Overlap&) const = default;
 };
-// "oar,ors", "none", "all" (oar, ors and oag: the tensor-parallel overlaps, as
-// records written before odp mean it); throws InputError.
+// "oar,ors", "none", "all" (oar, ors and oag: AxoNN's tensor-parallel
+// overlaps, as records written before odp and otp mean it); throws InputError.
 Overlap parse_overlap(const std::string& s);
 
 // What backward recomputes (MODEL.md §13): nothing; the attention core

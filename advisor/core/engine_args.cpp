@@ -53,6 +53,9 @@ Config config_of(const EngineArgs& a) {
   if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
   if (a.sequence_parallel)
     input_error("--sequence-parallel: the engine does not split the sequence over Y yet (the advisor prices it)");
+  if (c.overlap.otp)
+    input_error("--overlap otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
+                "userbuffers; the advisor prices it)");
   if (c.virtual_stages > 1)
     input_error("--virtual-stages " + std::to_string(c.virtual_stages) +
                 ": the engine does not run the interleaved schedule yet (the advisor prices it)");

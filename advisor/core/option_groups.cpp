@@ -54,7 +54,7 @@ void add_config_options(CLI::App& app, ConfigFlags& f) {
   group(app.add_option("--virtual-stages", f.virtual_stages,
                        "Model chunks per pipeline stage: Megatron's interleaved 1F1B (MODEL.md §9); 1: none")
             ->capture_default_str());
-  group(app.add_option("--overlap", f.overlap, "Communication overlap: any of oar,ors,oag,odp; none; all (= oar,ors,oag)")
+  group(app.add_option("--overlap", f.overlap, "Communication overlap: any of oar,ors,oag,odp,otp; none; all (= oar,ors,oag)")
             ->capture_default_str());
 }
 

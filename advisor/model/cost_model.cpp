@@ -98,18 +98,20 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
     Axis in_axis = l.transposed ? Axis::X : Axis::Y;   // partial sums of the input gradient
     comm(l.name, "fwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, fwd_count, false, Hide::OagForward, j);
     if (sp && !l.transposed)  // the input, out of the split region
-      comm(l.name, "fwd input all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.k_local, b, fwd_count);
+      comm(l.name, "fwd input all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.k_local, b, fwd_count,
+           false, Hide::TpForward, j);
     if (sp && l.transposed)
       comm(l.name, "fwd output reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * w.n_local, b,
-           fwd_count);
+           fwd_count, false, Hide::TpForward, j);
     else
       comm(l.name, "fwd output all-reduce", out_axis, Coll::AllReduce, t * w.n_local, b, fwd_count);
     comm(l.name, "bwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, L, false, Hide::OagBackward, j);
     if (sp && l.transposed)  // the output's gradient, out of the split region
-      comm(l.name, "bwd output-grad all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.n_local, b, L);
+      comm(l.name, "bwd output-grad all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.n_local, b, L,
+           false, Hide::TpBackward, j);
     if (sp && !l.transposed) {
       comm(l.name, "bwd input-grad reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * w.k_local, b,
-           L, false, Hide::Oar, j);
+           L, false, Hide::SpReduceScatter, j);
       // The input was kept split: gathered again for the weight gradient.
       comm(l.name, "bwd input re-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * w.k_local, b, L, false,
            Hide::SpGather, j);
@@ -216,6 +218,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   for (int j = 0; j < kBlockLayers; ++j) plan.fwd_window[j] += bias_fwd[j], plan.bwd_window[j] += bias_bwd[j];
   plan.wgrad_window = wgrad_gemm;
   plan.dgrad_window = dgrad_gemm;
+  plan.fwd_gemm_window = fwd_gemm;
 
   // Embedding: a Vp/G_y × H/G_x block sharded over Z; rows outside this Y
   // block contribute zero, so the lookup is summed over Y. Tied to the LM
@@ -352,7 +355,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     return src[k][i] * mul[k];
   };
   // Per slot: what each hidable collective costs once.
-  std::array<double, kBlockLayers> ag_f{}, ag_b{}, ar_in{}, rs{}, sp_ag{};
+  std::array<double, kBlockLayers> ag_f{}, ag_b{}, ar_in{}, rs{}, sp_ag{}, sp_rs{}, tp_f{}, tp_b{};
   for (size_t i = 0; i < n; ++i) {
     const CommTerm& c = plan.comm[i];
     switch (c.hide) {
@@ -361,6 +364,9 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       case Hide::Oar: ar_in[c.slot] = t(i); break;
       case Hide::Ors: rs[c.slot] = t(i); break;
       case Hide::SpGather: sp_ag[c.slot] = t(i); break;
+      case Hide::SpReduceScatter: sp_rs[c.slot] = t(i); break;
+      case Hide::TpForward: tp_f[c.slot] = t(i); break;
+      case Hide::TpBackward: tp_b[c.slot] = t(i); break;
       case Hide::None: break;
     }
   }
@@ -370,11 +376,21 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   // backward order (ORS), then the all-gather of the layer after it (OAG).
   // Sequence parallelism's re-gather, first, under the input-gradient GEMM
   // it is issued ahead of (Megatron's order).
+  // OTP pipelines sequence parallelism's Y collectives with the GEMM they
+  // feed or drain: forward with the layer's forward GEMM, the output
+  // gradient's all-gather with its input-gradient GEMM; OAG's prefetch gets
+  // what is left of the forward window. A slot holds at most one of each kind
+  // (a layer either gathers its input or scatters its output).
   std::array<double, kBlockLayers> hid_ag_f{}, hid_ag_b{}, hid_ar{}, hid_rs{}, hid_sp{}, room{};
+  std::array<double, kBlockLayers> hid_sp_rs{}, hid_tp_f{}, hid_tp_b{}, room_f{};
   for (int j = 0; j < kBlockLayers; ++j) {
     hid_sp[j] = std::min(sp_ag[j], h * plan.dgrad_window[j]);
     hid_ar[j] = ov.oar ? std::min(ar_in[j], h * plan.wgrad_window[j]) : 0;
-    room[j] = h * plan.bwd_window[j] - hid_ar[j] - hid_sp[j];
+    hid_sp_rs[j] = ov.oar || ov.otp ? std::min(sp_rs[j], h * plan.wgrad_window[j]) : 0;
+    hid_tp_b[j] = ov.otp ? std::min(tp_b[j], std::max(0.0, h * plan.dgrad_window[j] - hid_sp[j])) : 0;
+    hid_tp_f[j] = ov.otp ? std::min(tp_f[j], h * plan.fwd_gemm_window[j]) : 0;
+    room[j] = h * plan.bwd_window[j] - hid_ar[j] - hid_sp[j] - hid_sp_rs[j] - hid_tp_b[j];
+    room_f[j] = h * plan.fwd_window[j] - hid_tp_f[j];
   }
   for (int j = 0; j < kBlockLayers; ++j) {
     if (!ov.ors) break;
@@ -387,7 +403,7 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
     int host = next_slot(j);
     hid_ag_b[j] = std::min(ag_b[j], room[host]);
     room[host] -= hid_ag_b[j];
-    hid_ag_f[j] = std::min(ag_f[j], h * plan.fwd_window[prev_slot(j)]);
+    hid_ag_f[j] = std::min(ag_f[j], room_f[prev_slot(j)]);
   }
 
   Estimate e;
@@ -407,6 +423,9 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
       case Hide::Oar: hid = hid_ar[c.slot]; break;
       case Hide::Ors: hid = hid_rs[c.slot]; break;
       case Hide::SpGather: hid = hid_sp[c.slot]; break;
+      case Hide::SpReduceScatter: hid = hid_sp_rs[c.slot]; break;
+      case Hide::TpForward: hid = hid_tp_f[c.slot]; break;
+      case Hide::TpBackward: hid = hid_tp_b[c.slot]; break;
       case Hide::None: break;
     }
     if (hidden) hidden[i] = hid;

@@ -18,8 +18,12 @@ namespace ff {
 
 // SpGather: sequence parallelism's re-gather of a layer's input for its
 // weight gradient, issued before and hidden under the input-gradient GEMM.
-enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors, SpGather };
-inline constexpr size_t kHideKinds = 6;
+// SpReduceScatter: its input-gradient reduce-scatter, hidden under the
+// weight-gradient GEMM by OAR or OTP. TpForward, TpBackward: its other
+// collectives over Y, which only OTP (Transformer Engine's userbuffers)
+// pipelines with the layer's forward or input-gradient GEMM (MODEL.md §13).
+enum class Hide : uint8_t { None, OagForward, OagBackward, Oar, Ors, SpGather, SpReduceScatter, TpForward, TpBackward };
+inline constexpr size_t kHideKinds = 9;
 
 struct CommTerm {
   const char* layer;  // "qkv", "attn_out", "fc1", "fc2", "layernorm", "embedding", "lm_head", ...
@@ -65,6 +69,7 @@ struct Plan {
   // forward (GEMM and the element-wise work after it), backward (both GEMMs and
   // what follows), and the weight-gradient GEMM alone.
   std::array<double, kBlockLayers> fwd_window{}, bwd_window{}, wgrad_window{}, dgrad_window{};
+  std::array<double, kBlockLayers> fwd_gemm_window{};  // the forward GEMM alone
   double compute_s = 0;        // per iteration
   double compute_fwd_s = 0, compute_bwd_s = 0;  // per micro-step
   double compute_step_s = 0;                    // once per iteration (the optimizer)
@@ -144,6 +149,9 @@ inline bool issued_nonblocking(Hide h, const Overlap& ov) {
     case Hide::Oar: return ov.oar;
     case Hide::Ors: return ov.ors;
     case Hide::SpGather: return true;  // always ahead of the GEMM it feeds
+    case Hide::SpReduceScatter: return ov.oar || ov.otp;
+    case Hide::TpForward:
+    case Hide::TpBackward: return ov.otp;
     default: return ov.oag;
   }
 }

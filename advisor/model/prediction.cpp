@@ -30,6 +30,12 @@ Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c,
   }
   if (std::string why = virtual_stages_problem(job, c.grid, c.micro_batch, c.virtual_stages); !why.empty())
     input_error(why);
+  if (c.overlap.otp && !c.sequence_parallel)
+    input_error("--overlap otp pipelines sequence parallelism's collectives over Y with their GEMMs: add "
+                "--sequence-parallel (Megatron's --tp-comm-overlap needs it too)");
+  if (c.overlap.otp && job.fusion != Fusion::Fused)
+    input_error(std::string("--overlap otp is Transformer Engine's: it comes with the fused kernels, not --fusion ") +
+                fusion_name(job.fusion));
   pr.config = c;
   const double tokens = double(job.batch) * job.model.seq_len;
   make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged, c.sequence_parallel, c.virtual_stages);

@@ -18,22 +18,24 @@ namespace ff {
 
 namespace {
 
-enum : uint8_t { kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64, kSp = 128 };
+enum : uint8_t { kOtp = 1, kOar = 2, kOrs = 4, kOag = 8, kOffload = 16, kOdp = 32, kShard = 64, kSp = 128 };
 constexpr size_t kOverlapSets = 64;  // overlap flag sets are below kOdp·2
 
 Overlap overlap_of(uint8_t flags) {
-  return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag), bool(flags & kOdp)};
+  return Overlap{bool(flags & kOar), bool(flags & kOrs), bool(flags & kOag), bool(flags & kOdp), bool(flags & kOtp)};
 }
 
 uint8_t flags_of(const Overlap& o) {
-  return uint8_t((o.oar ? kOar : 0) | (o.ors ? kOrs : 0) | (o.oag ? kOag : 0) | (o.odp ? kOdp : 0));
+  return uint8_t((o.oar ? kOar : 0) | (o.ors ? kOrs : 0) | (o.oag ? kOag : 0) | (o.odp ? kOdp : 0) |
+                 (o.otp ? kOtp : 0));
 }
 
 // Overlap flags that change something on this grid: OAR needs an X or Y
 // axis, ORS and OAG a Z axis, ODP a data axis. A flag with nothing to hide is
-// not a new configuration.
+// not a new configuration. OTP is not among them: it goes with sequence
+// parallelism (flags_with_sp).
 std::vector<uint8_t> overlap_choices(const Grid& g, const SearchOptions& opt) {
-  if (opt.fixed_overlap) return {flags_of(opt.overlap)};
+  if (opt.fixed_overlap) return {uint8_t(flags_of(opt.overlap) & ~kOtp)};
   std::vector<uint8_t> out;
   for (uint8_t odp : {uint8_t(0), uint8_t(kOdp)})
     for (uint8_t f = 0; f < 16; f += 2) {
@@ -114,6 +116,9 @@ namespace {
 struct Choices {
   std::vector<Recompute> recompute;                 // the smaller footprint first
   std::vector<bool> offload, shard, sequence_parallel;
+  // OTP with every sequence-parallel plan: Transformer Engine's (fused
+  // kernels), unless --overlap names the flags without it. It only hides.
+  bool tp_overlap = false;
   double capacity = 0, host_capacity = 0, batch_tokens = 0;
 };
 
@@ -220,7 +225,15 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   const Order wanted = opt.fixed_order ? canonical_order(g, opt.order) : Order{};
   for (size_t i = 0; i < all_orders.size(); ++i)
     if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
-  std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  const std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
+  // With sequence parallelism under OTP, every flag set carries it, and OAR
+  // has nothing left to hide where G_x = 1 (OTP hides Y's reduce-scatters as
+  // OAR would): the sets without it stand for those with it.
+  std::vector<uint8_t> flags_with_sp;
+  for (uint8_t f : flag_choices)
+    if (!ch.tp_overlap) flags_with_sp.push_back(f);
+    else if (g.x > 1 || !(f & kOar) || opt.fixed_overlap) flags_with_sp.push_back(uint8_t(f | kOtp));
+  auto flags_for = [&](bool sp) -> const std::vector<uint8_t>& { return sp ? flags_with_sp : flag_choices; };
   const std::vector<Stage> stages = stages_of(job, g);  // for every memory check of this grid
   const size_t top = size_t(std::max(opt.top, 1));
   // The links depend on the placement alone: once per grid, not per plan.
@@ -255,8 +268,9 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   };
   out.evaluated = 0;
   for (int mb : out.micro_batches)
-    out.evaluated += (long long)(order_ids.size() * ch.recompute.size() * sp_choices(mb).size() *
-                                 v_choices(mb).size() * flag_choices.size() * states.size());
+    for (bool sp : sp_choices(mb))
+      out.evaluated += (long long)(order_ids.size() * ch.recompute.size() * v_choices(mb).size() *
+                                   flags_for(sp).size() * states.size());
 
   for (int mb : out.micro_batches) {
     const std::vector<bool> sps = sp_choices(mb);
@@ -278,6 +292,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       const Recompute rc = ch.recompute[choice / (sps.size() * vs.size())];
       const bool sp = sps[(choice / vs.size()) % sps.size()];
       const int v = vs[choice % vs.size()];
+      const std::vector<uint8_t>& flags = flags_for(sp);
       // OAG and ORS hold more buffers, offload and sharding fewer: per
       // optimizer state, the flag sets that fit (GPU and host memory).
       std::vector<std::vector<uint8_t>> fitting(states.size());
@@ -296,7 +311,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
                                               gib(ch.host_capacity) + " there"});
           continue;
         }
-        for (uint8_t f : flag_choices)
+        for (uint8_t f : flags)
           if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages, v).total() <= ch.capacity) fitting[si].push_back(f);
         fit_sets += fitting[si].size();
       }
@@ -312,7 +327,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
         staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
         if (opt.prune && hopeless(least_time(s.plan, s.times), s)) continue;
         // The flags' combine() once for every optimizer state (most of the cost).
-        for (uint8_t f : flag_choices)
+        for (uint8_t f : flags)
           for (const auto& fits : fitting)
             if (std::find(fits.begin(), fits.end(), f) != fits.end()) {
               combine_kinds(s.plan, s.times, overlap_of(f), ch.batch_tokens, s.kinds[f]);
@@ -396,6 +411,7 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   if (opt.shard_off) ch.shard.push_back(false);
   if (opt.sequence_parallel_on) ch.sequence_parallel.push_back(true);
   if (opt.sequence_parallel_off) ch.sequence_parallel.push_back(false);
+  ch.tp_overlap = job.fusion == Fusion::Fused && (!opt.fixed_overlap || opt.overlap.otp);
   ch.capacity = p.hbm_capacity;
   ch.host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;
   ch.batch_tokens = double(job.batch) * job.model.seq_len;

@@ -64,7 +64,7 @@ struct Candidate {
   uint32_t virtual_stages : 8;  // model chunks per stage
   uint16_t micro_batch;
   uint8_t order;       // index into distinct_orders(grid)
-  uint8_t flags;       // bit 0 unused, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel
+  uint8_t flags;       // bit 0 otp, 1 oar, 2 ors, 3 oag, 4 offload, 5 odp, 6 sharded optimizer, 7 sequence parallel
 };
 Config candidate_config(const Candidate& c, const std::vector<Grid>& grids, Dtype dt);
 

@@ -39,7 +39,10 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   const long long G = c.grid.total();
   const long long nodes = (G + per_node - 1) / per_node;
   std::string device_note;
-  EngineArgs args = engine_args(model_arg, c, job.batch, &device_note, machine.engine_device);
+  // The engine's line without OTP, which the engine does not run (the note says so).
+  Config engine_config = c;
+  engine_config.overlap.otp = false;
+  EngineArgs args = engine_args(model_arg, engine_config, job.batch, &device_note, machine.engine_device);
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
   args.seq_len = seq_len;
   args.stage_layers = job.stage_layers;  // the engine computes the same partition otherwise
@@ -47,7 +50,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (std::string why = engine_model_problem(job.model); !why.empty())
     device_note = "the engine cannot run this model (" + why + ")";
   else if (c.sequence_parallel)
-    device_note = "the engine does not run sequence parallelism yet: a line to run once it can";
+    device_note = std::string("the engine does not run sequence parallelism yet: a line to run once it can") +
+                  (c.overlap.otp ? " (without otp, Transformer Engine's overlap)" : "");
   else if (c.virtual_stages > 1)
     device_note = "the engine does not run the interleaved schedule yet: a line to run once it can";
   else if (job.grad_dtype != Dtype::FP32)
@@ -85,6 +89,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
   if (c.sequence_parallel) mega += " --sequence-parallel";
+  if (c.overlap.otp) mega += " --tp-comm-overlap";
   if (c.virtual_stages > 1)
     mega += " --num-layers-per-virtual-pipeline-stage " + s(job.model.layers / (c.grid.p * c.virtual_stages));
   // Uneven stages: Megatron pins the first and the last run and spreads the

@@ -32,7 +32,7 @@ check "run record has MODEL.md §3's fields and the configuration that ran" '
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "pipe": 1, "data": 2}, "order": "xyzpd", "micro_batch": 2,
-                       "recompute": "full", "overlap": {"oar": True, "ors": True, "oag": True, "odp": False}, "dtype": "fp32",
+                       "recompute": "full", "overlap": {"oar": True, "ors": True, "oag": True, "odp": False, "otp": False}, "dtype": "fp32",
                        "offload": False, "shard_optimizer": False, "sequence_parallel": False,
                        "virtual_stages": 1}, r["config"]
 assert r["model"] == "gpt-tiny" and r["ranks"] == 8

@@ -259,7 +259,7 @@ for run in r["runs"]:
     assert run["status"] == "ok", run
     assert c["shard_optimizer"] is True and c["offload"] is False, c
     assert c["grid"]["data"] > 1, c  # nothing to shard over otherwise
-    assert c["overlap"] == {"oar": False, "ors": True, "oag": False, "odp": True}, c
+    assert c["overlap"] == {"oar": False, "ors": True, "oag": False, "odp": True, "otp": False}, c
     assert c["order"] == "xyzpd" and c["micro_batch"] == 1 and c["recompute"] == "none", c
 ' "$tmp/f.json"
 expect 2 '--micro-batch 0: expected sequences per rank >= 1' -- "$advisor" validate "${job[@]}" --micro-batch 0 \
