@@ -91,6 +91,9 @@ expect 0 'seq_len 4096 from --seq-len \(the file says 131072\)' -- "$advisor" pr
 expect 2 "num_local_experts" -- "$advisor" recommend --model "$hf/Mixtral-8x7B-v0.1.json" --gpus 64
 expect 2 "--seq-len 0: expected tokens >= 1" -- "$advisor" recommend --model gpt-5b --gpus 8 --seq-len 0
 expect 2 "--fusion 'megatron': expected fused, unfused or engine" -- "$advisor" recommend --model gpt-5b --gpus 8 --fusion megatron
+expect 2 "--stage-messages 'eager': expected overlapped or blocking" -- "$advisor" recommend --model gpt-5b --gpus 8 --stage-messages eager
+expect 0 'overlapped: paid in the fill and drain' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
+expect 0 'blocking: each paid by its sender on every micro-batch' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute --stage-messages blocking
 expect 2 "--grad-dtype fp16: expected fp32 or the training dtype \(bf16\)" -- "$advisor" recommend --model gpt-5b --gpus 8 --grad-dtype fp16
 expect 2 "has G_y = 1" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 8,1,1,1 --sequence-parallel
 expect 0 "pipeline-model-parallel-size .* --sequence-parallel" -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --sequence-parallel --machine dgx-h100

@@ -9,6 +9,7 @@
 
 #include "advisor/model/prediction.hpp"
 #include "advisor/model/search.hpp"
+#include "advisor/output/launch.hpp"
 #include "tests/helpers.hpp"
 
 using namespace ff;
@@ -385,4 +386,66 @@ TEST_CASE("offload: the host link's time against the data-parallel all-reduce, b
   CHECK(d.host_s == rel(C + 2 * 5e-6));
   CHECK(d.time_s == rel(c.time_s + d.host_s));
   CHECK(d.exposed_comm_s[int(Axis::D)] == rel(c.exposed_comm_s[int(Axis::D)]));
+}
+
+TEST_CASE("pipeline: blocking stage messages, each paid by its sender on every micro-batch (P = 4, M = 8, by hand)") {
+  // f = 1, b = 2 on every stage, t = 0.5. Overlapped: u = max(3, (12 + 3)/4)
+  // = 3.75, T = 12 + 3 + 7·3.75 = 41.25. Blocking: stage 0 sends forward
+  // only (f 1.5, b 2), stages 1 and 2 both ways (1.5, 2.5), stage 3 backward
+  // only (1, 2.5); u = max(4, 15/4) = 4, T = 15 + 7·4 = 43.
+  const std::vector<StageTime> stages(4, StageTime{1, 2, 0});
+  CHECK(flush_schedule(stages, 8, 0.5).time_s == rel(41.25));
+  const std::vector<StageTime> folded = with_blocking_sends(stages, 0.5, 1);
+  const double want[4][2] = {{1.5, 2}, {1.5, 2.5}, {1.5, 2.5}, {1, 2.5}};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(folded[i].f == rel(want[i][0]));
+    CHECK(folded[i].b == rel(want[i][1]));
+  }
+  CHECK(flush_schedule(folded, 8, 0.0).time_s == rel(43));
+  // Event by event the middle stages' extra half second paces the pipe too.
+  const double events = simulate_schedule(folded, 8, 0.0, true).time_s;
+  CHECK(events <= 43 * (1 + 1e-12));
+  CHECK(events > 41.25);
+  // Interleaved, v = 2: a micro-batch leaves each stage forward twice (the
+  // last stage once: its second chunk is the model's end) and backward
+  // twice (stage 0 once).
+  const std::vector<StageTime> v2 = with_blocking_sends(stages, 0.5, 2);
+  CHECK(v2[0].f == rel(2));
+  CHECK(v2[0].b == rel(2.5));
+  CHECK(v2[1].b == rel(3));
+  CHECK(v2[3].f == rel(1.5));
+  CHECK(v2[3].b == rel(3));
+}
+
+TEST_CASE("pipeline: predict with blocking messages: the critical stage's sends on the pipe axis, every micro-batch") {
+  Job job{load_model("gpt-80b"), 1024, 1024, Dtype::BF16};
+  const MachineProfile p = load_machine("perlmutter");
+  Config c;
+  c.grid = Grid{1, 2, 32, 8};
+  c.grid.p = 2;
+  c.recompute = Recompute::Full;
+  const Prediction posted = predict(job, p, c);
+  job.blocking_messages = true;
+  const Prediction waits = predict(job, p, c);
+  REQUIRE(waits.message_s > 0);
+  // M = 1024 / (32·8) = 4 micro-batches; with two stages each sends one
+  // message per micro-batch (stage 0 forward, stage 1 backward).
+  const double M = 4;
+  CHECK(waits.estimate.exposed_comm_s[int(Axis::P)] == rel(M * waits.message_s, 1e-9));
+  CHECK(posted.estimate.exposed_comm_s[int(Axis::P)] == rel(2 * posted.message_s, 1e-9));
+  CHECK(waits.estimate.time_s > posted.estimate.time_s);
+  // Both stages equal but for the ends: the closed form with the sends folded in, and the events agree.
+  CHECK(waits.schedule.time_s == rel(waits.simulated.time_s, 0.05));
+  double busy = waits.estimate.compute_s + waits.estimate.bubble_s + waits.estimate.sync_s;
+  for (double x : waits.estimate.exposed_comm_s) busy += x;
+  CHECK(busy == rel(waits.estimate.time_s, 1e-9));
+  // The Megatron line says which way its 1F1B runs when priced overlapped.
+  auto megatron_note = [&](const Job& j) {
+    for (const LaunchLine& l : launch_lines(j, "gpt-80b", p, c))
+      if (l.name == "megatron-axonn") return l.note;
+    return std::string("no megatron line");
+  };
+  CHECK(megatron_note(job).empty());  // blocking: priced as it runs; AxoNN's order, even stages
+  job.blocking_messages = false;
+  CHECK(fftest::contains(megatron_note(job), "--stage-messages blocking prices this line as it runs"));
 }

@@ -37,6 +37,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
                         "The gradient accumulator and the data-parallel reduction: fp32, or the training dtype "
                         "(AxoNN's fp16; MODEL.md §13)")
             ->capture_default_str());
+  group(app->add_option("--stage-messages", o.stage_messages,
+                        "Pipeline stage messages: overlapped (posted, computed past: AxoNN, this engine) or blocking "
+                        "(the sender waits: Megatron-LM's 1F1B, DeepSpeed; MODEL.md §9)")
+            ->capture_default_str());
   group(app->add_option("--fusion", o.fusion,
                         "The framework's kernels (MODEL.md §2): fused (Megatron-LM with Transformer Engine), unfused "
                         "(PyTorch eager) or engine (this project's engine)")
@@ -98,6 +102,9 @@ LoadedJob load_job(const JobOptions& o) {
     throw InputError("'" + o.fusion + "': expected fused, unfused or engine");
   });
   l.job.gpus = parse_gpus(o.gpus);
+  if (o.stage_messages != "overlapped" && o.stage_messages != "blocking")
+    input_error("--stage-messages '" + o.stage_messages + "': expected overlapped or blocking");
+  l.job.blocking_messages = o.stage_messages == "blocking";
   if (o.seq_len == 0 || o.seq_len < -1) input_error("--seq-len " + std::to_string(o.seq_len) + ": expected tokens >= 1");
   std::vector<std::string> notes;
   l.job.model = load_model(o.model, &notes, std::max(0, o.seq_len));

@@ -20,6 +20,7 @@ struct JobOptions {
   std::string grad_dtype = "fp32";
   int seq_len = -1;  // -1: not given, the model's (a config.json's max_position_embeddings)
   std::vector<int> stage_layers;  // --stage-layers: each stage's blocks, pinned
+  std::string stage_messages = "overlapped";  // or "blocking" (MODEL.md §9)
 };
 
 // Default global batch: 4 Mi tokens (2,048 sequences of 2,048), the scale of

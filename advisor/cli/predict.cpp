@@ -82,6 +82,7 @@ nlohmann::json pipeline_json(const Prediction& pr) {
                       {"order", v > 1 ? "interleaved 1F1B" : pr.static_order ? "static 1F1B" : "arrival (message-driven)"},
                       {"message_bytes", pr.staged.plan[0].message_elements * dtype_bytes(pr.config.dtype)},
                       {"message_s", pr.message_s},
+                      {"messages", pr.staged.blocking_messages ? "blocking" : "overlapped"},
                       {"per_micro_s", pr.schedule.per_micro_s},
                       {"drained_s", pr.schedule.drained_s},
                       {"critical_stage", pr.schedule.critical_stage},
@@ -154,7 +155,10 @@ void print_pipeline(const Prediction& pr, const MachineProfile& m) {
                     ? "static 1F1B order (a stage has tensor axes: its ranks must issue the same collectives)"
                     : "arrival order (message-driven)")
             << "\n  stage messages: " << bytes_h(bytes) << " each way per micro-batch, " << pair_text(pr.pairs) << ", "
-            << seconds(pr.message_s) << " each\n";
+            << seconds(pr.message_s) << " each"
+            << (pr.staged.blocking_messages ? ", blocking: each paid by its sender on every micro-batch"
+                                            : ", overlapped: paid in the fill and drain")
+            << "\n";
   Table t({"stage", "<holds", "fwd/mb", "bwd/mb", "step", "in flight", "memory GiB"});
   const auto st = stage_times(pr.staged, pr.per_kind);
   for (int i = 0; i < g.p; ++i) {

@@ -16,6 +16,7 @@ nlohmann::json recommend_json(const Job& job, const JobOptions& o, const Machine
                         {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
                         {"fusion", fusion_name(job.fusion)},
                         {"grad_dtype", dtype_name(job.grad_dtype)},
+                        {"stage_messages", job.blocking_messages ? "blocking" : "overlapped"},
                         {"evaluated", r.evaluated}, {"feasible", r.feasible},
                         {"search_seconds", r.seconds}, {"search_threads", r.threads},
                         {"parameters", parameter_count(job.model)},

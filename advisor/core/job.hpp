@@ -22,6 +22,11 @@ struct Job {
   // The blocks of each pipeline stage, pinned (--stage-layers, Megatron's
   // --decoder-first/last-pipeline-num-layers); empty: stage_blocks' own.
   std::vector<int> stage_layers{};
+  // The runtime waits on each stage message it sends (Megatron's 1F1B,
+  // DeepSpeed's pipeline engine) rather than posting it and computing on
+  // (AxoNN, this project's engine): each costs its sender on every
+  // micro-batch (MODEL.md §9).
+  bool blocking_messages = false;
 };
 
 // Why `grid` cannot split this job with micro-batch `mb`, or "" when it can.

@@ -200,6 +200,7 @@ Schedule simulate_interleaved(const std::vector<StageTime>& stages, long long M,
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, Recompute rc, StagedPlan& out,
                       bool sp, int virtual_stages) {
   out.virtual_stages = virtual_stages;
+  out.blocking_messages = job.blocking_messages;
   out.kinds = distinct_stages(job, g);
   for (int k = 0; k < out.kinds.count; ++k) make_plan(job, p, g, mb, rc, out.plan[k], out.kinds.stage[k], sp);
 }
@@ -314,6 +315,15 @@ void stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds
       out.push_back({per_kind[k].fwd_s, per_kind[k].bwd_s, per_kind[k].step_s});
 }
 
+std::vector<StageTime> with_blocking_sends(std::vector<StageTime> stages, double t, int v) {
+  const int P = int(stages.size());
+  for (int i = 0; i < P; ++i) {
+    stages[i].f += t * (v - (i == P - 1 ? 1 : 0));
+    stages[i].b += t * (v - (i == 0 ? 1 : 0));
+  }
+  return stages;
+}
+
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind) {
   std::vector<StageTime> v;
   stage_times(sp, per_kind, v);
@@ -351,17 +361,22 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   thread_local std::vector<StageTime> stages;
   stage_times(sp, kind, stages);
   const int v = sp.virtual_stages;
-  Schedule s = flush_schedule(stages, plan0.micro_steps, st.message_s, v);
+  const double t = st.message_s;
+  if (sp.blocking_messages) stages = with_blocking_sends(stages, t, v);
+  Schedule s = flush_schedule(stages, plan0.micro_steps, sp.blocking_messages ? 0.0 : t, v);
   if (schedule) *schedule = s;
   // The breakdown is the critical stage's: its compute and exposed
-  // communication, the messages of one fill and drain on the P axis, and
-  // the rest idle.
+  // communication, on the P axis the messages of one fill and drain (or,
+  // blocking, the stage's own sends of every micro-batch), and the rest idle.
   const int P = plan0.grid.p;
   const int k = sp.kinds.kind_of(s.critical_stage);
   Estimate e = kind[k];
   const int pipe = static_cast<int>(Axis::P);
-  e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * v * st.message_s;  // interleaved: v-fold
-  e.exposed_comm_s[pipe] = 2.0 * (P - 1) * st.message_s;
+  const int c = s.critical_stage;
+  e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * v * t;  // interleaved: v-fold
+  e.exposed_comm_s[pipe] = sp.blocking_messages
+                               ? double(plan0.micro_steps) * t * (2 * v - (c == 0 ? 1 : 0) - (c == P - 1 ? 1 : 0))
+                               : 2.0 * (P - 1) * t;
   e.time_s = s.time_s;
   double busy = e.compute_s + e.host_s + e.sync_s;
   for (double x : e.exposed_comm_s) busy += x;

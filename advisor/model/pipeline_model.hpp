@@ -52,6 +52,7 @@ struct StagedPlan {
   std::array<Plan, kMaxStageKinds> plan;
   StageKinds kinds;
   int virtual_stages = 1;  // model chunks per stage (interleaved 1F1B)
+  bool blocking_messages = false;  // Job::blocking_messages
 };
 void make_staged_plan(const Job& job, const MachineProfile& p, const Grid& g, int micro_batch, Recompute recompute,
                       StagedPlan& out, bool sequence_parallel = false, int virtual_stages = 1);
@@ -98,6 +99,12 @@ void combine_kinds(const StagedPlan& sp, const StagedTimes& st, const Overlap& o
 Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<Estimate, kMaxStageKinds> kind, const Overlap& ov,
                        OptimizerState os, double batch_tokens, std::array<Estimate, kMaxStageKinds>* per_kind = nullptr,
                        Schedule* schedule = nullptr);
+
+// Blocking messages (MODEL.md §9): each stage's sends folded into its own
+// forward and backward, t each (a micro-batch leaves stage i forward v
+// times, but for the last virtual stage, and backward v times, but for the
+// first); the schedule then runs with messages that take no further time.
+std::vector<StageTime> with_blocking_sends(std::vector<StageTime> stages, double message_s, int v);
 
 // Every stage's time in stage order, from the kinds' estimates.
 std::vector<StageTime> stage_times(const StagedPlan& sp, const std::array<Estimate, kMaxStageKinds>& per_kind);

@@ -62,12 +62,16 @@ Prediction predict(const Job& job_in, const MachineProfile& p, const Config& c) 
   estimate_into(job, p, c, pr, st);
   const double tokens = double(job.batch) * job.model.seq_len;
   pr.static_order = c.grid.x * c.grid.y * c.grid.z > 1 || c.virtual_stages > 1;  // interleaving is static
-  if (c.grid.p > 1 && c.virtual_stages > 1)
-    pr.simulated = simulate_interleaved(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps,
-                                        pr.message_s, c.virtual_stages);
-  else if (c.grid.p > 1)
-    pr.simulated = simulate_schedule(stage_times(pr.staged, pr.per_kind), pr.staged.plan[0].micro_steps, pr.message_s,
-                                     pr.static_order);
+  if (c.grid.p > 1) {
+    // Blocking sends run inside their stage's operations (MODEL.md §9).
+    const bool blocking = pr.staged.blocking_messages;
+    std::vector<StageTime> stages = stage_times(pr.staged, pr.per_kind);
+    if (blocking) stages = with_blocking_sends(stages, pr.message_s, c.virtual_stages);
+    const double t = blocking ? 0.0 : pr.message_s;
+    pr.simulated = c.virtual_stages > 1
+                       ? simulate_interleaved(stages, pr.staged.plan[0].micro_steps, t, c.virtual_stages)
+                       : simulate_schedule(stages, pr.staged.plan[0].micro_steps, t, pr.static_order);
+  }
   // The critical stage's terms, for the per-term table.
   const int P = c.grid.p;
   const int k = pr.staged.kinds.kind_of(pr.schedule.critical_stage);

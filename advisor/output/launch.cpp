@@ -107,6 +107,11 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
                    "the stages' blocks differ in the middle, which Megatron's --decoder-first/last-pipeline-num-layers "
                    "cannot pin";
   }
+  // Megatron's 1F1B waits on each stage exchange; its interleaved schedule
+  // overlaps them (MODEL.md §9).
+  if (c.grid.p > 1 && c.virtual_stages == 1 && !job.blocking_messages)
+    mega_note += std::string(mega_note.empty() ? "" : "; ") +
+                 "Megatron's 1F1B waits on each stage message: --stage-messages blocking prices this line as it runs";
   // Megatron accumulates and reduces bf16 training's gradients in fp32 by
   // itself; fp16 training's only when told, and bf16's in bf16 when told.
   if (c.dtype == Dtype::FP16 && job.grad_dtype == Dtype::FP32) mega += " --accumulate-allreduce-grads-in-fp32";
