@@ -109,13 +109,17 @@ void run(const RecommendOptions& o) {
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
             << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";
   // The pipe and idle columns appear when some pick has stages.
-  bool staged = false, offloaded = false, moved = false;
-  for (const Ranked& x : r.top)
+  bool staged = false, offloaded = false, moved = false, split = false, interleaved = false;
+  for (const Ranked& x : r.top) {
     staged |= x.config.grid.p > 1, offloaded |= x.config.offload, moved |= x.config.offload || x.config.shard_optimizer;
+    split |= x.config.sequence_parallel, interleaved |= x.config.virtual_stages > 1;
+  }
   auto shown = [&](Axis a) { return a != Axis::P || staged; };
   std::vector<std::string> head = {"#", "<grid x,y,z,d"};
   if (staged) head.push_back("P");
+  if (interleaved) head.push_back("v");
   for (const char* h : {"<order", "mb", "<rc", "<overlap"}) head.push_back(h);
+  if (split) head.push_back("sp");
   if (moved) head.push_back("<opt");
   for (const char* h : {"time/it", "compute"}) head.push_back(h);
   for (Axis a : kAxes)
@@ -131,9 +135,11 @@ void run(const RecommendOptions& o) {
     if (x.equivalent_orders) order += " +" + std::to_string(x.equivalent_orders);
     std::vector<std::string> row = {std::to_string(i + 1), x.config.grid.str()};
     if (staged) row.push_back(std::to_string(x.config.grid.p));
+    if (interleaved) row.push_back(std::to_string(x.config.virtual_stages));
     for (std::string cell : {order, std::to_string(x.config.micro_batch), std::string(recompute_cell(x.config.recompute)),
                              x.config.overlap.str()})
       row.push_back(std::move(cell));
+    if (split) row.push_back(x.config.sequence_parallel ? "y" : "n");
     if (moved) row.push_back(x.config.offload ? "host" : x.config.shard_optimizer ? "shard" : "gpu");
     row.push_back(seconds(e.time_s));
     row.push_back(seconds(e.compute_s));
@@ -154,6 +160,8 @@ void run(const RecommendOptions& o) {
                          "on the pipe axis, idle in fill and drain)"
                        : "")
             << (offloaded ? " + host link (what the data-parallel all-reduce did not hide of the offload)" : "")
+            << (interleaved ? "; v: model chunks per stage (interleaved 1F1B)" : "")
+            << (split ? "; sp: sequence parallelism over Y" : "")
             << (moved ? "; opt: the optimizer state on the GPU, sharded over data (ZeRO-1) or offloaded to the host" : "")
             << "; days to train "
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
