@@ -196,6 +196,9 @@ expect 2 "typo.json: field 'hiden': unknown field \(did you mean 'hidden'\?\)" -
 expect 2 "missing.json: cannot open" -- "$advisor" recommend --model "$tmp/missing.json" --gpus 8
 sed 's/"gpus_per_node": 4/"gpus_per_node": "four"/' "$(dirname "$0")/../profiles/perlmutter.json" >"$tmp/bad-profile.json"
 expect 2 "bad-profile.json: field 'gpus_per_node': expected an integer" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine "$tmp/bad-profile.json"
+sed 's/"beyond": 0.21/"beyond": 1.5/' "$(dirname "$0")/../profiles/perlmutter.json" >"$tmp/bad-range.json"
+expect 2 "bad-range.json: field 'uncertainty.beyond': expected a relative error from 0 to below 1" -- "$advisor" recommend --model gpt-5b --gpus 8 --machine "$tmp/bad-range.json"
+expect 0 "Range [0-9.]+ s – [0-9.]+ s \(compute ±6%, intra-node ±15%, inter-node ±12% \(±21% beyond 256 nodes\): the profile's stated errors" -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,128,4 --micro-batch 4 --recompute --overlap all
 
 # A small custom model runs.
 echo '{"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "vocab": 256, "seq_len": 32}' >"$tmp/tiny.json"

@@ -1,7 +1,7 @@
 // `advisor scaling` (MODEL.md §14): the sweep's GPU counts, the efficiency,
 // days and GPU-hours, the budgets' picks and the shape marks, all worked by
-// hand; the ±20% range around a prediction; and the picture's points, band,
-// MFU marks and shares at hand-worked coordinates.
+// hand; the range a prediction carries (MODEL.md §8); and the picture's
+// points, band, MFU marks and shares at hand-worked coordinates.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -124,23 +124,57 @@ TEST_CASE("scaling: a grid's shape names the axes in use, the largest model-para
   CHECK(shape(1, 1, 1, 1, 1) == "-");
 }
 
-TEST_CASE("scaling: the range holds the prediction and spreads where the links and GEMMs matter") {
+TEST_CASE("range: each kind of term at its stated error, by hand on one GPU; wider beyond the nodes checked") {
+  // One GPU: no collective, and on the toy machine a GEMM or attention
+  // kernel's time is its FLOPs over a flat efficiency, so a compute error e
+  // moves the step by exactly ±e of their seconds and nothing else.
   Job job;
   job.model = fftest::toy_model(4);
-  job.gpus = 16;
-  job.batch = 64;
-  const MachineProfile m = fftest::toy_machine(4);
+  job.gpus = 1;
+  job.batch = 8;
+  MachineProfile m = fftest::toy_machine(4);
+  m.uncertainty = Uncertainty{true, 0.1, 0, 0, 0, 0};
   Config c;
-  c.grid = Grid{2, 2, 1, 4};
   c.micro_batch = 2;
-  const double t = predict_estimate(job, m, c).time_s;
-  const TimeRange r = time_range(job, m, c);
-  CHECK(r.low < t);
-  CHECK(t < r.high);
-  // Slower GEMMs and links cannot make a step more than 1/0.8 slower, nor
-  // faster ones more than 1/1.2 faster.
-  CHECK(r.high <= t / 0.8 * (1 + 1e-12));
-  CHECK(r.low >= t / 1.2 * (1 - 1e-12));
+  const Prediction pr = predict(job, m, c);
+  double kernels = 0;  // GEMM and attention seconds per iteration
+  for (const ComputeTerm& t : pr.plan.compute)
+    if (t.cls == KernelClass::Gemm || t.cls == KernelClass::Attention) kernels += t.seconds * per_iteration(pr.plan, t);
+  REQUIRE(kernels > 0);
+  const PredictedRange r = predicted_range(job, m, c);
+  CHECK(r.stated);
+  CHECK(r.low == rel(pr.estimate.time_s - 0.1 * kernels, 1e-9));
+  CHECK(r.high == rel(pr.estimate.time_s + 0.1 * kernels, 1e-9));
+  // No error stated anywhere: the prediction itself.
+  m.uncertainty = Uncertainty{true, 0, 0, 0, 0, 0};
+  CHECK(predicted_range(job, m, c).low == rel(pr.estimate.time_s));
+  CHECK(predicted_range(job, m, c).high == rel(pr.estimate.time_s));
+
+  // 16 GPUs on 4 nodes, data over all of them: a group spans 4 nodes. With
+  // the inter-node error checked at 2 nodes the wider one applies.
+  job.gpus = 16;
+  job.batch = 32;
+  c.grid = Grid{1, 1, 1, 16};
+  m.uncertainty = Uncertainty{true, 0, 0, 0.1, 4, 0.3};
+  const PredictedRange within = predicted_range(job, m, c);
+  CHECK(!within.beyond_checked);
+  CHECK(within.inter == 0.1);
+  m.uncertainty.checked_nodes = 2;
+  const PredictedRange beyond = predicted_range(job, m, c);
+  CHECK(beyond.beyond_checked);
+  CHECK(beyond.inter == 0.3);
+  const double t = predict(job, m, c).estimate.time_s;
+  CHECK(beyond.low < within.low);
+  CHECK(within.low < t);
+  CHECK(t < within.high);
+  CHECK(within.high < beyond.high);
+  // The inter-node collectives' time moves by at most ±30% of the step.
+  CHECK(beyond.high <= 1.3 * t);
+  CHECK(beyond.low >= 0.7 * t);
+  // A profile that states nothing: the defaults, and the words say so.
+  CHECK(!MachineProfile{}.uncertainty.stated);
+  CHECK(fftest::contains(range_basis(MachineProfile{}), "assumed (the profile states none)"));
+  CHECK(range_basis(m) == "compute ±0%, intra-node ±0%, inter-node ±10% (±30% beyond 2 nodes): the profile's stated errors");
 }
 
 TEST_CASE("scaling picture: points, band, MFU and shares at hand-worked coordinates; a gap breaks the line") {
@@ -165,7 +199,7 @@ TEST_CASE("scaling picture: points, band, MFU and shares at hand-worked coordina
   }
   auto x = [](int k) { return 138.0 + 84 * k; };
   auto y = [](double v) { return 100 + 280 * (1 - std::log10(v / 5e4)); };
-  const std::string svg = scaling_svg(pts, "t", "band: ±20%");
+  const std::string svg = scaling_svg(pts, "t", "band");
 
   const auto circles = numbers(svg, "<circle cx=\"([0-9.]+)\" cy=\"([0-9.]+)\"");
   REQUIRE(circles.size() == 3);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advisor/cli/job_options.hpp"
+#include "advisor/cli/recommend_report.hpp"
 #include "advisor/cli/subcommands.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/option_groups.hpp"
@@ -190,6 +191,7 @@ void run(const PredictOptions& o) {
   const Estimate& e = pr.estimate;
   const bool host_fits = pr.memory.host <= host_memory_per_gpu(m);  // 0 without offload
   const bool fits = fits_in_memory(pr.memory, m);
+  const PredictedRange range = predicted_range(job, m, c);
 
   if (o.json) {
     nlohmann::json out = to_json(c);
@@ -212,6 +214,7 @@ void run(const PredictOptions& o) {
     out["mfu"] = e.mfu;
     out["hfu"] = e.hfu;
     out["tokens_per_s"] = e.tokens_per_s;
+    out["range"] = range_json(m, range);
     if (c.grid.p > 1) out["pipeline"] = pipeline_json(pr);
     out["pipeline_idle_s"] = e.bubble_s;
     out["host_link_s"] = e.host_s;
@@ -374,7 +377,9 @@ void run(const PredictOptions& o) {
   if (e.sync_s > 0) std::cout << " + loss and gradient-norm all-reduces over all ranks " << seconds(e.sync_s);
   std::cout << "\n"
             << "MFU " << fixed(100 * e.mfu, 1) << "%, HFU " << fixed(100 * e.hfu, 1) << "%, "
-            << si(e.tokens_per_s, "tokens/s") << "\n";
+            << si(e.tokens_per_s, "tokens/s") << "\n"
+            << "Range " << seconds(range.low) << " – " << seconds(range.high) << " (" << range_basis(m)
+            << "; MODEL.md §8)\n";
   std::cout << "\nLaunch:\n";
   std::cout << launch_text(launch_lines(job, o.job.model, m, c, std::max(0, o.job.seq_len)));
   if (!host_fits)

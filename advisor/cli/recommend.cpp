@@ -108,6 +108,8 @@ void run(const RecommendOptions& o) {
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
             << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";
+  std::vector<PredictedRange> ranges;
+  for (const Ranked& x : r.top) ranges.push_back(predicted_range(job, m, x.config));
   // The pipe and idle columns appear when some pick has stages.
   bool staged = false, offloaded = false, moved = false, split = false, interleaved = false;
   for (const Ranked& x : r.top) {
@@ -121,7 +123,7 @@ void run(const RecommendOptions& o) {
   for (const char* h : {"<order", "mb", "<rc", "<overlap"}) head.push_back(h);
   if (split) head.push_back("sp");
   if (moved) head.push_back("<opt");
-  for (const char* h : {"time/it", "compute"}) head.push_back(h);
+  for (const char* h : {"time/it", "<range", "compute"}) head.push_back(h);
   for (Axis a : kAxes)
     if (shown(a)) head.push_back(std::string("exp ") + axis_name(a));
   if (staged) head.push_back("idle");
@@ -142,6 +144,7 @@ void run(const RecommendOptions& o) {
     if (split) row.push_back(x.config.sequence_parallel ? "y" : "n");
     if (moved) row.push_back(x.config.offload ? "host" : x.config.shard_optimizer ? "shard" : "gpu");
     row.push_back(seconds(e.time_s));
+    row.push_back(seconds(ranges[i].low) + "–" + seconds(ranges[i].high));
     row.push_back(seconds(e.compute_s));
     for (Axis a : kAxes)
       if (shown(a)) row.push_back(exposed(x.config, a, e));
@@ -155,6 +158,9 @@ void run(const RecommendOptions& o) {
     t.row(std::move(row));
   }
   std::cout << t.str();
+  // Picks whose ranges reach #1's: the model cannot tell them apart.
+  size_t overlapping = 1;
+  while (overlapping < ranges.size() && ranges[overlapping].low <= ranges[0].high) ++overlapping;
   std::cout << "\ntime/it = compute + exposed communication per axis (what overlap did not hide)"
             << (staged ? " + pipeline idle (P stages: the slowest stage's compute and communication, its stage messages "
                          "on the pipe axis, idle in fill and drain)"
@@ -167,7 +173,11 @@ void run(const RecommendOptions& o) {
             << si(tokens, "tokens") << (o.tokens > 0 ? "" : " (20 per parameter; --tokens N)") << ".\n"
             << "order +N: N other placement orders cost exactly the same. margin: how much faster than the next; ±20%: whether the rank holds when intra-node bandwidth,\n"
             << "inter-node bandwidth or GEMM efficiency is 20% lower or higher, else the ranks it moves between\n"
-            << "(--json names each case).\n";
+            << "(--json names each case). range: the time with every kind of term at "
+            << range_basis(m) << ".\n";
+  if (overlapping > 1)
+    std::cout << "#1–#" << overlapping << " differ by less than their ranges: the model cannot tell them apart; "
+              << "calibrate the machine (measure, advisor calibrate) or run them (advisor validate).\n";
   std::cout << "\nLaunch #1:\n";
   std::cout << launch_text(launch_lines(job, o.job.model, m, r.top[0].config, std::max(0, o.job.seq_len)));
   if (!o.plot.empty()) std::cout << "\nWrote " << o.plot << "\n";

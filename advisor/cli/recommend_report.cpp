@@ -7,6 +7,14 @@
 
 namespace ff::advisor {
 
+nlohmann::json range_json(const MachineProfile& m, const PredictedRange& r) {
+  return {{"low_s", r.low},
+          {"high_s", r.high},
+          {"stated", r.stated},
+          {"beyond_checked_nodes", r.beyond_checked},
+          {"basis", range_basis(m)}};
+}
+
 double train_tokens(const Job& job, double tokens) { return tokens > 0 ? tokens : 20 * parameter_count(job.model); }
 
 nlohmann::json recommend_json(const Job& job, const JobOptions& o, const MachineProfile& m, const SearchResult& r,
@@ -41,6 +49,7 @@ nlohmann::json recommend_json(const Job& job, const JobOptions& o, const Machine
     nlohmann::json under = nlohmann::json::object();
     for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
     c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
+    c["range"] = range_json(m, predicted_range(job, m, x.config));
     c["launch"] = launch_json(launch_lines(job, o.model, m, x.config, std::max(0, o.seq_len)));
     out["configs"].push_back(c);
   }

@@ -12,6 +12,9 @@
 
 namespace ff::advisor {
 
+// A range for programs: {low_s, high_s, stated, beyond_checked_nodes, basis}.
+nlohmann::json range_json(const MachineProfile& m, const PredictedRange& r);
+
 // Training tokens for the days: `tokens`, or 20 per parameter where 0.
 double train_tokens(const Job& job, double tokens);
 

@@ -27,9 +27,12 @@ struct ScalingOptions {
   bool deadline_given = false, hours_given = false;  // set from the options' counts
 };
 
-const char* kRangeNote =
-    "range: the time with intra-node bandwidth, inter-node bandwidth or GEMM efficiency 20% lower or higher "
-    "(the calibration's sensitivity, not a measured error)";
+// What the range is made of, in words (every count's machine is the same).
+std::string range_note(const std::vector<SweepCount>& counts) {
+  for (const SweepCount& c : counts)
+    if (c.point.found) return "range: the time with every kind of term at " + c.range_basis;
+  return "";
+}
 
 // The first count with an answer: what the efficiency is against.
 int base_index(const std::vector<SweepCount>& counts) {
@@ -144,15 +147,14 @@ void run(const ScalingOptions& o) {
       }
       plot.push_back(q);
     }
-    write_file_atomic(o.plot, scaling_svg(plot, title, "band: tokens/s under ±20% intra-node bandwidth, inter-node "
-                                                       "bandwidth or GEMM efficiency"));
+    write_file_atomic(o.plot, scaling_svg(plot, title, "band: tokens/s over the " + range_note(counts)));
   }
 
   if (o.json) {
     nlohmann::json out = {{"sweep", sweep_name(sweep)},
                           {"machine", counts[0].machine},
                           {"efficiency_base_gpus", counts[base].point.gpus},
-                          {"range", kRangeNote},
+                          {"range", range_note(counts)},
                           {"search_seconds", wall}};
     out["points"] = nlohmann::json::array();
     for (size_t i = 0; i < counts.size(); ++i) {
@@ -251,7 +253,7 @@ void run(const ScalingOptions& o) {
             << "); ◆ the best configuration changes shape there (axes in use,\n"
                "the largest model-parallel one in capitals); days and GPU-hours to train "
             << (o.spec.tokens > 0 ? si(o.spec.tokens, "tokens") : std::string("20 tokens per parameter (--tokens N)")) << ".\n"
-            << kRangeNote << ".\n";
+            << range_note(counts) << ".\n";
   for (const SweepCount& c : counts)
     if (!c.point.found)
       std::cout << "\n" << grouped(c.point.gpus) << " GPUs: " << c.why << "\n  (advisor recommend --gpus "

@@ -82,8 +82,9 @@ SweepCount run_count(const SweepSpec& spec, const JobOptions& jo) {
   p.tokens_per_s = c.estimate.tokens_per_s;
   p.mfu = c.estimate.mfu;
   p.grid = c.config.grid;
-  const TimeRange range = time_range(l.job, l.machine, c.config);
+  const PredictedRange range = predicted_range(l.job, l.machine, c.config);
   p.time_low_s = range.low, p.time_high_s = range.high;
+  c.range_basis = range_basis(l.machine);
   return c;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The searches behind `advisor scaling` (MODEL.md §14): each count's job as
 // the sweep moves the batch or the model, then recommend's search, its
-// confidence and the ±20% range at that count. `advisor bench` times it.
+// confidence and its range at that count (MODEL.md §8). `advisor bench` times it.
 #include <string>
 #include <vector>
 
@@ -34,6 +34,7 @@ struct SweepCount {
   ScalingPoint point;
   nlohmann::json recommend;  // what recommend --top 1 --json prints at this count
   std::string why;           // when nothing fits or divides
+  std::string range_basis;   // what the range is made of (range_basis)
   Config config;
   Estimate estimate;
 };

@@ -143,7 +143,7 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   // factors) and "paced_device" (the pace a paced profile stands for) say
   // how the profile was made; the advisor reads none of them.
   f.only({"name", "description", "engine_device", "gpus_per_node", "compute", "memory", "overlap", "intra_node",
-          "inter_node", "gemm", "p2p", "host", "poll_us", "gap_us", "raw", "fitted", "paced_device"});
+          "inter_node", "gemm", "p2p", "host", "poll_us", "gap_us", "raw", "fitted", "paced_device", "uncertainty"});
   MachineProfile p;
   p.name = f.string("name");
   p.description = f.has("description") ? f.string("description") : "";
@@ -260,6 +260,22 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     p.host_node_bw = host.has("node_link_GBps") ? figure(host, "node_link_GBps", GB) : p.host_link_bw * p.gpus_per_node;
     p.host_memory = figure(host, "memory_GiB", GiB);
   }
+  if (f.has("uncertainty")) {
+    Fields u = f.object("uncertainty");
+    u.only(documented({"source", "compute", "intra", "inter", "checked_nodes", "beyond"}));
+    Uncertainty& x = p.uncertainty;
+    x.stated = true;
+    auto error = [&](const char* key, double fallback) {
+      const double v = u.number_or(key, fallback);
+      if (!(v >= 0 && v < 1)) u.fail(key, "a relative error from 0 to below 1");
+      return v;
+    };
+    x.compute = error("compute", x.compute);
+    x.intra = error("intra", x.intra);
+    x.inter = error("inter", x.inter);
+    x.checked_nodes = int(u.integer_or("checked_nodes", 0, 0));
+    x.beyond = error("beyond", x.inter);
+  }
   p.poll_s = f.microseconds("poll_us", "microseconds >= 0: the poll interval Δ the links were measured with (measure --poll-us)");
   p.gap_s = f.microseconds(
       "gap_us", "microseconds >= 0: the idle time before each operation the links were measured after (measure --gap-us)");
@@ -322,17 +338,17 @@ void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
   }
 }
 
-MachineProfile scaled(const MachineProfile& p, Tier t, double factor) {
+MachineProfile scaled(const MachineProfile& p, Tier t, double factor, double alpha_factor) {
   MachineProfile q = p;
   switch (t) {
     case Tier::Intra:
-      scale_link(q.intra_default, factor, 1);
-      for (auto& e : q.intra) scale_link(e.link, factor, 1);
+      scale_link(q.intra_default, factor, alpha_factor);
+      for (auto& e : q.intra) scale_link(e.link, factor, alpha_factor);
       q.p2p_intra.bw *= factor;
       break;
     case Tier::Inter:
-      scale_link(q.inter_node, factor, 1);
-      for (auto& e : q.inter) scale_link(e.link, factor, 1);
+      scale_link(q.inter_node, factor, alpha_factor);
+      for (auto& e : q.inter) scale_link(e.link, factor, alpha_factor);
       q.p2p_inter.bw *= factor;
       break;
     case Tier::Gemm:

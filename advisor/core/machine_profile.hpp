@@ -101,6 +101,19 @@ struct AttentionCurve {
   double half_seq = 0;        // S at which the kernel reaches half of it
 };
 
+// How far a profile's figures are trusted (MODEL.md §8, "Ranges"): each
+// kind of term's relative error, from held-out measurements or a fit's
+// spread where the profile states them ("uncertainty"), else these
+// defaults, assumed.
+struct Uncertainty {
+  bool stated = false;
+  double compute = 0.10;  // GEMM, attention and memory-bound kernels
+  double intra = 0.15;    // collectives inside a node
+  double inter = 0.20;    // collectives across nodes, up to checked_nodes
+  int checked_nodes = 0;  // the largest span the inter figure was checked at; 0: no limit stated
+  double beyond = 0.30;   // groups spanning more nodes than checked_nodes
+};
+
 struct MachineProfile {
   std::string name;
   std::string description;
@@ -132,6 +145,7 @@ struct MachineProfile {
   // Compute under a collective in flight runs this fraction slower: the
   // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
   double compute_slowdown = 0;
+  Uncertainty uncertainty;
   double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
   // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a
   // 2-rank all-gather on the same ranks, whose wire pattern it is (MODEL.md §9).
@@ -174,10 +188,10 @@ MachineProfile load_machine(const std::string& name_or_file);
 nlohmann::json machine_json(const std::string& name_or_file, std::string& origin);
 MachineProfile machine_from_json(const nlohmann::json& j, const std::string& origin);
 
-// For "how sure": the same machine with one tier's bandwidth or the GEMM
-// efficiency scaled.
+// For "how sure": the same machine with one tier's bandwidth (and, by
+// alpha_factor, its latencies) or the GEMM efficiency scaled.
 enum class Tier { Intra, Inter, Gemm };
 const char* tier_name(Tier t);
-MachineProfile scaled(const MachineProfile& p, Tier t, double factor);
+MachineProfile scaled(const MachineProfile& p, Tier t, double factor, double alpha_factor = 1);
 
 }  // namespace ff

@@ -1,7 +1,7 @@
 #pragma once
 // How a job scales over GPU counts (`advisor scaling`, MODEL.md §14): each
 // count's best configuration summarised, the efficiency against the
-// smallest count, what training costs, the ±20% range, where the best
+// smallest count, what training costs, the predicted range, where the best
 // configuration changes shape, and the budgets' picks. Pure arithmetic over
 // what the searches found.
 #include <string>
@@ -18,8 +18,7 @@ struct ScalingPoint {
   double tokens_per_s = 0, mfu = 0;
   double model_flops = 0;      // per iteration (Narayanan et al.), for the efficiency
   double train_tokens = 0;     // what the days and GPU-hours are for
-  // The best configuration's time with intra-node bandwidth, inter-node
-  // bandwidth or GEMM efficiency 20% lower or higher: the least and the most.
+  // The range the best configuration's time is predicted within (MODEL.md §8, "Ranges").
   double time_low_s = 0, time_high_s = 0;
   Grid grid;
 };

@@ -69,13 +69,36 @@ std::vector<Confidence> assess(const Job& job, const MachineProfile& p, const Se
   return conf;
 }
 
-TimeRange time_range(const Job& job, const MachineProfile& p, const Config& c) {
-  TimeRange r{1e300, 0};
-  for (const Perturbation& x : perturbations()) {
-    const double t = predict_estimate(job, scaled(p, x.tier, x.factor), c).time_s;
-    r.low = std::min(r.low, t), r.high = std::max(r.high, t);
-  }
+PredictedRange predicted_range(const Job& job, const MachineProfile& p, const Config& c) {
+  const Uncertainty& u = p.uncertainty;
+  PredictedRange r;
+  r.stated = u.stated;
+  r.inter = u.inter;
+  if (u.checked_nodes > 0)
+    for (const AxisLink& l : placement_links(p, c.grid, c.order))
+      if (l.across && l.members_per_node > 0 && (l.size + l.members_per_node - 1) / l.members_per_node > u.checked_nodes)
+        r.beyond_checked = true;
+  if (r.beyond_checked) r.inter = u.beyond;
+  // A term's time ×τ: its bandwidth ÷τ, its latency ×τ.
+  auto at = [&](double sign) {
+    auto tau = [&](double e) { return 1 + sign * e; };
+    MachineProfile q = scaled(p, Tier::Intra, 1 / tau(u.intra), tau(u.intra));
+    q = scaled(q, Tier::Inter, 1 / tau(r.inter), tau(r.inter));
+    q = scaled(q, Tier::Gemm, 1 / tau(u.compute));
+    return predict_estimate(job, q, c).time_s;
+  };
+  r.low = at(-1);
+  r.high = at(+1);
   return r;
+}
+
+std::string range_basis(const MachineProfile& p) {
+  const Uncertainty& u = p.uncertainty;
+  auto pct = [](double e) { return "±" + std::to_string(int(std::lround(100 * e))) + "%"; };
+  std::string s = "compute " + pct(u.compute) + ", intra-node " + pct(u.intra) + ", inter-node " + pct(u.inter);
+  if (u.checked_nodes > 0)
+    s += " (" + pct(u.beyond) + " beyond " + std::to_string(u.checked_nodes) + " nodes)";
+  return s + (u.stated ? ": the profile's stated errors" : ": assumed (the profile states none)");
 }
 
 }  // namespace ff

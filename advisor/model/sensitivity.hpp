@@ -32,12 +32,20 @@ struct Confidence {
 // One entry per r.top.
 std::vector<Confidence> assess(const Job& job, const MachineProfile& p, const SearchResult& r);
 
-// One configuration's time per iteration under each perturbation: the least
-// and the most. What the calibration's uncertainty does to a prediction,
-// not a measured error.
-struct TimeRange {
+// The range a configuration's time is predicted within (MODEL.md §8,
+// "Ranges"): priced with every kind of term at the profile's error in its
+// favour, then against it (times ×(1 ∓ e): bandwidths divided, latencies
+// multiplied); inter-node collectives at the wider error wherever a group
+// spans more nodes than that error was checked at.
+struct PredictedRange {
   double low = 0, high = 0;
+  bool stated = false;          // the profile states its errors (else the defaults, assumed)
+  bool beyond_checked = false;  // some group spans more nodes than checked
+  double inter = 0;             // the inter-node error used
 };
-TimeRange time_range(const Job& job, const MachineProfile& p, const Config& c);
+PredictedRange predicted_range(const Job& job, const MachineProfile& p, const Config& c);
+// "compute ±6%, intra-node ±15%, inter-node ±12% (±21% beyond 256 nodes):
+// the profile's stated errors"
+std::string range_basis(const MachineProfile& p);
 
 }  // namespace ff
