@@ -32,7 +32,9 @@ TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
   // toy_model(2) on grid 1,1,1,2: 117,504 parameters' fp32 gradients,
   // 470,016 bytes, in buckets of 117,504 bytes: 4 all-reduces of 2 ranks
   // inside a node, each 2·5 µs + 117,504 B / 100 GB/s = 11.17504 µs.
+  // PyTorch's kernels, and its DDP's bucket from the profile.
   Job job{fftest::toy_model(2), 2, 8, Dtype::BF16};
+  job.fusion = Fusion::Unfused;
   MachineProfile p = fftest::toy_machine(4);
   p.dp_bucket_bytes = 117504;
   const Grid g{1, 1, 1, 2};
@@ -58,6 +60,22 @@ TEST_CASE("odp: the data-parallel gradients of the toy in 4 buckets") {
   const double b = all.bwd_s;
   CHECK(all.exposed_comm_s[int(Axis::D)] == rel(std::max(a, b / 4 + 3 * a + a - b)));
   CHECK(all.comm_s[int(Axis::D)] == rel(4 * a));
+}
+
+TEST_CASE("odp: Megatron's kernels bucket as Megatron-Core does, max(40 M, 1 M · G_d) parameters") {
+  // fp32 gradients: 40 M parameters are 160 MB a bucket up to G_d = 40, then
+  // 1 M · G_d (G_d = 128: 512 MB), whatever the profile's PyTorch bucket.
+  const MachineProfile p = fftest::toy_machine(4);
+  for (int d : {2, 40, 128}) {
+    Job job{fftest::toy_model(2), d, 8 * d, Dtype::BF16};
+    Plan plan;
+    make_plan(job, p, Grid{1, 1, 1, d}, 1, Recompute::None, plan);
+    CAPTURE(d);
+    CHECK(plan.dp_bucket_bytes == rel(4.0 * std::max(40e6, 1e6 * d)));
+    job.fusion = Fusion::Engine;
+    make_plan(job, p, Grid{1, 1, 1, d}, 1, Recompute::None, plan);
+    CHECK(plan.dp_bucket_bytes == rel(p.dp_bucket_bytes));
+  }
 }
 
 TEST_CASE("sharded optimizer: memory, collectives and the optimizer over D, by hand") {

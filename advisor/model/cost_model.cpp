@@ -299,7 +299,10 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   const double params = lp.sharded + lp.replicated;
   plan.host_copy_bytes = params * offload_host_bytes(dt);
   plan.host_bw = p.has_host ? p.host_bw_per_gpu() : 0;
-  plan.dp_bucket_bytes = p.dp_bucket_bytes;
+  // ODP's buckets: Megatron-Core's default with its kernels (max(40 M, 1 M ·
+  // G_d) parameters, so that large data axes stay bandwidth-bound), else the
+  // profile's (PyTorch DDP's 25 MiB; what the engine runs).
+  plan.dp_bucket_bytes = job.fusion == Fusion::Fused ? std::max(40e6, 1e6 * g.d) * grad_bytes : p.dp_bucket_bytes;
   plan.dp_bytes = 0;
   for (const CommTerm& c : plan.comm)
     if (c.axis == Axis::D && c.per_step) plan.dp_bytes += c.bytes() * c.count;
