@@ -27,6 +27,7 @@
 #include "advisor/core/measurement.hpp"
 #include "advisor/core/option_groups.hpp"
 #include "advisor/model/search.hpp"
+#include "advisor/model/sensitivity.hpp"
 #include "advisor/output/format.hpp"
 #include "advisor/validation/run_record.hpp"
 #include "advisor/validation/validation_placement.hpp"
@@ -157,11 +158,15 @@ Setup setup(const ValidateOptions& o) {
 
 // --- one run ---------------------------------------------------------------
 
-json predicted_of(const Prediction& p) {
+// The prediction a run is scored against, with its range (MODEL.md §8).
+json predicted_of(const Job& job, const MachineProfile& m, const Config& c) {
+  const Prediction p = predict(job, m, c);
+  const PredictedRange range = predicted_range(job, m, c);
   const Estimate& e = p.estimate;
   return {{"time_s", e.time_s}, {"compute_s", e.compute_s}, {"sync_s", e.sync_s},
           {"exposed_comm_s", per_axis_json(e.exposed_comm_s)},
-          {"comm_s", per_axis_json(e.comm_s)}, {"memory_gib", p.memory.total() / 1073741824.0}};
+          {"comm_s", per_axis_json(e.comm_s)}, {"memory_gib", p.memory.total() / 1073741824.0},
+          {"range_s", {range.low, range.high}}};
 }
 
 std::string file_stem(const std::string& key) {
@@ -276,7 +281,7 @@ void run(const ValidateOptions& o) {
     // Priced by this advisor, as the scores are: a report resumed after the
     // model changed then shows the predictions it scores.
     for (json& r : report["runs"])
-      r["predicted"] = predicted_of(predict(s.job, s.machine, config_from_json(r["config"], o.out)));
+      r["predicted"] = predicted_of(s.job, s.machine, config_from_json(r["config"], o.out));
   } else if (fs::exists(o.out)) {
     input_error(o.out + " exists: --resume to continue that validation, or remove it");
   }
@@ -332,7 +337,7 @@ void run(const ValidateOptions& o) {
         it = index.emplace(key, report["runs"].size()).first;
         report["runs"].push_back({{"key", key},
                                   {"config", to_json(c)},
-                                  {"predicted", predicted_of(predict(s.job, s.machine, c))},
+                                  {"predicted", predicted_of(s.job, s.machine, c)},
                                   {"repeats", json::array()}});
       }
       json& run = report["runs"][it->second];

@@ -244,6 +244,16 @@ void print_validation_text(const json& report) {
     std::cout << "Communication part (time per step - device time): MAPE " << pct(s["comm_mape"])
               << "; its share of a step " << pct(share[0]) << " to " << pct(share[1]) << " over the runs\n";
   }
+  auto inside = [](const json& c) {
+    return std::to_string(c["inside"].get<int>()) + " of " + std::to_string(c["n"].get<int>());
+  };
+  if (s.contains("range_coverage"))
+    std::cout << "Ranges: " << inside(s["range_coverage"]) << " runs measured inside their predicted range ("
+              << s["range_coverage"]["basis"].get<std::string>() << ")";
+  if (report["out_of_sample"].contains("pooled") && report["out_of_sample"]["pooled"]["fitted"].contains("range_coverage"))
+    std::cout << "; out of sample, under the other half's fit, "
+              << inside(report["out_of_sample"]["pooled"]["fitted"]["range_coverage"]);
+  if (s.contains("range_coverage")) std::cout << "\n";
   print_placement(report.value("placement", json(nullptr)));
   const json& oos = report["out_of_sample"];
   if (oos.contains("skipped")) {

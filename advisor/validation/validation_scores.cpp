@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "advisor/core/atomic_file.hpp"
+#include "advisor/model/sensitivity.hpp"
 #include "advisor/output/format.hpp"
 #include "advisor/validation/validation_report.hpp"
 #include "advisor/validation/validation_stats.hpp"
@@ -40,6 +41,14 @@ json comm_mape_json(const OkRuns& ok, const std::vector<double>& time, const std
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
 
+// How many runs were measured inside [low, high].
+json coverage_json(const OkRuns& ok, const std::vector<double>& low, const std::vector<double>& high) {
+  int inside = 0;
+  for (size_t i = 0; i < ok.measured.size(); ++i) inside += low[i] <= ok.measured[i] && ok.measured[i] <= high[i];
+  const double n = double(ok.measured.size());
+  return {{"inside", inside}, {"n", ok.measured.size()}, {"share", n > 0 ? inside / n : 0.0}, {"basis", ok.range_basis}};
+}
+
 std::vector<size_t> all_of(const OkRuns& ok) {
   std::vector<size_t> idx(ok.runs.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -60,13 +69,17 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
     ok.predicted.push_back(e.time_s);
     ok.predicted_compute.push_back(e.compute_s);
     ok.measured.push_back(r.time_s);
+    const PredictedRange range = predicted_range(job, m, r.config);
+    ok.low.push_back(range.low), ok.high.push_back(range.high);
   }
+  ok.range_basis = range_basis(m);
   return ok;
 }
 
 json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
   json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
+  j["range_coverage"] = coverage_json(ok, ok.low, ok.high);
   if (paced(ok.runs)) {
     j["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     double lo = 1, hi = 0;
@@ -87,14 +100,17 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
   // Each run priced by the fit of the half it was not in, time and compute,
   // for the communication part's score.
   std::vector<double> cross_time(ok.runs.size()), cross_compute(ok.runs.size());
-  if (paced(ok.runs))
-    for (const HalfScore& h : o.halves) {
-      MachineProfile fitted = apply_factors(m, h.fit.factors);
-      for (size_t i : h.scored_on) {
-        Estimate e = predict_estimate(job, fitted, ok.runs[i].config);
-        cross_time[i] = e.time_s, cross_compute[i] = e.compute_s;
-      }
+  std::vector<double> cross_low(ok.runs.size()), cross_high(ok.runs.size());
+  for (const HalfScore& h : o.halves) {
+    MachineProfile fitted = apply_factors(m, h.fit.factors);
+    for (size_t i : h.scored_on) {
+      const PredictedRange range = predicted_range(job, fitted, ok.runs[i].config);
+      cross_low[i] = range.low, cross_high[i] = range.high;
+      if (!paced(ok.runs)) continue;
+      Estimate e = predict_estimate(job, fitted, ok.runs[i].config);
+      cross_time[i] = e.time_s, cross_compute[i] = e.compute_s;
     }
+  }
   json parts = json::array();
   for (const HalfScore& h : o.halves) {
     std::vector<std::string> fit_keys, scored_keys;
@@ -112,6 +128,7 @@ json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& o
     parts.push_back(part);
   }
   json pooled = {{"raw", scores_json(o.pooled_raw, ok.keys)}, {"fitted", scores_json(o.pooled_fitted, ok.keys)}};
+  pooled["fitted"]["range_coverage"] = coverage_json(ok, cross_low, cross_high);
   if (paced(ok.runs)) {
     pooled["raw"]["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     pooled["fitted"]["comm_mape"] = comm_mape_json(ok, cross_time, cross_compute, all_of(ok));

@@ -18,6 +18,8 @@ struct OkRuns {
   std::vector<int> repeats_ok;  // the successful repeats behind each median
   std::vector<double> predicted, measured;
   std::vector<double> predicted_compute;  // the prediction's compute part, per run
+  std::vector<double> low, high;          // the range each is predicted within (MODEL.md §8, "Ranges")
+  std::string range_basis;
 };
 OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
 
@@ -27,7 +29,8 @@ OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile&
 // ("comm_share_range": [min, max], 1 − device_s / time).
 nlohmann::json summary_json(const OkRuns& ok);
 // Fit on one half, score on the other, both ways (the report's
-// "out_of_sample"); "comm_mape" in each score where the summary has it.
+// "out_of_sample"); "comm_mape" in each score where the summary has it, and
+// the pooled fit's "range_coverage", each run's range under the other half's fit.
 nlohmann::json out_of_sample_json(const Job& job, const MachineProfile& m, const OkRuns& ok);
 
 // Predicted vs measured per run (the placement check's pair ringed), and

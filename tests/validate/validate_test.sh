@@ -66,6 +66,15 @@ assert len(grids) >= 3, grids
 s = r["summary"]
 assert s["n"] == 4 and s["mape"] >= 0 and -1 <= s["spearman"] <= 1 and -1 <= s["kendall"] <= 1 and s["regret"] >= 0
 assert s["median_spread"] is None  # no configuration ran twice
+# Ranges: each predicted range holds its prediction; the coverage counts the runs measured inside.
+inside = 0
+for run in r["runs"]:
+    lo, hi = run["predicted"]["range_s"]
+    assert lo < run["predicted"]["time_s"] < hi, run["predicted"]
+    inside += lo <= run["measured"]["time_s"] <= hi
+rc = s["range_coverage"]
+assert rc["n"] == 4 and rc["inside"] == inside and abs(rc["share"] - inside / 4) < 1e-12 and rc["basis"].startswith("compute"), rc
+assert 0 <= r["out_of_sample"]["pooled"]["fitted"]["range_coverage"]["inside"] <= 4
 keys = [run["key"] for run in r["runs"]]
 assert s["top_pick"] in keys and s["measured_best"] in keys
 pl = r["placement"]
