@@ -170,6 +170,7 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['host']['memory_G
 expect 3 'offload needs [0-9.]+ GiB of host memory per GPU' -- "$advisor" predict --model gpt-80b --gpus 512 --grid 1,2,32,8 --recompute --offload --machine "$tmp/small-host.json"
 # Production terms (MODEL.md §10): a Megatron-style job, Y only with data parallelism.
 expect 0 'Optimizer state sharded over data \(128 ways\)' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
+expect 0 '--use-distributed-optimizer --overlap-param-gather' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
 expect 0 'buckets of up to 488.3 MiB, each reduce-scattered' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
 expect 0 '--use-distributed-optimizer' -- "$advisor" predict --model gpt-80b --gpus 1024 --machine dgx-h100 --grid 1,8,1,128 --recompute --overlap oar,odp --shard-optimizer
 expect 0 'G_data = 1: --shard-optimizer changes nothing' -- "$advisor" predict --model gpt-5b --gpus 8 --grid 1,8,1,1 --shard-optimizer

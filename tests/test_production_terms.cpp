@@ -169,3 +169,39 @@ TEST_CASE("unfused attention: the model file") {
     CHECK_THROWS_AS(model_from_json(nlohmann::json::parse(text), "m.json"), InputError);
   }
 }
+
+TEST_CASE("odp with the sharded optimizer under Megatron's kernels: the weights' all-gather bucketed under the next forward") {
+  // A model of ~100 M parameters on grid 1,1,1,2 of the toy (inside a node:
+  // α 5 µs, 100 GB/s), its GEMMs made slow enough that every forward and
+  // backward outlasts the link: ODP's reduce-scatter and the parameter
+  // all-gather each leave only their last bucket exposed, at h = 1.
+  Job job{ModelSpec{"wide", 2, 2048, 16, 8192, 128, 128, 16}, 2, 8, Dtype::BF16};
+  MachineProfile p = fftest::toy_machine(4);
+  p.gemm_bf16 = fftest::flat_gemm(1e-5);
+  p.overlap_efficiency = 1;
+  const Grid g{1, 1, 1, 2};
+  StagedPlan sp;
+  make_staged_plan(job, p, g, 1, Recompute::None, sp);
+  const Plan& plan = sp.plan[0];
+  REQUIRE(plan.overlap_param_gather);
+  // Buckets of 40 M parameters' fp32 gradients, 160 MB; the last what is left.
+  const double bucket = 160e6, n = std::ceil(plan.dp_bytes / bucket), last = plan.dp_bytes - (n - 1) * bucket;
+  REQUIRE(n >= 2);
+  auto ring = [](double bytes) { return 5e-6 + 0.5 * bytes / 100e9; };  // 2 ranks: one step of half the buffer
+  StagedTimes st;
+  staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
+  CHECK(st.dp_ag_bucket_s[0] == rel(ring(bucket / 2)));  // bf16 weights: half the gradient bytes
+  CHECK(st.dp_ag_last_bucket_s[0] == rel(ring(last / 2)));
+  const Estimate e = combine_staged(sp, st, Overlap{false, false, false, true}, {false, true}, 8 * 16);
+  CHECK(e.exposed_comm_s[int(Axis::D)] == rel(ring(last) + ring(last / 2), 1e-9));
+  CHECK(e.comm_s[int(Axis::D)] == rel((n - 1) * (ring(bucket) + ring(bucket / 2)) + ring(last) + ring(last / 2), 1e-9));
+  // The engine's kernels: no such overlap, the all-gather layer by layer and exposed.
+  job.fusion = Fusion::Engine;
+  make_staged_plan(job, p, g, 1, Recompute::None, sp);
+  CHECK(!sp.plan[0].overlap_param_gather);
+  staged_term_times(sp, placement_links(p, g, Order{}), pair_link(p, 2, 1, 1), st);
+  const Estimate engine = combine_staged(sp, st, Overlap{false, false, false, true}, {false, true}, 8 * 16);
+  // Its reduce-scatter in the profile's (PyTorch's) buckets, the last exposed.
+  const double small = p.dp_bucket_bytes, m = std::ceil(plan.dp_bytes / small);
+  CHECK(engine.exposed_comm_s[int(Axis::D)] == rel(ring(plan.dp_bytes - (m - 1) * small) + st.dp_all_gather_s[0], 1e-9));
+}

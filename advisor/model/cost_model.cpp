@@ -303,6 +303,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // G_d) parameters, so that large data axes stay bandwidth-bound), else the
   // profile's (PyTorch DDP's 25 MiB; what the engine runs).
   plan.dp_bucket_bytes = job.fusion == Fusion::Fused ? std::max(40e6, 1e6 * g.d) * grad_bytes : p.dp_bucket_bytes;
+  plan.overlap_param_gather = job.fusion == Fusion::Fused;
   plan.dp_bytes = 0;
   for (const CommTerm& c : plan.comm)
     if (c.axis == Axis::D && c.per_step) plan.dp_bytes += c.bytes() * c.count;

@@ -82,6 +82,10 @@ struct Plan {
   double host_copy_bytes = 0, host_bw = 0;
   double offload_buckets = 1, offload_chunks = 1;
   double dp_bucket_bytes = 0;  // ODP's bucket size (MODEL.md §10)
+  // With ODP and the sharded optimizer, the updated weights' all-gather
+  // bucketed under the next forward (Megatron's --overlap-param-gather,
+  // which its kernels come with; MODEL.md §10).
+  bool overlap_param_gather = false;
   double dp_bytes = 0;         // the data-parallel reductions' bytes per iteration, what ODP buckets
   double model_flops = 0;      // per iteration, the Narayanan et al. count
   double hardware_flops = 0;   // adds the recomputed forward

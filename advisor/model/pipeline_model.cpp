@@ -234,6 +234,14 @@ void staged_term_times(const StagedPlan& sp, const PerAxis<AxisLink>& links, con
     out.dp_last_bucket_s[k] = collective_time(Coll::AllReduce, last, d);
     out.dp_rs_bucket_s[k] = collective_time(Coll::ReduceScatter, full, d);
     out.dp_rs_last_bucket_s[k] = collective_time(Coll::ReduceScatter, last, d);
+    // The updated weights come back in the training dtype: the buckets'
+    // elements at its width, not the gradients'.
+    double grad_width = 4;
+    for (const CommTerm& c : pl.comm)
+      if (c.axis == Axis::D && c.per_step) grad_width = c.elem_bytes;
+    const double ag = dtype_bytes(pl.dtype) / grad_width;
+    out.dp_ag_bucket_s[k] = collective_time(Coll::AllGather, full * ag, d);
+    out.dp_ag_last_bucket_s[k] = collective_time(Coll::AllGather, last * ag, d);
     // Layer by layer: each gradient (--grad-dtype) reduce-scattered, each weight (in
     // the training dtype) all-gathered back.
     for (const CommTerm& c : pl.comm)
@@ -276,9 +284,24 @@ void price_data_parallel(Estimate& e, const Plan& plan, const StagedTimes& st, i
     e.step_s += slowed;
     e.time_s += slowed;
   }
-  if (sharded) {
+  if (sharded && odp && plan.overlap_param_gather) {
+    // Bucket by bucket ahead of the next iteration's first forward, as ODP's
+    // reduce-scatter runs behind the last backward: the same arithmetic.
+    const double n = st.dp_buckets[k], each = st.dp_ag_bucket_s[k], last = st.dp_ag_last_bucket_s[k];
+    const double ag = n > 0 ? (n - 1) * each + last : 0;
+    const double ag_exposed = ag - plan.overlap_efficiency * (ag - bucketed_exposed(n, each, last, e.fwd_s));
+    const double slowed = (ag - ag_exposed) * plan.compute_slowdown;
+    e.contention_s += slowed;
+    e.compute_s += slowed;
+    e.step_s += slowed;
+    e.time_s += slowed;
+    total += ag;
+    exposed += ag_exposed;
+  } else if (sharded) {
     total += st.dp_all_gather_s[k];
     exposed += st.dp_all_gather_s[k];
+  }
+  if (sharded) {
     const double saved = plan.compute_step_s * (1 - 1.0 / plan.grid.d);
     e.compute_s -= saved;
     e.step_s -= saved;

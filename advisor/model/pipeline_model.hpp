@@ -72,6 +72,8 @@ struct StagedTimes {
   // reduce-scattered instead (layer by layer, or a bucket and the last), the
   // updated weights all-gathered after the optimizer.
   std::array<double, kMaxStageKinds> dp_reduce_scatter_s{}, dp_rs_bucket_s{}, dp_rs_last_bucket_s{}, dp_all_gather_s{};
+  // The same buckets' all-gather of the updated weights (training dtype).
+  std::array<double, kMaxStageKinds> dp_ag_bucket_s{}, dp_ag_last_bucket_s{};
 };
 
 // ODP (MODEL.md §10): `buckets` all-reduces of `each` seconds (the last

@@ -88,6 +88,7 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   if (c.overlap.oag) mega += " --overlap-axonn-all-gather";
   if (c.overlap.odp) mega += " --overlap-grad-reduce";
   if (c.shard_optimizer) mega += " --use-distributed-optimizer";
+  if (c.shard_optimizer && c.overlap.odp && job.fusion == Fusion::Fused) mega += " --overlap-param-gather";
   if (c.sequence_parallel) mega += " --sequence-parallel";
   if (c.overlap.otp) mega += " --tp-comm-overlap";
   if (c.virtual_stages > 1)
