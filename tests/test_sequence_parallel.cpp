@@ -224,4 +224,23 @@ TEST_CASE("otp: the search turns it on with every sequence-parallel plan of fuse
   CHECK(pinned[0] > 0);
   CHECK(pinned[1] == 0);
   CHECK(pinned[2] == 0);
+
+  // Transformer Engine's userbuffers stay inside a node: on 2 GPUs a node a
+  // Y of 4 spans two, and neither the search nor predict gives it OTP.
+  const MachineProfile narrow = fftest::toy_machine(2);
+  SearchOptions all;
+  all.top = 100000;
+  all.prune = false;
+  int wide_y = 0;
+  for (const Ranked& r : search(toy_job(), narrow, all).top)
+    if (r.config.sequence_parallel && r.config.grid.y == 4) {
+      ++wide_y;
+      CHECK(!r.config.overlap.otp);
+    }
+  CHECK(wide_y > 0);
+  Config c;
+  c.grid = kGrid;  // Y = 4
+  c.sequence_parallel = true;
+  c.overlap = parse_overlap("otp");
+  CHECK(contains(input_error_of([&] { predict(toy_job(), narrow, c); }), "need the tensor-parallel (Y) groups inside a node"));
 }

@@ -40,6 +40,9 @@ Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c,
   const double tokens = double(job.batch) * job.model.seq_len;
   make_staged_plan(job, p, c.grid, c.micro_batch, c.recompute, pr.staged, c.sequence_parallel, c.virtual_stages);
   pr.links = placement_links(p, c.grid, c.order);
+  if (c.overlap.otp && pr.links[static_cast<int>(Axis::Y)].across)
+    input_error("--overlap otp: Transformer Engine's userbuffers need the tensor-parallel (Y) groups inside a node; "
+                "order " + c.order.str() + " places them across nodes");
   pr.pairs = pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p);
   staged_term_times(pr.staged, pr.links, pr.pairs, st);
   pr.message_s = st.message_s;

@@ -226,14 +226,17 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   for (size_t i = 0; i < all_orders.size(); ++i)
     if (!opt.fixed_order || all_orders[i] == wanted) order_ids.push_back(uint8_t(i));
   const std::vector<uint8_t> flag_choices = overlap_choices(g, opt);
-  // With sequence parallelism under OTP, every flag set carries it, and OAR
-  // has nothing left to hide where G_x = 1 (OTP hides Y's reduce-scatters as
-  // OAR would): the sets without it stand for those with it.
-  std::vector<uint8_t> flags_with_sp;
-  for (uint8_t f : flag_choices)
-    if (!ch.tp_overlap) flags_with_sp.push_back(f);
-    else if (g.x > 1 || !(f & kOar) || opt.fixed_overlap) flags_with_sp.push_back(uint8_t(f | kOtp));
-  auto flags_for = [&](bool sp) -> const std::vector<uint8_t>& { return sp ? flags_with_sp : flag_choices; };
+  // With sequence parallelism under OTP (where the placement keeps Y's
+  // groups inside a node: Transformer Engine's userbuffers), every flag set
+  // carries it, and OAR has nothing left to hide where G_x = 1 (OTP hides
+  // Y's reduce-scatters as OAR would): the sets without it stand for those with it.
+  auto with_otp = [&](const std::vector<uint8_t>& flags) {
+    std::vector<uint8_t> out;
+    for (uint8_t f : flags)
+      if (g.x > 1 || !(f & kOar) || opt.fixed_overlap) out.push_back(uint8_t(f | kOtp));
+    return out;
+  };
+  const std::vector<uint8_t> flags_tp = with_otp(flag_choices);
   const std::vector<Stage> stages = stages_of(job, g);  // for every memory check of this grid
   const size_t top = size_t(std::max(opt.top, 1));
   // The links depend on the placement alone: once per grid, not per plan.
@@ -244,6 +247,10 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
     s.links[i] = placement_links(p, g, o, &s.cache);
     s.pairs[i] = &s.cache.pair(axis_stride(g, o, Axis::P), g.p);
   }
+  std::vector<bool> tp_ok(order_ids.size());
+  size_t tp_orders = 0;
+  for (size_t i = 0; i < order_ids.size(); ++i)
+    tp_orders += tp_ok[i] = ch.tp_overlap && g.y > 1 && !s.links[i][static_cast<int>(Axis::Y)].across;
   // Where the optimizer state may live on this grid: offload and sharding
   // each where the search allows them (sharding needs a data axis), not both.
   std::vector<OptimizerState> states;
@@ -266,11 +273,15 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
     if (vs.empty()) vs.push_back(1);  // only interleaving asked, and it cannot run here: as without
     return vs;
   };
+  // Flag sets over the placements: with OTP where it applies, else as they are.
+  auto placed_sets = [&](bool sp, size_t plain, size_t tp) {
+    return sp ? (order_ids.size() - tp_orders) * plain + tp_orders * tp : order_ids.size() * plain;
+  };
   out.evaluated = 0;
   for (int mb : out.micro_batches)
     for (bool sp : sp_choices(mb))
-      out.evaluated += (long long)(order_ids.size() * ch.recompute.size() * v_choices(mb).size() *
-                                   flags_for(sp).size() * states.size());
+      out.evaluated += (long long)(ch.recompute.size() * v_choices(mb).size() * states.size() *
+                                   placed_sets(sp, flag_choices.size(), flags_tp.size()));
 
   for (int mb : out.micro_batches) {
     const std::vector<bool> sps = sp_choices(mb);
@@ -292,11 +303,11 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       const Recompute rc = ch.recompute[choice / (sps.size() * vs.size())];
       const bool sp = sps[(choice / vs.size()) % sps.size()];
       const int v = vs[choice % vs.size()];
-      const std::vector<uint8_t>& flags = flags_for(sp);
       // OAG and ORS hold more buffers, offload and sharding fewer: per
-      // optimizer state, the flag sets that fit (GPU and host memory).
-      std::vector<std::vector<uint8_t>> fitting(states.size());
-      size_t fit_sets = 0;
+      // optimizer state, the flag sets that fit (GPU and host memory); OTP
+      // and OAR hold none.
+      std::vector<std::vector<uint8_t>> fitting(states.size()), fitting_tp(states.size());
+      size_t fit_sets = 0, fit_sets_tp = 0;
       for (size_t si = 0; si < states.size(); ++si) {
         const OptimizerState os = states[si];
         MemoryUse base = memory_use(job, p, g, mb, rc, Overlap{}, os, sp, &stages, v);
@@ -311,30 +322,34 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
                                               gib(ch.host_capacity) + " there"});
           continue;
         }
-        for (uint8_t f : flags)
+        for (uint8_t f : flag_choices)
           if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages, v).total() <= ch.capacity) fitting[si].push_back(f);
+        fitting_tp[si] = with_otp(fitting[si]);
         fit_sets += fitting[si].size();
+        fit_sets_tp += fitting_tp[si].size();
       }
       if (fit_sets == 0) continue;
       any_fit = true;
       make_staged_plan(job, p, g, mb, rc, s.plan, sp, v);
-      const long long fit = (long long)(fit_sets * order_ids.size());
-      out.feasible += fit;
+      out.feasible += (long long)placed_sets(sp, fit_sets, fit_sets_tp);
       // Counted, not priced: the ranking would drop every one of them.
       if (opt.prune && hopeless(least_time(s.plan), s)) continue;
       for (size_t i = 0; i < order_ids.size(); ++i) {
         const uint8_t oi = order_ids[i];
         staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
         if (opt.prune && hopeless(least_time(s.plan, s.times), s)) continue;
+        const bool tp = sp && tp_ok[i];
+        const std::vector<uint8_t>& flags = tp ? flags_tp : flag_choices;
+        const std::vector<std::vector<uint8_t>>& fit = tp ? fitting_tp : fitting;
         // The flags' combine() once for every optimizer state (most of the cost).
         for (uint8_t f : flags)
-          for (const auto& fits : fitting)
+          for (const auto& fits : fit)
             if (std::find(fits.begin(), fits.end(), f) != fits.end()) {
               combine_kinds(s.plan, s.times, overlap_of(f), ch.batch_tokens, s.kinds[f]);
               break;
             }
         for (size_t si = 0; si < states.size(); ++si)
-          for (uint8_t f : fitting[si]) {
+          for (uint8_t f : fit[si]) {
             const OptimizerState os = states[si];
             Estimate e = finish_staged(s.plan, s.times, s.kinds[f], overlap_of(f), os, ch.batch_tokens);
             out.candidates.push_back({e.time_s, out.grid_index, uint32_t(rc), uint32_t(v), uint16_t(mb), oi,
