@@ -194,16 +194,19 @@ double least_time(const StagedPlan& plan) {
 }
 
 // With a placement's links: the compute plus the communication no flag can
-// hide or replace (each stage's f, b and step hold theirs). The data axis'
-// reductions are left out: odp and sharding price them otherwise.
-double least_time(const StagedPlan& plan, const StagedTimes& times) {
+// hide or replace (each stage's f, b and step hold theirs), sequence
+// parallelism's Y collectives among it where OTP cannot apply. The data
+// axis' reductions are left out: odp and sharding price them otherwise.
+double least_time(const StagedPlan& plan, const StagedTimes& times, bool otp) {
   double least = least_pipelined(plan);
   for (int k = 0; k < plan.kinds.count; ++k) {
     const Plan& pl = plan.plan[k];
     double t = least_compute(pl);
-    for (size_t i = 0; i < pl.comm.size(); ++i)
-      if (pl.comm[i].hide == Hide::None && pl.comm[i].axis != Axis::D)
+    for (size_t i = 0; i < pl.comm.size(); ++i) {
+      const Hide h = pl.comm[i].hide;
+      if ((h == Hide::None || (!otp && (h == Hide::TpForward || h == Hide::TpBackward))) && pl.comm[i].axis != Axis::D)
         t += per_iteration(pl, pl.comm[i]) * times.times[k][i];
+    }
     least = std::max(least, t);
   }
   return least;
@@ -337,8 +340,8 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
       for (size_t i = 0; i < order_ids.size(); ++i) {
         const uint8_t oi = order_ids[i];
         staged_term_times(s.plan, s.links[i], *s.pairs[i], s.times);
-        if (opt.prune && hopeless(least_time(s.plan, s.times), s)) continue;
         const bool tp = sp && tp_ok[i];
+        if (opt.prune && hopeless(least_time(s.plan, s.times, tp), s)) continue;
         const std::vector<uint8_t>& flags = tp ? flags_tp : flag_choices;
         const std::vector<std::vector<uint8_t>>& fit = tp ? fitting_tp : fitting;
         // The flags' combine() once for every optimizer state (most of the cost).
