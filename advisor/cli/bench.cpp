@@ -144,7 +144,7 @@ void run(const BenchOptions& o) {
                "\"evaluated\" counts configurations after the divisibility filter, each distinct placement once;\n"
                "memory-infeasible ones are pruned before pricing. \"+ how sure\" (the ±20% ranks) runs on one thread.\n\n"
             << sweeps.str()
-            << "\nEach count's search, how sure and ±20% range, as advisor scaling runs them (the largest count's "
+            << "\nEach count's search, how sure and range, as advisor scaling runs them (the largest count's "
                "default batch).\n";
 }
 
