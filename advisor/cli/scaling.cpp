@@ -147,7 +147,11 @@ void run(const ScalingOptions& o) {
       }
       plot.push_back(q);
     }
-    write_file_atomic(o.plot, scaling_svg(plot, title, "band: tokens/s over the " + range_note(counts)));
+    const bool stated = counts[base].range_stated;
+    write_file_atomic(o.plot, scaling_svg(plot, title,
+                                          std::string("band: tokens/s over each point's range, from ") +
+                                              (stated ? "the profile's stated errors" : "assumed errors") +
+                                              " (MODEL.md §8)"));
   }
 
   if (o.json) {

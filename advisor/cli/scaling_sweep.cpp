@@ -85,6 +85,7 @@ SweepCount run_count(const SweepSpec& spec, const JobOptions& jo) {
   const PredictedRange range = predicted_range(l.job, l.machine, c.config);
   p.time_low_s = range.low, p.time_high_s = range.high;
   c.range_basis = range_basis(l.machine);
+  c.range_stated = range.stated;
   return c;
 }
 

@@ -35,6 +35,7 @@ struct SweepCount {
   nlohmann::json recommend;  // what recommend --top 1 --json prints at this count
   std::string why;           // when nothing fits or divides
   std::string range_basis;   // what the range is made of (range_basis)
+  bool range_stated = false; // the profile states its errors
   Config config;
   Estimate estimate;
 };
