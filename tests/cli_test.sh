@@ -231,6 +231,7 @@ for k, (a, b) in want.items():
     assert abs(got[k][0] - a) <= 0.15 * a and abs(got[k][1] - b) <= 0.05 * b, (k, got[k])
 assert prof["raw"]["format"] == "fourfold-measurement/1" and prof["raw"]["backend"] == "nccl-tests"
 assert prof["intra_node"]["kind"] == "measured" and prof["compute"]["kind"] == "nominal"
+assert "uncertainty" not in prof  # the base's stated errors do not describe what was measured
 print("fits ok")
 PY
 # A calibrated profile is itself a measurement to refit from.

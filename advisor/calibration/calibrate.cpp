@@ -703,6 +703,9 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
     b = &base_profile;
     p = base;
     p.erase("raw");  // the base's own measurement no longer describes this profile
+    // Nor do the errors the base's figures were checked to: a measured
+    // profile states none until it is held against runs (MODEL.md §8, "Ranges").
+    p.erase("uncertainty");
     p["description"] = describe(m) + "; unmeasured sections from " + base.value("name", std::string("the base")) +
                        ": " + base.value("description", std::string(""));
   } else {
