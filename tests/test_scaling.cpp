@@ -228,8 +228,18 @@ TEST_CASE("scaling picture: points, band, MFU and shares at hand-worked coordina
   CHECK(shares[0][2] == doctest::Approx(120).epsilon(1e-4));
   CHECK(shares[1][1] == doctest::Approx(650 - 160).epsilon(1e-4));
   CHECK(shares[1][2] == doctest::Approx(40).epsilon(1e-4));
-  // Each point's grid named above its band.
-  for (int k = 0; k < 3; ++k) CHECK(svg.find(">grid" + std::to_string(k) + "</text>") != std::string::npos);
+  // Each point's grid named above its band, 8 px over the band's top; a
+  // model, where a point has its own, 12 px above that.
+  for (int k = 0; k < 3; ++k) {
+    const auto at = numbers(svg, "<text x=\"([0-9.]+)\" y=\"([0-9.]+)\"[^>]*>grid" + std::to_string(k) + "</text>");
+    REQUIRE(at.size() == 1);
+    CHECK(at[0][0] == doctest::Approx(x(k)).epsilon(1e-3));
+    CHECK(at[0][1] == doctest::Approx(y(1.2 * tps[k]) - 8).epsilon(1e-3));
+  }
+  pts[2].model = "gpt-x";
+  const auto model = numbers(scaling_svg(pts, "t", "band"), "<text x=\"([0-9.]+)\" y=\"([0-9.]+)\"[^>]*>gpt-x</text>");
+  REQUIRE(model.size() == 1);
+  CHECK(model[0][1] == doctest::Approx(y(1.2 * tps[2]) - 20).epsilon(1e-3));
 
   // Without an answer at 128 GPUs: two runs, each its own line and band, and the gap marked.
   pts[1].found = false;

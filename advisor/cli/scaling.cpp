@@ -142,6 +142,7 @@ void run(const ScalingOptions& o) {
         q.tokens_per_s_high = tokens / c.point.time_low_s;
         q.mfu = c.point.mfu;
         q.label = c.config.grid.label();
+        if (sweep == Sweep::WeakModels) q.model = c.job.model.name;
         q.parts = breakdown_parts(c.estimate.compute_s, c.estimate.exposed_comm_s, c.estimate.bubble_s,
                                   c.estimate.host_s);
       }

@@ -127,8 +127,9 @@ std::string scaling_svg(const std::vector<ScalingPlotPoint>& points, const std::
                   kMfuColour + "\"><title>MFU " + percent(p.mfu) + "</title></rect>\n",
               x + 3);
     // A white halo keeps the name legible where the MFU line crosses it.
-    c.text(x, y_of(p.tokens_per_s_high) - 8, p.label, Anchor::Middle, 10,
-           "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\"");
+    const std::string halo = "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\"";
+    c.text(x, y_of(p.tokens_per_s_high) - 8, p.label, Anchor::Middle, 10, halo);
+    if (!p.model.empty()) c.text(x, y_of(p.tokens_per_s_high) - 20, p.model, Anchor::Middle, 10, halo);
   }
 
   // Each count's time per iteration as shares of its terms.

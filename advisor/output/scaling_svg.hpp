@@ -27,6 +27,7 @@ struct ScalingPlotPoint {
   double tokens_per_s = 0, tokens_per_s_low = 0, tokens_per_s_high = 0;
   double mfu = 0;          // a fraction
   std::string label;       // the grid, e.g. "1,8,16,8 p2"
+  std::string model;       // where each count has its own model: named above the grid
   BreakdownParts parts{};  // seconds per iteration of each term
 };
 
