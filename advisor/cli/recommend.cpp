@@ -97,8 +97,10 @@ void run(const RecommendOptions& o) {
                                                       " GPUs: predicted time per iteration"));
   }
 
+  std::vector<PredictedRange> ranges;
+  for (const Ranked& x : r.top) ranges.push_back(predicted_range(job, m, x.config));
   if (o.json) {
-    std::cout << recommend_json(job, o.job, m, r, conf, tokens, o.show_infeasible).dump(2) << "\n";
+    std::cout << recommend_json(job, o.job, m, r, conf, ranges, tokens, o.show_infeasible).dump(2) << "\n";
     return;
   }
 
@@ -108,8 +110,6 @@ void run(const RecommendOptions& o) {
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
             << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";
-  std::vector<PredictedRange> ranges;
-  for (const Ranked& x : r.top) ranges.push_back(predicted_range(job, m, x.config));
   // The pipe and idle columns appear when some pick has stages.
   bool staged = false, offloaded = false, moved = false, split = false, interleaved = false;
   for (const Ranked& x : r.top) {

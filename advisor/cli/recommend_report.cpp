@@ -18,7 +18,8 @@ nlohmann::json range_json(const MachineProfile& m, const PredictedRange& r) {
 double train_tokens(const Job& job, double tokens) { return tokens > 0 ? tokens : 20 * parameter_count(job.model); }
 
 nlohmann::json recommend_json(const Job& job, const JobOptions& o, const MachineProfile& m, const SearchResult& r,
-                              const std::vector<Confidence>& conf, double tokens, bool show_infeasible) {
+                              const std::vector<Confidence>& conf, const std::vector<PredictedRange>& ranges,
+                              double tokens, bool show_infeasible) {
   nlohmann::json out = {{"model", job.model.name},  {"machine", m.name},
                         {"gpus", job.gpus},         {"batch_sequences", job.batch},
                         {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
@@ -49,7 +50,7 @@ nlohmann::json recommend_json(const Job& job, const JobOptions& o, const Machine
     nlohmann::json under = nlohmann::json::object();
     for (size_t k = 0; k < perturbations().size(); ++k) under[perturbations()[k].name()] = conf[i].rank_under[k];
     c["confidence"] = {{"margin", conf[i].margin}, {"stable", conf[i].stable}, {"rank_under", under}};
-    c["range"] = range_json(m, predicted_range(job, m, x.config));
+    c["range"] = range_json(m, ranges[i]);
     c["launch"] = launch_json(launch_lines(job, o.model, m, x.config, std::max(0, o.seq_len)));
     out["configs"].push_back(c);
   }

@@ -19,9 +19,10 @@ nlohmann::json range_json(const MachineProfile& m, const PredictedRange& r);
 double train_tokens(const Job& job, double tokens);
 
 // The JSON `recommend --json` prints: the job, the search, and each of r.top
-// with its confidence and launch lines; `rejected` with show_infeasible.
+// with its confidence, range and launch lines; `rejected` with show_infeasible.
 nlohmann::json recommend_json(const Job& job, const JobOptions& o, const MachineProfile& m, const SearchResult& r,
-                              const std::vector<Confidence>& conf, double tokens, bool show_infeasible);
+                              const std::vector<Confidence>& conf, const std::vector<PredictedRange>& ranges,
+                              double tokens, bool show_infeasible);
 
 // Why a search found nothing: no grid divides the job (`divisible` false,
 // an input error), or nothing fits in memory (and what would).

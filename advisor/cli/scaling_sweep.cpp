@@ -74,15 +74,15 @@ SweepCount run_count(const SweepSpec& spec, const JobOptions& jo) {
     c.why = no_answer(l.job, l.machine, r, true).message;
     return c;
   }
-  c.recommend = recommend_json(l.job, jo, l.machine, r, assess(l.job, l.machine, r), p.train_tokens, false);
   c.config = r.top[0].config;
+  const PredictedRange range = predicted_range(l.job, l.machine, c.config);
+  c.recommend = recommend_json(l.job, jo, l.machine, r, assess(l.job, l.machine, r), {range}, p.train_tokens, false);
   c.estimate = r.top[0].estimate;
   p.found = true;
   p.time_s = c.estimate.time_s;
   p.tokens_per_s = c.estimate.tokens_per_s;
   p.mfu = c.estimate.mfu;
   p.grid = c.config.grid;
-  const PredictedRange range = predicted_range(l.job, l.machine, c.config);
   p.time_low_s = range.low, p.time_high_s = range.high;
   c.range_basis = range_basis(l.machine);
   c.range_stated = range.stated;

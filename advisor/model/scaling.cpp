@@ -1,6 +1,7 @@
 #include "advisor/model/scaling.hpp"
 
 #include <cctype>
+#include <utility>
 
 namespace ff {
 
@@ -23,28 +24,29 @@ std::string grid_shape(const Grid& g) {
   return s.empty() ? "-" : s;
 }
 
-int fewest_gpu_hours_within(const std::vector<ScalingPoint>& points, double days) {
+namespace {
+
+// The index of the best point that `fits`, by (primary, secondary) ascending; -1 if none.
+template <class Fits, class Key>
+int best_within(const std::vector<ScalingPoint>& points, Fits fits, Key key) {
   int best = -1;
-  for (int i = 0; i < int(points.size()); ++i) {
-    const ScalingPoint& p = points[i];
-    if (!p.found || days_to_train(p) > days) continue;
-    if (best < 0 || gpu_hours(p) < gpu_hours(points[best]) ||
-        (gpu_hours(p) == gpu_hours(points[best]) && p.gpus < points[best].gpus))
-      best = i;
-  }
+  for (int i = 0; i < int(points.size()); ++i)
+    if (points[i].found && fits(points[i]) && (best < 0 || key(points[i]) < key(points[best]))) best = i;
   return best;
 }
 
+}  // namespace
+
+int fewest_gpu_hours_within(const std::vector<ScalingPoint>& points, double days) {
+  return best_within(
+      points, [&](const ScalingPoint& p) { return days_to_train(p) <= days; },
+      [](const ScalingPoint& p) { return std::make_pair(gpu_hours(p), double(p.gpus)); });
+}
+
 int soonest_within_gpu_hours(const std::vector<ScalingPoint>& points, double hours) {
-  int best = -1;
-  for (int i = 0; i < int(points.size()); ++i) {
-    const ScalingPoint& p = points[i];
-    if (!p.found || gpu_hours(p) > hours) continue;
-    if (best < 0 || days_to_train(p) < days_to_train(points[best]) ||
-        (days_to_train(p) == days_to_train(points[best]) && gpu_hours(p) < gpu_hours(points[best])))
-      best = i;
-  }
-  return best;
+  return best_within(
+      points, [&](const ScalingPoint& p) { return gpu_hours(p) <= hours; },
+      [](const ScalingPoint& p) { return std::make_pair(days_to_train(p), gpu_hours(p)); });
 }
 
 }  // namespace ff
