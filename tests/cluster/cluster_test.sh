@@ -5,10 +5,14 @@
 #
 # 2 nodes x 1 rank at 100mbit: MPI sees 2 nodes placed in blocks; ranks start
 # on the right node, in this directory, with the environment; mpirun's exit
-# code passes through; a cross-node all-reduce runs at the cap (within 25%,
-# one retry: these machines are noisy); measure and engine run on it; `up`
-# again is idempotent or refused; `down` leaves nothing behind and can be run
-# twice; an `up` that fails part-way cleans up after itself.
+# code passes through; a cross-node all-reduce runs near the cap, one retry:
+# at most 125% of it (the cap holds: under a 10gbit cap the same all-reduce
+# ran at ~5.8 Gbit/s) and at least 60% (on the 2-core CI machine, TCP through
+# veth and a bridge, with both ranks busy-polling the cores the kernel's stack
+# also needs, reached 72-90% of 100mbit over 16 runs; ~5% of each packet is
+# headers); measure and engine run on it; `up` again is idempotent or refused;
+# `down` leaves nothing behind and can be run twice; an `up` that fails
+# part-way cleans up after itself.
 # Exit 77 (skipped) with the reason where namespaces cannot be created.
 set -euo pipefail
 
@@ -84,7 +88,7 @@ rc=0
 "$EMU" mpirun -np 2 sh -c 'exit 3' >/dev/null 2>&1 || rc=$?
 ((rc == 3)) || fail "mpirun sh -c 'exit 3' gave $rc"
 
-step "MPI sees 2 nodes; cross-node all-reduce within 25% of the $RATE cap"
+step "MPI sees 2 nodes; cross-node all-reduce at 60-125% of the $RATE cap"
 measure_bw() {
   local out
   out=$("$EMU" mpirun "$BW" --bytes 4194304 --warmup 1 --iters 5) || fail "allreduce_bw: exit $?"
@@ -93,12 +97,12 @@ measure_bw() {
     fail "MPI_Comm_split_type(SHARED) did not see 2 nodes of 1 rank in blocks"
   sed -n 's/^min_busbw_mbit=//p' <<<"$out"
 }
-within() { awk -v bw="$1" -v cap="$CAP_MBIT" 'BEGIN { exit !(bw >= 0.75 * cap && bw <= 1.25 * cap) }'; }
+within() { awk -v bw="$1" -v cap="$CAP_MBIT" 'BEGIN { exit !(bw >= 0.60 * cap && bw <= 1.25 * cap) }'; }
 bw=$(measure_bw)
 if ! within "$bw"; then
-  echo "busbw $bw Mbit/s is not within 25% of $CAP_MBIT Mbit/s; one retry"
+  echo "busbw $bw Mbit/s is not at 60-125% of $CAP_MBIT Mbit/s; one retry"
   bw=$(measure_bw)
-  within "$bw" || fail "busbw $bw Mbit/s is not within 25% of the $CAP_MBIT Mbit/s cap (twice)"
+  within "$bw" || fail "busbw $bw Mbit/s is not at 60-125% of the $CAP_MBIT Mbit/s cap (twice)"
 fi
 echo "busbw $bw Mbit/s, cap $CAP_MBIT Mbit/s"
 
