@@ -21,6 +21,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
       layout_(param_layout(m, c.grid, comm.coord(Axis::P), stage_layers)) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
+  ts_ = c.sequence_parallel ? t_ / g.y : t_;
   hx_ = m.hidden / g.x;
   fy_ = m.ffn / g.y;
   mlp_y_ = (m.mlp == Mlp::SwiGlu ? 2 : 1) * fy_;
@@ -51,11 +52,18 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   if (c.recompute == Recompute::Full) size_acts(scratch_, true, true);
   if (c.recompute == Recompute::Selective) scratch_.probs.assign(probs_size(), T(0));
   if (g.p > 1) {
-    out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
-    grad_out_.assign(slots, Buffer<T>(size_t(t_ * hx_), T(0)));
+    out_.assign(slots, Buffer<T>(size_t(ts_ * hx_), T(0)));
+    grad_out_.assign(slots, Buffer<T>(size_t(ts_ * hx_), T(0)));
   }
-  for (auto* v : {&h_final_, &xhat_f_, &a_f_, &tmp_hx_, &dresid_, &dtmp_}) v->assign(t_ * hx_, T(0));
-  rstd_f_.assign(t_, M(0));
+  for (auto* v : {&h_final_, &xhat_f_, &a_f_, &tmp_hx_, &dresid_, &dtmp_}) v->assign(ts_ * hx_, T(0));
+  if (sp()) {
+    sp_in_.assign(t_ * hx_, T(0));
+    sp_full_.assign(t_ * hx_, T(0));
+    size_t norms = 0;
+    for (int v : norm_vectors()) norms += layout_.vectors[size_t(v)].n;
+    sp_norm_g_.assign(norms, M(0));
+  }
+  rstd_f_.assign(ts_, M(0));
   logits_.assign(t_ * vy_, T(0));
   dlogits_.assign(t_ * vy_, T(0));
   dffn_.assign(t_ * fy_, T(0));
@@ -79,11 +87,11 @@ size_t Gpt<T>::probs_size() const {
 
 template <typename T>
 void Gpt<T>::size_acts(BlockActs& a, bool full, bool probs) {
-  a.h_in.assign(t_ * hx_, T(0));
+  a.h_in.assign(ts_ * hx_, T(0));
   if (!full) return;
-  for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(t_ * hx_, T(0));
-  a.rstd1.assign(t_, M(0));
-  a.rstd2.assign(t_, M(0));
+  for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(ts_ * hx_, T(0));
+  a.rstd1.assign(ts_, M(0));
+  a.rstd2.assign(ts_, M(0));
   a.qkv.assign(t_ * qkv_y_, T(0));
   if (probs) a.probs.assign(probs_size(), T(0));
   a.att.assign(t_ * att_y_, T(0));
@@ -328,35 +336,110 @@ void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, in
 // out[t, n] = in[t, k] · W[k, n], partial sums reduced over X (normal layer)
 // or Y (transposed), then the bias. The tied head (`tied`) reads the
 // embedding's block [n, k] transposed, and reduces as a normal layer.
+//
+// Sequence parallel: a normal layer's input is all-gathered over Y first; a
+// transposed layer's output is reduce-scattered over Y into the split region
+// (`out` holds ts_ rows) and its bias added there.
 template <typename T>
 void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out, bool tied) {
   const MatrixParam& p = layout_.matrices[mi];
+  const bool transposed = p.transposed && !tied;
+  if (sp() && !transposed) in = gathered_input(in);
   const T* W = acquire(mi);
   const int k = int(tied ? p.block_cols : p.block_rows), n = int(tied ? p.block_rows : p.block_cols);
-  gemm(false, tied, int(t_), n, k, M(1), in, k, W, tied ? k : n, M(0), out, n);
-  comm_.all_reduce(p.transposed && !tied ? Axis::Y : Axis::X, out, size_t(t_) * n);
+  long rows = t_;
+  if (sp() && transposed) {
+    gemm(false, false, int(t_), n, k, M(1), in, k, W, n, M(0), sp_full_.data(), n);
+    comm_.reduce_scatter(Axis::Y, sp_full_.data(), out, size_t(ts_) * n);
+    rows = ts_;
+  } else {
+    gemm(false, tied, int(t_), n, k, M(1), in, k, W, tied ? k : n, M(0), out, n);
+    comm_.all_reduce(transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
+  }
   if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
-    elementwise(0, [&] { k_->add_bias(out, bias, t_, n); });
+    elementwise(0, [&] { k_->add_bias(out, bias, rows, n); });
+}
+
+template <typename T>
+std::vector<int> Gpt<T>::norm_vectors() const {
+  std::vector<int> ids;
+  for (const BlockParams& b : layout_.blocks)
+    for (int v : {b.ln1_g, b.ln1_b, b.ln2_g, b.ln2_b}) ids.push_back(v);
+  for (int v : {layout_.lnf_g, layout_.lnf_b}) ids.push_back(v);
+  std::erase(ids, -1);  // RMSNorm's β; the final norm off the last stage
+  return ids;
+}
+
+// Packed, one all-reduce over Y for all (Megatron sums the sequence-parallel
+// norm gradients the same way). The packing is host bookkeeping here; the
+// advisor prices the reduction alone.
+template <typename T>
+void Gpt<T>::sum_norm_gradients() {
+  const std::vector<int> ids = norm_vectors();
+  auto move = [&](bool pack) {
+    elementwise(0, [&] {
+      size_t at = 0;
+      for (int v : ids) {
+        const VectorParam& p = layout_.vectors[size_t(v)];
+        M* g = vg(v);
+        if (pack) k_->copy(g, &sp_norm_g_[at], p.n * sizeof(M));
+        else k_->copy(&sp_norm_g_[at], g, p.n * sizeof(M));
+        at += p.n;
+      }
+    });
+  };
+  move(true);
+  comm_.all_reduce(Axis::Y, sp_norm_g_.data(), sp_norm_g_.size());
+  move(false);
+}
+
+template <typename T>
+const T* Gpt<T>::gathered_input(const T* in) {
+  comm_.all_gather(Axis::Y, in, sp_in_.data(), size_t(ts_ * hx_));
+  return sp_in_.data();
 }
 
 // din = dout · Wᵀ (reduced over the input's other axis), dW = inᵀ · dout.
 // Under OAR the din all-reduce runs while dW is computed. The tied head's
 // gradient goes into the embedding's accumulator ([n, k]: dW = doutᵀ · in),
 // which is final only after the embedding's own backward has added to it.
+//
+// Sequence parallel: a transposed layer's output gradient (ts_ rows) is
+// all-gathered over Y first; a normal layer's input gradient is reduce-
+// scattered over Y into the split region (`din` holds ts_ rows), and its
+// input, kept split, gathered again for the weight gradient.
 template <typename T>
 void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias, bool tied) {
   const MatrixParam& p = layout_.matrices[mi];
+  const bool transposed = p.transposed && !tied;
   const int k = int(tied ? p.block_cols : p.block_rows), n = int(tied ? p.block_rows : p.block_cols);
+  if (sp() && transposed) {
+    comm_.all_gather(Axis::Y, dout, sp_full_.data(), size_t(ts_) * n);
+    dout = sp_full_.data();
+  }
   if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
     elementwise(0, [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
-  gemm(false, !tied, int(t_), k, n, M(1), dout, n, W, tied ? k : n, M(0), din, k);
-  const Axis in_axis = p.transposed && !tied ? Axis::X : Axis::Y;
+  const Axis in_axis = transposed ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
-  if (c_.overlap.oar)
-    oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
-  else
-    comm_.all_reduce(in_axis, din, size_t(t_) * k);
+  if (sp() && !transposed) {
+    // The re-gather goes first, under the input-gradient GEMM (Megatron's
+    // order; MODEL.md §13).
+    const Comm::Ticket regather = comm_.iall_gather(Axis::Y, in, sp_in_.data(), size_t(ts_ * hx_));
+    gemm(false, !tied, int(t_), k, n, M(1), dout, n, W, tied ? k : n, M(0), sp_full_.data(), k);
+    if (c_.overlap.oar)
+      oar = comm_.ireduce_scatter(Axis::Y, sp_full_.data(), din, size_t(ts_) * k);
+    else
+      comm_.reduce_scatter(Axis::Y, sp_full_.data(), din, size_t(ts_) * k);
+    comm_.wait(regather);
+    in = sp_in_.data();
+  } else {
+    gemm(false, !tied, int(t_), k, n, M(1), dout, n, W, tied ? k : n, M(0), din, k);
+    if (c_.overlap.oar)
+      oar = comm_.iall_reduce(in_axis, din, size_t(t_) * k);
+    else
+      comm_.all_reduce(in_axis, din, size_t(t_) * k);
+  }
   // The weight gradient: [k, n] = inᵀ · dout, or the tied head's [n, k] = doutᵀ · in.
   auto weight_grad = [&](M beta, auto* C) {
     if (tied) gemm(true, false, n, k, int(t_), M(1), dout, n, in, k, beta, C, k);
@@ -377,17 +460,26 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbia
   post_ready_buckets();
 }
 
+// Sequence parallel: the lookup is reduce-scattered over Y, and this rank's
+// ts_ tokens, from token y·ts_ of the micro-batch on, take their positions.
 template <typename T>
 void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
-  const double bytes = double(t_) * hx_ * sizeof(T);
-  elementwise(2 * bytes, [&] { k_->embedding_lookup(tokens, E, p.block_cols, h0, t_, S, hx_, vy_, v0); });
-  comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
+  T* lookup = sp() ? sp_full_.data() : h0;
+  elementwise(2.0 * t_ * hx_ * sizeof(T), [&] { k_->embedding_lookup(tokens, E, p.block_cols, lookup, t_, S, hx_, vy_, v0); });
+  if (sp()) comm_.reduce_scatter(Axis::Y, lookup, h0, size_t(ts_) * hx_);
+  else comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
   if (layout_.positions < 0) return;  // rotary positions: applied to Q and K in each block
   const T* pos = vw(layout_.positions);
-  elementwise(bytes, [&] { k_->add_positions(h0, pos, t_, S, hx_); });
+  // add_positions counts positions from 0: the tokens up to the next
+  // sequence's start, then whole sequences from there.
+  const long first = sp() ? (comm_.coord(Axis::Y) * ts_) % S : 0, head = std::min(ts_, (S - first) % S);
+  elementwise(double(ts_) * hx_ * sizeof(T), [&] {
+    if (head > 0) k_->add_positions(h0, pos + first * hx_, head, S, hx_);
+    if (ts_ > head) k_->add_positions(h0 + head * hx_, pos, ts_ - head, S, hx_);
+  });
 }
 
 template <typename T>
@@ -405,6 +497,10 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
     else dE = slot->full.data();
   }
   M* gpos = vg_or_null(layout_.positions);
+  if (sp()) {  // every token's gradient, for this Y rank's vocabulary rows
+    comm_.all_gather(Axis::Y, dh0, sp_full_.data(), size_t(ts_) * hx_);
+    dh0 = sp_full_.data();
+  }
   elementwise((gpos ? 3.0 : 2.0) * t_ * hx_ * sizeof(T), [&] {
     if (slot) k_->zero(dE, p.block_n() * sizeof(M));
     k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
@@ -426,38 +522,38 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
 template <typename T>
 void Gpt<T>::norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd) {
   const long H = m_.hidden;
-  const double values = double(t_) * hx_ * sizeof(T);
+  const double values = double(ts_) * hx_ * sizeof(T);
   if (m_.norm == Norm::RmsNorm) {
-    elementwise(values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), t_, hx_); });
-    comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(t_));
-    elementwise(values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, t_, hx_, H); });
+    elementwise(values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), ts_, hx_); });
+    comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(ts_));
+    elementwise(values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, ts_, hx_, H); });
     return;
   }
-  elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), t_, hx_); });
-  comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(t_));
-  elementwise(0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), t_, hx_, H); });
-  comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(t_));
+  elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), ts_, hx_); });
+  comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(ts_));
+  elementwise(0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), ts_, hx_, H); });
+  comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(ts_));
   elementwise(values, [&] {
-    k_->layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, t_, hx_, H);
+    k_->layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, ts_, hx_, H);
   });
 }
 
 template <typename T>
 void Gpt<T>::norm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta) {
   const long H = m_.hidden;
-  const double values = double(t_) * hx_ * sizeof(T);
+  const double values = double(ts_) * hx_ * sizeof(T);
   if (m_.norm == Norm::RmsNorm) {
-    elementwise(values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
-    comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(t_));
+    elementwise(values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
+    comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(ts_));
     elementwise(2 * values, [&] {
-      k_->rmsnorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, t_, hx_, H);
+      k_->rmsnorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, ts_, hx_, H);
     });
     return;
   }
-  elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), t_, hx_); });
-  comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * t_));
+  elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
+  comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * ts_));
   elementwise(2 * values, [&] {
-    k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, t_, hx_, H);
+    k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, ts_, hx_, H);
   });
 }
 
@@ -523,7 +619,7 @@ void Gpt<T>::rope(T* qkv, bool inverse) {
 template <typename T>
 void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   const BlockParams& b = layout_.blocks[l];
-  const long n_hx = t_ * hx_;
+  const long n_hx = ts_ * hx_;
   const double residual = 3.0 * n_hx * sizeof(T);
   norm_forward(a.h_in.data(), vw(b.ln1_g), vw_or_null(b.ln1_b), a.a1.data(), a.xhat1.data(), a.rstd1.data());
   linear_forward(b.qkv, a.a1.data(), vw_or_null(b.qkv_b), a.qkv.data());
@@ -545,7 +641,7 @@ void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
 template <typename T>
 void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   const BlockParams& b = layout_.blocks[l];
-  const long n_hx = t_ * hx_;
+  const long n_hx = ts_ * hx_;
   const double residual = 3.0 * n_hx * sizeof(T);
   auto add_residual = [&] {
     elementwise(residual, [&] { k_->add(dh, dtmp_.data(), dh, size_t(n_hx)); });
@@ -611,7 +707,7 @@ void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
   if (layout_.first) {
     embedding_forward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), h0);
   } else {  // a GPU would receive in place; the copy is the host's bookkeeping
-    elementwise(0, [&] { k_->copy(received, h0, size_t(t_ * hx_) * sizeof(T)); });
+    elementwise(0, [&] { k_->copy(received, h0, size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received` again
   }
   T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
@@ -649,7 +745,7 @@ template <typename T>
 void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step) {
   if (!layout_.last) begin_backward(last_of_step);  // the last stage's began in head()
   if (!layout_.last) {
-    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(t_ * hx_) * sizeof(T)); });
+    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received_grad` again
   }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];

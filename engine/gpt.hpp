@@ -86,7 +86,7 @@ class Gpt {
   void backward(int slot, const T* received_grad, const int* tokens, bool last_of_step);
   const T* output(int slot) const { return out_[size_t(slot)].data(); }
   const T* input_grad(int slot) const { return grad_out_[size_t(slot)].data(); }
-  size_t message_elements() const { return size_t(t_ * hx_); }
+  size_t message_elements() const { return size_t(ts_ * hx_); }
   // Before a step's pipeline operations: the order in which they will run
   // (true: forward; with the head and backward on the last stage), so
   // that weights gathered over Z follow one schedule (static order only).
@@ -185,6 +185,13 @@ class Gpt {
   void block_forward(int l, BlockActs& a, T* h_out);  // l: the stage's local block
   void block_backward(int l, BlockActs& a, T* dh);
   // The layers with reductions: their kernels and collectives (layers.hpp).
+  // Sequence parallelism (MODEL.md §13): a normal layer's input all-gathered
+  // over Y out of the split region into sp_in_ (returned; `in` itself
+  // otherwise); the norms' weight gradients summed over Y once a step.
+  bool sp() const { return c_.sequence_parallel; }
+  const T* gathered_input(const T* in);
+  std::vector<int> norm_vectors() const;  // ids of the norms' weights (γ, β) this rank holds
+  void sum_norm_gradients();
   void norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd);
   void norm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta);
   void rope(T* qkv, bool inverse);
@@ -205,10 +212,11 @@ class Gpt {
   Config c_;
   BucketSizes sizes_;
   ParamLayout layout_;
-  // Per rank: tokens, hidden columns, FFN columns (and the MLP's input layer's:
+  // Per rank: tokens (of them ts_ in the norm and residual regions: t_/G_y
+  // under sequence parallelism, else t_), hidden columns, FFN columns (and the MLP's input layer's:
   // 2·fy for SwiGLU's gate and up), vocabulary rows, query and KV heads, the
   // attention output's and QKV's columns.
-  long t_, hx_, fy_, mlp_y_, vy_, heads_y_, kv_y_, head_dim_, att_y_, qkv_y_;
+  long t_, ts_, hx_, fy_, mlp_y_, vy_, heads_y_, kv_y_, head_dim_, att_y_, qkv_y_;
   // The weights in T (what the GEMMs and kernels read) and, where T is not
   // M, their masters: for the parts this rank updates, stored as compactly as
   // the moments (the rounded initial weights at the first step).
@@ -245,6 +253,11 @@ class Gpt {
   Buffer<M> emb_grad_;  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
   Buffer<M> tied_received_;  // the other end's tied-embedding gradient (stages)
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
+  // Sequence parallel, [t_, hx_] each: a normal layer's gathered input; a
+  // transposed layer's output before its reduce-scatter, or its output's
+  // gathered gradient; the embedding's lookup and gathered gradient.
+  Buffer<T> sp_in_, sp_full_;
+  Buffer<M> sp_norm_g_;  // the norms' gradients, packed for their one all-reduce over Y
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)
   std::vector<Bucket> buckets_;

@@ -174,6 +174,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
          weight_copy(&shard_w_[b.own_lo]), b.own_hi - b.own_lo);
   };
 
+  if (sp()) sum_norm_gradients();
   comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
   if (sharded()) {
     M* dst = &rep_g_[rep_lo_];

@@ -56,6 +56,7 @@ TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gat
       {"fc1", "bwd input re-gather (sequence parallel)", Coll::AllGather, 2, Hide::SpGather},
       {"fc2", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 2, Hide::TpBackward},
       {"embedding", "fwd lookup reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
+      {"embedding", "bwd output-grad all-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
       {"lm_head", "fwd input all-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
       {"lm_head", "bwd input-grad reduce-scatter (sequence parallel)", Coll::ReduceScatter, 1, Hide::None},
       {"lm_head", "bwd input re-gather (sequence parallel)", Coll::AllGather, 1, Hide::None},
@@ -70,20 +71,30 @@ TEST_CASE("sequence parallel: Y's all-reduces become reduce-scatters and all-gat
     CHECK(c->count == w.count);
     CHECK(c->hide == w.hide);
   }
-  // No all-reduce over Y is left.
+  // Once a step, the norms' weight gradients (each Y rank's saw its tokens
+  // only): γ and β of two norms a block and the final one, 64 each, in fp32.
+  const CommTerm* norms = fftest::comm_term(plan, "replicated", "norm grad all-reduce (sequence parallel)");
+  REQUIRE(norms);
+  CHECK((norms->axis == Axis::Y && norms->coll == Coll::AllReduce && norms->per_step));
+  CHECK(norms->elements == (2 * 2 + 1) * 2 * 64);
+  // No other all-reduce over Y is left.
   for (const auto& c : plan.comm) {
     INFO(c.layer, " / ", c.what);
-    CHECK_FALSE((c.axis == Axis::Y && c.coll == Coll::AllReduce && std::strcmp(c.layer, "cross_entropy") != 0));
+    CHECK_FALSE((c.axis == Axis::Y && c.coll == Coll::AllReduce && std::strcmp(c.layer, "cross_entropy") != 0 &&
+                 &c != norms));
   }
   // Bytes over Y per step, 2 micro-steps of bf16: forward 4 per block, backward
-  // 6 per block, the embedding 1, the head 3; without, 2 + 2 per block, the
+  // 6 per block, the embedding 2, the head 3; without, 2 + 2 per block, the
   // embedding's and the head's one each. Apart from both: the loss's
-  // statistics, (max, then sum-exp and target) × t in fp32.
+  // statistics, (max, then sum-exp and target) × t in fp32; with, the norms'.
   CHECK(bytes_per_step(plan)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 ==
-        2.0 * (2 * 4 + 2 * 6 + 1 + 3) * 1024 * 2);
+        2.0 * (2 * 4 + 2 * 6 + 2 + 3) * 1024 * 2 + (2 * 2 + 1) * 2 * 64 * 4);
   Plan without;
   make_plan(toy_job(), fftest::toy_machine(8), kGrid, 1, Recompute::None, without);
   CHECK(bytes_per_step(without)[int(Axis::Y)] - 2 * (1 + 2) * 16 * 4 == 2.0 * (2 * 2 + 2 * 2 + 1 + 1) * 1024 * 2);
+  // A stage sends its split output, as Megatron's [S/TP, b, H] messages.
+  CHECK(plan.message_elements == 16 * 64 / 4);
+  CHECK(without.message_elements == 16 * 64);
   // The norms and residuals move a quarter of the tokens: 2·(t/4)·H·b.
   const ComputeTerm* ln = fftest::compute_term(plan, "layernorm", "fwd");
   REQUIRE(ln);

@@ -71,10 +71,8 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
   so.offload_on = state_when_asked ? f.offload : !f.no_offload;
   so.shard_off = !f.shard_optimizer;
   so.shard_on = state_when_asked ? f.shard_optimizer : !f.no_shard_optimizer;
-  if (state_when_asked && f.sequence_parallel)
-    input_error("--sequence-parallel: the engine does not split the sequence over Y yet, so there is nothing to run");
   so.sequence_parallel_off = !f.sequence_parallel;
-  so.sequence_parallel_on = !state_when_asked && !f.no_sequence_parallel;
+  so.sequence_parallel_on = state_when_asked ? f.sequence_parallel : !f.no_sequence_parallel;
   return so;
 }
 

@@ -51,8 +51,6 @@ Config config_of(const EngineArgs& a) {
     input_error("--dtype " + a.dtype + ": the " + a.device + " device computes in fp32, bf16 or fp64" +
                 (a.dtype == "fp16" ? " (fp16, with its loss scaling, is to come)" : ""));
   if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
-  if (a.sequence_parallel)
-    input_error("--sequence-parallel: the engine does not split the sequence over Y yet (the advisor prices it)");
   if (c.overlap.otp)
     input_error("--overlap otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
                 "userbuffers; the advisor prices it)");

@@ -118,6 +118,14 @@ std::string virtual_stages_problem(const Job& job, const Grid& g, int mb, int v)
   return "";
 }
 
+std::string sequence_parallel_problem(const ModelSpec& m, const Grid& g, int mb) {
+  if (g.y == 1) return "sequence parallelism splits the sequence over Y: grid " + g.label() + " has G_y = 1";
+  if ((1LL * mb * m.seq_len) % g.y)
+    return "sequence parallelism: micro-batch " + std::to_string(mb) + " × " + std::to_string(m.seq_len) +
+           " tokens do not divide over G_y = " + std::to_string(g.y);
+  return "";
+}
+
 std::string stage_layers_problem(const ModelSpec& m, int P, const std::vector<int>& pinned) {
   if (pinned.empty()) return "";
   auto s = [](long long v) { return std::to_string(v); };

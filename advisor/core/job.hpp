@@ -58,6 +58,10 @@ inline bool recomputes_attention_core(Recompute r, const ModelSpec& m) {
 // micro-batch `mb`, or "": Megatron's rules, L divisible by P·v and the
 // micro-batches of a pipeline by P, and no pinned partition.
 std::string virtual_stages_problem(const Job& job, const Grid& g, int mb, int v);
+// Why sequence parallelism (MODEL.md §13) cannot split m's micro-batch of
+// `mb` sequences over g's Y axis, or "": it needs G_y > 1 and the tokens of
+// a micro-batch divisible by G_y.
+std::string sequence_parallel_problem(const ModelSpec& m, const Grid& g, int mb);
 // Why `pinned` cannot split m's blocks over `stages` stages, or "".
 std::string stage_layers_problem(const ModelSpec& m, int stages, const std::vector<int>& pinned);
 

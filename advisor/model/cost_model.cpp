@@ -53,7 +53,9 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   plan.overlap_efficiency = p.overlap_efficiency;
   plan.compute_slowdown = p.compute_slowdown;
   plan.nonblocking_slowdown = p.nonblocking_slowdown;
-  plan.message_elements = t * hx;
+  // A stage sends its last block's output: split over Y under sequence
+  // parallelism (Megatron's p2p tensors are [S/TP, b, H] then).
+  plan.message_elements = ty * hx;
   {
     // All G ranks: inside one node, or every node's ranks across them.
     const long long G = g.total();
@@ -231,8 +233,13 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   if (st.first) {
     LocalWeight emb = local_weight(LinearLayer{"embedding", H, Vp, false}, g);
     comm("embedding", "fwd weight all-gather", Axis::Z, Coll::AllGather, emb.gathered, b, 1);
-    if (sp) comm("embedding", "fwd lookup reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * hx, b, 1);
-    else comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
+    if (sp) {
+      comm("embedding", "fwd lookup reduce-scatter (sequence parallel)", Axis::Y, Coll::ReduceScatter, t * hx, b, 1);
+      // The output's gradient, out of the split region: every token's, for this Y rank's vocabulary rows.
+      comm("embedding", "bwd output-grad all-gather (sequence parallel)", Axis::Y, Coll::AllGather, t * hx, b, 1);
+    } else {
+      comm("embedding", "fwd lookup all-reduce", Axis::Y, Coll::AllReduce, t * hx, b, 1);
+    }
     if (!one_tied_copy) {
       comm("embedding", "bwd weight-grad reduce-scatter", Axis::Z, Coll::ReduceScatter, emb.gathered, b, 1);
       comm("embedding", "weight-grad all-reduce", Axis::D, Coll::AllReduce, emb.shard, grad_bytes, 1, true);
@@ -288,6 +295,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // Once per iteration: replicated parameters' gradients over Z, then D; the
   // optimizer on every local parameter.
   LocalParams lp = local_params(m, g, st);
+  // Sequence parallel: each Y rank's norm weights saw only its tokens, so
+  // their gradients are summed over Y once a step (Megatron's all-reduce of
+  // the sequence-parallel LayerNorm gradients).
+  if (sp)
+    comm("replicated", "norm grad all-reduce (sequence parallel)", Axis::Y, Coll::AllReduce,
+         (2 * L + (st.last ? 1 : 0)) * (rms ? 1 : 2) * hx, grad_bytes, 1, true);
   comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::Z, Coll::AllReduce, lp.replicated,
        grad_bytes, 1, true);
   comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::D, Coll::AllReduce, lp.replicated,

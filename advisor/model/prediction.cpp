@@ -22,12 +22,8 @@ Estimate estimate_into(const Job& job, const MachineProfile& p, const Config& c,
   if (std::string why = split_problem(job, c.grid, c.micro_batch); !why.empty())
     input_error("grid " + c.grid.label() + " with micro-batch " + std::to_string(c.micro_batch) + " cannot split " +
                 job.model.name + ": " + why);
-  if (c.sequence_parallel) {
-    if (c.grid.y == 1) input_error("sequence parallelism splits the sequence over Y: grid " + c.grid.label() + " has G_y = 1");
-    if ((1LL * c.micro_batch * job.model.seq_len) % c.grid.y)
-      input_error("sequence parallelism: micro-batch " + std::to_string(c.micro_batch) + " × " +
-                  std::to_string(job.model.seq_len) + " tokens do not divide over G_y = " + std::to_string(c.grid.y));
-  }
+  if (c.sequence_parallel)
+    if (std::string why = sequence_parallel_problem(job.model, c.grid, c.micro_batch); !why.empty()) input_error(why);
   if (std::string why = virtual_stages_problem(job, c.grid, c.micro_batch, c.virtual_stages); !why.empty())
     input_error(why);
   if (c.overlap.otp && !c.sequence_parallel)

@@ -264,7 +264,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   auto sp_choices = [&](int mb) {
     std::vector<bool> sps;
     for (bool sp : ch.sequence_parallel)
-      if (!sp || (g.y > 1 && (1LL * mb * job.model.seq_len) % g.y == 0)) sps.push_back(sp);
+      if (!sp || sequence_parallel_problem(job.model, g, mb).empty()) sps.push_back(sp);
     if (sps.empty()) sps.push_back(false);  // only SP asked, and Y cannot split: as without
     return sps;
   };

@@ -49,9 +49,9 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   std::string engine = "engine " + join_args(engine_argv(args));
   if (std::string why = engine_model_problem(job.model); !why.empty())
     device_note = "the engine cannot run this model (" + why + ")";
-  else if (c.sequence_parallel)
-    device_note = std::string("the engine does not run sequence parallelism yet: a line to run once it can") +
-                  (c.overlap.otp ? " (without otp, Transformer Engine's overlap)" : "");
+  else if (c.overlap.otp)
+    device_note = "without otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
+                  "userbuffers)";
   else if (c.virtual_stages > 1)
     device_note = "the engine does not run the interleaved schedule yet: a line to run once it can";
   else if (job.grad_dtype != Dtype::FP32)

@@ -62,15 +62,22 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
               }
               if (!so.fixed_overlap && ov.oar && g.x == 1 && g.y == 1) continue;
               if (!so.fixed_overlap && (ov.ors || ov.oag) && g.z == 1) continue;
-              const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard});
-              if (!fits_in_memory(use, p)) {
-                ++skipped["does not fit in memory"];
-                continue;
-              }
-              for (const Order& ord : orders) {
-                cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
-                cs.back().offload = off;
-                cs.back().shard_optimizer = shard;
+              // Sequence parallelism where asked and Y can split the tokens
+              // (where it cannot, as without: the search's rule).
+              const bool sp_runs = so.sequence_parallel_on && sequence_parallel_problem(job.model, g, mb).empty();
+              for (bool sp : {false, true}) {
+                if (sp ? !sp_runs : !(so.sequence_parallel_off || !sp_runs)) continue;
+                const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard}, sp);
+                if (!fits_in_memory(use, p)) {
+                  ++skipped["does not fit in memory"];
+                  continue;
+                }
+                for (const Order& ord : orders) {
+                  cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+                  cs.back().offload = off;
+                  cs.back().shard_optimizer = shard;
+                  cs.back().sequence_parallel = sp;
+                }
               }
             }
           }

@@ -121,6 +121,21 @@ for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
     assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
     assert got["bytes_per_step"]["pipe"] > 0 and got["busy_s"] > 0 and got["idle_s"] >= 0, got
 ' "$tmp/run4.json" "$tmp/predict4.json"
+# Sequence parallelism (MODEL.md §13) over two stages with X split too: per
+# stage, the reduce-scatters and all-gathers over Y, the norms' gradient sum
+# and the split stage messages equal what the advisor prices.
+cfg_sp=(--grid 2,2,1,1 --pipeline 2 --micro-batch 1 --batch 8 --overlap all --sequence-parallel)
+expect 0 'final loss' -- $run 8 "$engine" --model "$model4" "${cfg_sp[@]}" --steps 2 --record "$tmp/run_sp.json"
+"$advisor" predict --model "$model4" --gpus 8 "${cfg_sp[@]}" --dtype fp32 --json >"$tmp/predict_sp.json"
+check "sequence parallel, two stages: per stage, bytes equal advisor predict" '
+import json, sys
+r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert r["config"]["sequence_parallel"] and len(r["stages"]) == 2, r["config"]
+for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
+    assert got["bytes_per_step"] == want["bytes_per_step"], (got, want)
+' "$tmp/run_sp.json" "$tmp/predict_sp.json"
+expect 2 'has G_y = 1' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --sequence-parallel --steps 1
+
 # --trace-comm on the same run: every operation of every rank, stage messages
 # and the overlap flags' non-blocking collectives included, complete, and
 # adding up to the bytes each stage records. Order xyzpd on 2,1,1,2 with 2

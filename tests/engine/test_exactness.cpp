@@ -89,6 +89,13 @@ PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const double dh = m.head_size(), Aq = m.heads * dh, Akv = m.kv_head_count() * dh;
   const bool swiglu = m.mlp == Mlp::SwiGlu, rms = m.norm == Norm::RmsNorm;
   const double t = double(o.config.micro_batch) * S, r = o.config.recompute == Recompute::Full ? 1 : 0;
+  // Sequence parallel (MODEL.md §13): the norms see t/G_y tokens; each Y
+  // all-reduce into the split region becomes a reduce-scatter, and each way
+  // out of it an all-gather (a normal layer's input forward and again for
+  // its weight gradient, a transposed layer's and the embedding's output
+  // gradient), every one counted at the full t·H/G_x.
+  const bool sp = o.config.sequence_parallel;
+  const double ts = sp ? t / g.y : t;
   const double micro = double(o.batch) / (double(o.config.micro_batch) * g.z * g.d);
   PerAxis<double> per_micro{}, per_step{};
   const int X = int(Axis::X), Y = int(Axis::Y), Z = int(Axis::Z), D = int(Axis::D);
@@ -99,22 +106,24 @@ PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
     if (!l.transposed) {
       per_micro[X] += L * (1 + r) * t * l.n / g.y;  // output partial sums
       per_micro[Y] += L * t * l.k / g.x;            // input-gradient partial sums
+      if (sp) per_micro[Y] += L * ((1 + r) + 1) * t * l.k / g.x;  // input gathered forward, and for the weight gradient
     } else {
       per_micro[Y] += L * (1 + r) * t * l.n / g.x;
+      if (sp) per_micro[Y] += L * t * l.n / g.x;  // output gradient gathered
       per_micro[X] += L * t * l.k / g.y;
     }
     per_step[D] += L * cell / g.z;
   }
   // Two norms per block and the final one. LayerNorm: sum, then centred
   // squares forward (t each); backward 2t. RMSNorm: t each way.
-  const double norm_fwd = rms ? t : 2 * t, norm_bwd = rms ? t : 2 * t;
+  const double norm_fwd = rms ? ts : 2 * ts, norm_bwd = rms ? ts : 2 * ts;
   per_micro[X] += L * 2 * ((1 + r) * norm_fwd + norm_bwd) + norm_fwd + norm_bwd;
   const double emb = Vp * H / (g.x * g.y), head = H * Vp / (g.x * g.y);
   per_micro[Z] += emb + emb;              // embedding: gather, reduce-scatter
-  per_micro[Y] += t * H / g.x;            // lookup partial rows
+  per_micro[Y] += (sp ? 2 : 1) * t * H / g.x;  // lookup partial rows (and, sp, its gradient gathered)
   per_micro[Z] += 3 * head;               // LM head (tied: the embedding's block): gather forward and backward, reduce-scatter
   per_micro[X] += t * Vp / g.y;           // logits partial sums
-  per_micro[Y] += t * H / g.x + t + 2 * t;  // head input gradient; cross-entropy max, sum-exp + target
+  per_micro[Y] += (sp ? 3 : 1) * t * H / g.x + t + 2 * t;  // head input gradient (sp: and input gathered twice); cross-entropy
   per_step[D] += (m.tied_embeddings ? emb : emb + head) / g.z;
   const double hx = H / g.x, norm_vectors = rms ? 1 : 2;  // γ, and LayerNorm's β
   double per_block = 2 * norm_vectors * hx;
@@ -124,6 +133,7 @@ PerAxis<double> expected_elements(const ModelSpec& m, const RunOptions& o) {
   const double replicated = L * per_block + norm_vectors * hx + positions;
   per_step[Z] += replicated;
   per_step[D] += replicated;
+  if (sp) per_step[Y] += (2 * L + 1) * norm_vectors * hx;  // the norms' weight gradients, summed over Y
   PerAxis<double> total{};
   for (Axis a : kAxes) {
     const int i = int(a);
@@ -177,6 +187,7 @@ struct Extra {
   bool odp = false, shard_optimizer = false, offload = false;
   double clip = 1.0;
   std::vector<int> stage_layers;  // pinned; empty: the advisor's partition
+  bool sequence_parallel = false;
 };
 
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
@@ -204,6 +215,7 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.buckets.offload_chunk = 2;
       o.opt.clip = extra.clip;
       o.stage_layers = extra.stage_layers;
+      o.config.sequence_parallel = extra.sequence_parallel;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6, 1e12};
       RunResult r = train<double>(sub, o, true);
@@ -395,6 +407,39 @@ TEST_CASE("uneven stages: 5 blocks on 2 and 4 stages, the advisor's partition an
   if (rank == 0) MESSAGE("uneven-stage runs compared: " << runs);
 }
 
+TEST_CASE("sequence parallelism: every shape with G_y > 1, with stages, odp and a sharded optimizer, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  for (const ModelSpec& m : exact_models()) {
+    const RunResult ref = reference(m);
+    for (int n : {2, 4, 8}) {
+      // Without stages, each shape in two settings (placement, micro-batch,
+      // recompute, overlap flag rotating); bytes against MODEL.md's tables.
+      std::vector<std::pair<Grid, int>> flat, staged, data;
+      for (const Grid& g : factorizations(n))
+        if (g.y > 1) {
+          flat.push_back({g, int(flat.size() % 5)});
+          flat.push_back({g, int((flat.size() + 1) % 5)});
+          if (g.d > 1) data.push_back({g, int(data.size() % 5)});
+        }
+      if (n > 2)
+        for (Grid g : factorizations(n / 2))
+          if (g.y > 1) g.p = 2, staged.push_back({g, int(staged.size() % 5)});
+      Extra e;
+      e.sequence_parallel = true;
+      std::vector<Outcome> out = run_all(flat, n, m, ref, e);
+      if (rank == 0) runs += check_exact(flat, out, m, " " + m.name + " sequence parallel", true);
+      out = run_all(staged, n, m, ref, e);
+      if (rank == 0) runs += check_exact(staged, out, m, " " + m.name + " sequence parallel, 2 stages", false);
+      e.odp = e.shard_optimizer = true;
+      out = run_all(data, n, m, ref, e);
+      if (rank == 0) runs += check_exact(data, out, m, " " + m.name + " sequence parallel, odp, sharded", false);
+    }
+  }
+  if (rank == 0) MESSAGE("sequence-parallel runs compared: " << runs);
+}
+
 TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -438,12 +483,15 @@ TEST_CASE("parameters move: the comparison above is not between untrained models
 
 // fp32: the loss of every step of each grid (all 8 ranks, every overlap
 // flag) against one rank, within `tolerance` relative.
-static void check_fp32_losses(const ModelSpec& m, const std::vector<Grid>& grids, double tolerance) {
+static void check_fp32_losses(const ModelSpec& m, const std::vector<Grid>& grids, double tolerance,
+                              bool sequence_parallel = false) {
   RunResult ref = train<float>(MPI_COMM_SELF, options(Grid{}, kVariants[0], m), false);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   for (const Grid& g : grids) {
-    RunResult r = train<float>(MPI_COMM_WORLD, options(g, kVariants[4], m), false);
+    RunOptions o = options(g, kVariants[4], m);
+    o.config.sequence_parallel = sequence_parallel;
+    RunResult r = train<float>(MPI_COMM_WORLD, o, false);
     if (rank != 0) continue;
     for (size_t s = 0; s < ref.steps.size(); ++s) {
       INFO(m.name << " grid " << g.label() << " step " << s);
@@ -464,4 +512,11 @@ TEST_CASE("fp32, pipelined: the loss of every 8-rank shape with P in {2, 4} agre
 
 TEST_CASE("fp32: the loss of every 8-rank shape agrees with one rank to 1e-5 relative") {
   for (const ModelSpec& m : exact_models(2, false)) check_fp32_losses(m, factorizations(8), 1e-5);
+}
+
+TEST_CASE("fp32, sequence parallel: the loss of every 8-rank shape with G_y > 1 agrees with one rank to 1e-5 relative") {
+  std::vector<Grid> grids;
+  for (const Grid& g : factorizations(8))
+    if (g.y > 1) grids.push_back(g);
+  for (const ModelSpec& m : exact_models(2, false)) check_fp32_losses(m, grids, 1e-5, true);
 }

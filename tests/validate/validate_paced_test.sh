@@ -198,6 +198,22 @@ for run in r["runs"]:
     assert "--pipeline 2" in run["repeats"][0]["command"], run["repeats"][0]["command"]
     assert run["predicted"]["time_s"] > 0 and run["measured"]["time_s"] > 0
 ' "$tmp/p.json"
+# Sequence parallelism (MODEL.md §13): --sequence-parallel keeps it wherever
+# G_y > 1 (grids without Y run as they are), each such run launched with the
+# flag and priced with it.
+expect 0 ' sp' -- "$advisor" validate "${pipe_job[@]}" --device paced --sequence-parallel --max-configs 6 --repeats 1 \
+  --out "$tmp/sp.json"
+check "sequence-parallel validation: every run with G_y > 1 ran with the flag and was priced with it" '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["runs"]) == 6 and any(run["config"]["grid"]["y"] > 1 for run in r["runs"]), [run["key"] for run in r["runs"]]
+for run in r["runs"]:
+    assert run["status"] == "ok", run.get("error")
+    sp = run["config"]["grid"]["y"] > 1
+    assert run["config"]["sequence_parallel"] == sp, run["config"]
+    assert (" --sequence-parallel" in run["repeats"][0]["command"]) == sp, run["repeats"][0]["command"]
+    assert run["predicted"]["time_s"] > 0 and run["measured"]["time_s"] > 0
+' "$tmp/sp.json"
 # Which configurations the default set holds is the report's sample, run or
 # not: a launcher that fails at once (`false`) lists all 40 in a second
 # instead of running them (70 s).
