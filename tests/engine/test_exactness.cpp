@@ -177,6 +177,7 @@ struct Extra {
   bool odp = false, shard_optimizer = false, offload = false;
   double clip = 1.0;
   std::vector<int> stage_layers;  // pinned; empty: the advisor's partition
+  int virtual_stages = 1;         // interleaved model chunks per stage
 };
 
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
@@ -204,6 +205,7 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.buckets.offload_chunk = 2;
       o.opt.clip = extra.clip;
       o.stage_layers = extra.stage_layers;
+      o.config.virtual_stages = extra.virtual_stages;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6, 1e12};
       RunResult r = train<double>(sub, o, true);
@@ -393,6 +395,81 @@ TEST_CASE("uneven stages: 5 blocks on 2 and 4 stages, the advisor's partition an
       }
   }
   if (rank == 0) MESSAGE("uneven-stage runs compared: " << runs);
+}
+
+// Worst relative errors of the interleaved runs, for the closing message.
+double interleaved_worst(const std::vector<Outcome>& out, double& loss) {
+  double param = 0;
+  for (const Outcome& o : out) loss = std::max(loss, o.loss_err), param = std::max(param, o.param_err);
+  return param;
+}
+
+TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 4), (4, 2)} on every shape of 2, 4 and 8 ranks, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  double worst_loss = 0, worst_param = 0;
+  for (const ModelSpec& m : exact_models(8)) {  // L/(P·v) whole blocks for each (P, v)
+    const RunResult ref = reference(m);
+    for (int n : {2, 4, 8})
+      for (auto [P, v] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}}) {
+        if (P > n) continue;
+        std::vector<std::pair<Grid, int>> jobs, data_jobs;
+        std::vector<Grid> grids = factorizations(n / P);
+        for (size_t i = 0; i < grids.size(); ++i) {
+          Grid g = grids[i];
+          g.p = P;
+          // One setting per shape, rotating through placements, micro-batch
+          // (M = P, every forward first, where micro_batch·G_z·G_d = 4 for
+          // P = 4), recompute and each overlap flag.
+          jobs.push_back({g, int((i + size_t(v)) % 5)});
+          if (g.d > 1) data_jobs.push_back({g, 4});
+        }
+        Extra plain;
+        plain.virtual_stages = v;
+        Extra sharded{"cpu", true, true};  // odp and the sharded optimizer
+        sharded.virtual_stages = v;
+        for (const auto& [e, js] : {std::pair{plain, jobs}, std::pair{sharded, data_jobs}}) {
+          if (js.empty()) continue;
+          std::vector<Outcome> out = run_all(js, n, m, ref, e);
+          if (rank != 0) continue;
+          runs += check_exact(js, out, m,
+                              " " + m.name + " P " + std::to_string(P) + " v " + std::to_string(v) +
+                                  (e.odp ? ", odp, sharded" : ""),
+                              false);
+          worst_param = std::max(worst_param, interleaved_worst(out, worst_loss));
+        }
+      }
+  }
+  if (rank == 0)
+    MESSAGE("interleaved runs compared: " << runs << ", worst relative error: loss " << worst_loss << ", parameters "
+                                          << worst_param);
+}
+
+TEST_CASE("interleaved stages on the paced device and with offload: 8-rank shapes with P = 2, v = 2, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  double worst_loss = 0, worst_param = 0;
+  for (const ModelSpec& m : exact_models(4, false)) {
+    const RunResult ref = reference(m);
+    std::vector<std::pair<Grid, int>> jobs;
+    for (Grid g : factorizations(4)) {
+      g.p = 2;
+      jobs.push_back({g, int(jobs.size() % 5)});
+    }
+    Extra paced{"paced"}, offload{"cpu", false, false, true};
+    paced.virtual_stages = offload.virtual_stages = 2;
+    for (const Extra& e : {paced, offload}) {
+      std::vector<Outcome> out = run_all(jobs, 8, m, ref, e);
+      if (rank != 0) continue;
+      runs += check_exact(jobs, out, m, " " + m.name + " P 2 v 2 " + (e.offload ? "offload" : "paced"), false);
+      worst_param = std::max(worst_param, interleaved_worst(out, worst_loss));
+    }
+  }
+  if (rank == 0)
+    MESSAGE("interleaved paced and offloaded runs compared: " << runs << ", worst relative error: loss " << worst_loss
+                                                              << ", parameters " << worst_param);
 }
 
 TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {
