@@ -46,7 +46,12 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
     std::vector<Order> orders = distinct_orders(g);
     if (so.fixed_order) orders = {canonical_order(g, so.order)};
     std::vector<Config> cs;
-    for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d)))
+    for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d))) {
+      // Model chunks per stage where Megatron's rules allow them: the engine
+      // runs the interleaved schedule (MODEL.md §9).
+      std::vector<int> chunks;
+      for (int v : so.virtual_stages)
+        if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) chunks.push_back(v);
       for (Recompute rc : so.recompute) {
         for (bool off : {false, true})
           for (bool shard : {false, true}) {
@@ -62,19 +67,23 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
               }
               if (!so.fixed_overlap && ov.oar && g.x == 1 && g.y == 1) continue;
               if (!so.fixed_overlap && (ov.ors || ov.oag) && g.z == 1) continue;
-              const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard});
-              if (!fits_in_memory(use, p)) {
-                ++skipped["does not fit in memory"];
-                continue;
-              }
-              for (const Order& ord : orders) {
-                cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
-                cs.back().offload = off;
-                cs.back().shard_optimizer = shard;
+              for (int v : chunks) {
+                const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard}, false, nullptr, v);
+                if (!fits_in_memory(use, p)) {
+                  ++skipped["does not fit in memory"];
+                  continue;
+                }
+                for (const Order& ord : orders) {
+                  cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+                  cs.back().offload = off;
+                  cs.back().shard_optimizer = shard;
+                  cs.back().virtual_stages = v;
+                }
               }
             }
           }
       }
+    }
     if (!cs.empty()) out.push_back(std::move(cs));
   }
   return out;
