@@ -71,6 +71,10 @@ TEST_CASE("interleaved: Megatron's rules, and the activations its warm-up keeps"
   CHECK(in_flight(g, 8, 0, 2) == 5.5);
   CHECK(in_flight(g, 8, 3, 2) == 2.5);
   CHECK(in_flight(g, 8, 0) == 4);
+  // M = P: Megatron runs every forward first, so every stage holds all M·v
+  // chunks (the engine's schedule, engine/pipeline.cpp, does the same).
+  CHECK(in_flight(g, 4, 0, 2) == 4);
+  CHECK(in_flight(g, 4, 3, 2) == 4);
   const MachineProfile p = fftest::toy_machine(8);
   CHECK(memory_use(job, p, g, 1, Recompute::None, Overlap{}, {}, false, nullptr, 2).activations >
         memory_use(job, p, g, 1, Recompute::None, Overlap{}, {}, false, nullptr, 1).activations);

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "advisor/core/job.hpp"
+#include "advisor/model/memory_model.hpp"
+#include "engine/pipeline.hpp"
 #include "engine/train.hpp"
 
 using namespace ff;
@@ -444,6 +446,25 @@ TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape
   if (rank == 0)
     MESSAGE("interleaved runs compared: " << runs << ", worst relative error: loss " << worst_loss << ", parameters "
                                           << worst_param);
+}
+
+TEST_CASE("interleaved: the engine's activation slots are the chunks the advisor's memory model keeps in flight") {
+  for (int P : {2, 3, 4})
+    for (int v : {2, 3})
+      for (long M : {long(P), 2L * P, 4L * P}) {
+        Grid g;
+        g.p = P;
+        for (int s = 0; s < P; ++s) {
+          INFO("P " << P << " v " << v << " M " << M << " stage " << s);
+          CHECK(double(interleaved_slots(P, s, v, M)) == in_flight(g, M, s, v) * v);
+          // Every (chunk, micro-batch) once forward, once backward, each
+          // chunk's micro-batches in order.
+          const std::vector<ChunkOp> ops = interleaved_order(P, s, v, M);
+          CHECK(ops.size() == size_t(2 * M * v));
+          std::vector<long> next_f(size_t(v), 0), next_b(size_t(v), 0);
+          for (const ChunkOp& op : ops) CHECK(op.micro == (op.forward ? next_f : next_b)[size_t(op.chunk)]++);
+        }
+      }
 }
 
 TEST_CASE("interleaved stages on the paced device and with offload: 8-rank shapes with P = 2, v = 2, exact (fp64)") {
