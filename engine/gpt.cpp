@@ -16,9 +16,9 @@ namespace ff::engine {
 
 template <typename T>
 Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes,
-            const std::vector<int>& stage_layers)
+            const std::vector<int>& stage_layers, size_t slot_count)
     : comm_(comm), dev_(comm.device()), k_(kernels_for<T>(comm.device())), m_(m), c_(c), sizes_(sizes),
-      layout_(param_layout(m, c.grid, comm.coord(Axis::P), stage_layers)) {
+      layout_(param_layout(m, c.grid, comm.coord(Axis::P), stage_layers, c.virtual_stages)) {
   const Grid& g = c.grid;
   t_ = long(c.micro_batch) * m.seq_len;
   ts_ = c.sequence_parallel ? t_ / g.y : t_;
@@ -42,8 +42,8 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
 
   if (g.z > 1)
     for (auto& b : gather_buf_) b.assign(layout_.largest_block, T(0));
-  const size_t slots = size_t(g.p);
-  acts_.assign(slots, std::vector<BlockActs>(layout_.blocks.size()));
+  const size_t slots = slot_count ? slot_count : size_t(g.p);
+  acts_.assign(slots, std::vector<BlockActs>(layout_.blocks.size() / size_t(layout_.chunks)));  // one chunk's
   // Full recompute keeps each block's input (and recomputes the rest into
   // scratch_); selective all but the S×S probabilities, one block's of which
   // scratch_ holds while its attention core is recomputed.
@@ -166,13 +166,15 @@ void Gpt<T>::init_parameters(uint64_t seed) {
 }
 
 template <typename T>
-void Gpt<T>::schedule_op(bool forward_op) {
-  const auto& blocks = layout_.blocks;
+void Gpt<T>::schedule_op(bool forward_op, int chunk) {
+  const size_t n = layout_.blocks.size() / size_t(layout_.chunks);
+  const std::vector<BlockParams> blocks(layout_.blocks.begin() + long(chunk * n),
+                                        layout_.blocks.begin() + long((chunk + 1) * n));
   if (forward_op) {
-    if (layout_.first) schedule_.push_back(layout_.embedding);
+    if (layout_.first && chunk == 0) schedule_.push_back(layout_.embedding);
     for (const BlockParams& b : blocks)
       for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
-    if (layout_.last) {
+    if (layout_.last && chunk == layout_.chunks - 1) {
       schedule_.push_back(layout_.lm_head);
       schedule_.push_back(layout_.lm_head);  // the head's backward re-gathers
     }
@@ -187,13 +189,20 @@ void Gpt<T>::schedule_op(bool forward_op) {
 }
 
 template <typename T>
-void Gpt<T>::begin_step(const std::vector<bool>& forward_ops) {
+void Gpt<T>::begin_step(const std::vector<bool>& forward_ops, const std::vector<int>& chunks) {
+  // Interleaved, the chunks' last backwards finish their gradients one after
+  // another, in descending arena order: ODP's buckets are tracked over the
+  // step, not one backward.
+  last_micro_ = false;
+  final_lo_ = layout_.shard_total;
+  next_bucket_ = 0;
   schedule_.clear();
   cursor_ = 0;
   if (c_.grid.z == 1) return;  // nothing is gathered: acquire() keeps no schedule
-  for (bool f : forward_ops) {
-    schedule_op(f);
-    if (f && layout_.last) schedule_op(false);  // the last stage's backward follows its forward
+  for (size_t k = 0; k < forward_ops.size(); ++k) {
+    const bool f = forward_ops[k];
+    schedule_op(f, chunks.empty() ? 0 : chunks[k]);
+    if (f && layout_.last && chunks.empty()) schedule_op(false);  // the last stage's backward follows its forward
   }
 }
 
@@ -301,10 +310,10 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot, bool done) {
   T* dest = slot.part.data();
   if constexpr (!kMasterCopy)
     if (first) dest = acc;
-  auto accumulate = [this, mi, acc, &slot, first, done, n = p.shard_n]() {
+  auto accumulate = [this, mi, acc, &slot, first, done, last = last_micro_, n = p.shard_n]() {
     if (!first)
       elementwise(n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
-    if (done) gradient_done(mi);
+    if (done) gradient_done(mi, last);
     slot.busy = false;
     slot.ticket = 0;
   };
@@ -697,25 +706,25 @@ double Gpt<T>::micro_step(const int* tokens, M grad_scale, bool last) {
 }
 
 template <typename T>
-void Gpt<T>::forward(int slot, const T* received, const int* tokens) {
+void Gpt<T>::forward(int slot, const T* received, const int* tokens, int chunk) {
   if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
   grads_zero_ = false;
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
-  const long L = long(layout_.blocks.size());
+  const long L = long(acts.size()), l0 = chunk * L;  // the chunk's blocks
   forward_slot_ = slot;
   T* h0 = acts[0].h_in.data();
-  if (layout_.first) {
+  if (layout_.first && chunk == 0) {
     embedding_forward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), h0);
   } else {  // a GPU would receive in place; the copy is the host's bookkeeping
     elementwise(0, [&] { k_->copy(received, h0, size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received` again
   }
-  T* out = layout_.last ? h_final_.data() : out_[size_t(slot)].data();
+  T* out = layout_.last && chunk == layout_.chunks - 1 ? h_final_.data() : out_[size_t(slot)].data();
   for (long l = 0; l < L; ++l) {
     BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
     if (full_recompute())  // a GPU could read the kept input in place
       elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
-    block_forward(int(l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
+    block_forward(int(l0 + l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
   }
 }
 
@@ -736,28 +745,35 @@ double Gpt<T>::head(const int* tokens, M grad_scale, bool last_of_step) {
 
 template <typename T>
 void Gpt<T>::begin_backward(bool last_of_step) {
-  last_micro_ = last_of_step;
-  final_lo_ = layout_.shard_total;
-  next_bucket_ = 0;
+  last_micro_ = last_of_step;  // (the step's bucket tracking begins in begin_step)
+}
+
+// The last virtual stage's output gradient, from head() until its chunk's
+// backward (interleaved: other chunks run in between).
+template <typename T>
+void Gpt<T>::keep_output_grad(int slot) {
+  elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
 }
 
 template <typename T>
-void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step) {
-  if (!layout_.last) begin_backward(last_of_step);  // the last stage's began in head()
-  if (!layout_.last) {
+void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool last_of_step, int chunk) {
+  // Without `received_grad` the gradient is head()'s, which began backward.
+  if (received_grad) {
+    begin_backward(last_of_step);
     elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received_grad` again
   }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
-  for (long l = long(layout_.blocks.size()) - 1; l >= 0; --l) {
+  const long l0 = chunk * long(acts.size());
+  for (long l = long(acts.size()) - 1; l >= 0; --l) {
     BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
     if (full_recompute()) {
       elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
-      block_forward(int(l), a, dtmp_.data());  // the output is not needed again
+      block_forward(int(l0 + l), a, dtmp_.data());  // the output is not needed again
     }
-    block_backward(int(l), a, dresid_.data());
+    block_backward(int(l0 + l), a, dresid_.data());
   }
-  if (layout_.first)
+  if (layout_.first && chunk == 0)
     embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
   else
     elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });

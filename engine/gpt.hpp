@@ -60,8 +60,10 @@ class Gpt {
  public:
   using M = master_t<T>;
   // `stage_layers`: each stage's blocks, pinned; empty: the advisor's partition.
+  // `slots`: activation slots (micro-batches, or interleaved chunks of them,
+  // in flight); 0: P, 1F1B's.
   Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {},
-      const std::vector<int>& stage_layers = {});
+      const std::vector<int>& stage_layers = {}, size_t slots = 0);
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch
@@ -81,16 +83,23 @@ class Gpt {
   // forward): the loss and the gradient of the stage's output. backward: from
   // that gradient (last stage) or `received_grad`; the first stage ends with
   // the embedding's backward, the others with input_grad(slot).
-  void forward(int slot, const T* received, const int* tokens);
+  // Interleaved (`chunk` of layout().chunks): the chunk's blocks alone, the
+  // embedding with chunk 0 of the first stage, the head after chunk v − 1 of
+  // the last; that chunk's backward runs later in the schedule, from the
+  // gradient keep_output_grad(slot) kept after head().
+  void forward(int slot, const T* received, const int* tokens, int chunk = 0);
   double head(const int* tokens, M grad_scale, bool last_of_step);
-  void backward(int slot, const T* received_grad, const int* tokens, bool last_of_step);
+  void backward(int slot, const T* received_grad, const int* tokens, bool last_of_step, int chunk = 0);
+  void keep_output_grad(int slot);
   const T* output(int slot) const { return out_[size_t(slot)].data(); }
   const T* input_grad(int slot) const { return grad_out_[size_t(slot)].data(); }
   size_t message_elements() const { return size_t(ts_ * hx_); }
   // Before a step's pipeline operations: the order in which they will run
   // (true: forward; with the head and backward on the last stage), so
   // that weights gathered over Z follow one schedule (static order only).
-  void begin_step(const std::vector<bool>& forward_ops);
+  // Interleaved: each operation's chunk (`chunks`), the last stage's
+  // backwards listed as operations of their own.
+  void begin_step(const std::vector<bool>& forward_ops, const std::vector<int>& chunks = {});
   // After them: every weight used as scheduled, every reduction retired.
   void end_step();
   // Per-step reductions (replicated gradients over Z then D, shards over D:
@@ -145,7 +154,11 @@ class Gpt {
   void build_buckets();
   static double adamw_bytes(size_t n, const T* w);
   void update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const AdamWStep<M>& s);
-  void gradient_done(int mi);
+  // `last`: the backward that produced it was the step's last through mi
+  // (captured when a reduce-scatter over Z is posted: it may complete during
+  // another chunk's backward).
+  void gradient_done(int mi, bool last);
+  void gradient_done(int mi) { gradient_done(mi, last_micro_); }
   void begin_backward(bool last_of_step);
   void post_ready_buckets();
   void post_bucket(Bucket& b);
@@ -165,7 +178,7 @@ class Gpt {
   // Weight all-gathers follow a fixed schedule, so under OAG the next one can
   // be prefetched while this one is in use: per micro-step, or per step of a
   // pipeline in its static order.
-  void schedule_op(bool forward_op);
+  void schedule_op(bool forward_op, int chunk = 0);
   const T* acquire(int mi);
   GradSlot& grad_slot();
   // `done`: the gradient is final once added (not the tied head's: the

@@ -64,8 +64,8 @@ void Gpt<T>::build_buckets() {
 // scatter over Z has been added in; in either case in backward order (a
 // tied embedding, at offset 0, last: after its own backward or the exchange).
 template <typename T>
-void Gpt<T>::gradient_done(int mi) {
-  if (last_micro_) final_lo_ = std::min(final_lo_, layout_.matrices[size_t(mi)].offset);
+void Gpt<T>::gradient_done(int mi, bool last) {
+  if (last) final_lo_ = std::min(final_lo_, layout_.matrices[size_t(mi)].offset);
 }
 
 // Posted from the schedule, never from a completion callback: every rank of
@@ -315,7 +315,7 @@ Device::Event Gpt<T>::offload_copy(M* const arena[3], size_t lo, OffloadSlot& sl
 // class may be explicitly instantiated once in a program.
 #define FF_OPTIMIZER_MEMBERS(T)                   \
   template void Gpt<T>::build_buckets();         \
-  template void Gpt<T>::gradient_done(int);      \
+  template void Gpt<T>::gradient_done(int, bool); \
   template void Gpt<T>::post_ready_buckets();    \
   template double Gpt<T>::optimizer_step(const AdamW&);
 FF_OPTIMIZER_MEMBERS(float)

@@ -14,7 +14,8 @@ void check_divisible(const ModelSpec& m, const Grid& g) {
   if (std::string why = engine_split_problem(m, g); !why.empty()) input_error("grid cannot divide the model: " + why);
 }
 
-ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage, const std::vector<int>& stage_layers) {
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage, const std::vector<int>& stage_layers,
+                         int virtual_stages) {
   check_divisible(m, g);
   if (std::string why = stage_layers_problem(m, g.p, stage_layers); !why.empty()) input_error("--stage-layers: " + why);
   ParamLayout L;
@@ -25,6 +26,14 @@ ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage, const std
   L.last = stage == g.p - 1;
   L.first_layer = 0;
   for (int i = 0; i < stage; ++i) L.first_layer += blocks[size_t(i)];
+  // Interleaved: block l is in virtual stage l / n, on stage (l / n) mod P.
+  L.chunks = virtual_stages;
+  const int chunk_blocks = m.layers / (g.p * virtual_stages);
+  auto holds = [&](int l) {
+    if (virtual_stages == 1) return l >= L.first_layer && l < L.first_layer + per_stage;
+    return (l / chunk_blocks) % g.p == stage;
+  };
+  if (virtual_stages > 1) L.first_layer = stage * chunk_blocks;
   bool keep = true;  // whether the parameters being declared are this stage's
   const long H = m.hidden, F = m.ffn, Vp = m.padded_vocab, S = m.seq_len;
   const long dh = m.head_size(), Aq = long(m.heads) * dh, Akv = long(m.kv_head_count()) * dh;
@@ -86,7 +95,7 @@ ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage, const std
   keep = L.first;
   L.positions = vector(m.positions == Positions::Learned, "positions", S, H, Axis::X, {}, I::Normal, 0.01);
   for (int l = 0; l < m.layers; ++l) {
-    keep = l >= L.first_layer && l < L.first_layer + per_stage;
+    keep = holds(l);
     std::string b = "block" + std::to_string(l) + ".";
     BlockParams bp;
     bp.ln1_g = vector(true, b + "ln1.weight", 1, H, Axis::X, {}, I::One);

@@ -60,9 +60,14 @@ struct BlockParams {
 // head is the embedding's block read transposed; lm_head is the embedding
 // itself on one stage, and with stages the last holds a copy (`tied_copy`,
 // the embedding's id, first in its arena) whose gradient it sums with the
-// first stage's, as Megatron's embedding group does.
+// first stage's, as Megatron's embedding group does. Interleaved (MODEL.md §9,
+// `chunks` = v > 1): the stage holds v runs of L/(P·v) blocks, chunk c being
+// virtual stage c·P + stage, in layer order, so that backward's last chunk
+// to finish (chunk 0) is at the bottom of the arena, as a single run's first
+// block is; `blocks` holds them chunk after chunk.
 struct ParamLayout {
   int stage = 0, first_layer = 0;
+  int chunks = 1;
   bool first = true, last = true;
   std::vector<MatrixParam> matrices;  // in forward order: embedding, blocks, LM head
   std::vector<VectorParam> vectors;
@@ -78,7 +83,10 @@ struct ParamLayout {
 // without padding).
 void check_divisible(const ModelSpec& m, const Grid& g);
 // `stage_layers`: each stage's blocks, pinned; empty: stage_blocks' own (job.hpp).
-ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0, const std::vector<int>& stage_layers = {});
+// `virtual_stages` v > 1: the interleaved chunks (the caller has checked
+// virtual_stages_problem).
+ParamLayout param_layout(const ModelSpec& m, const Grid& g, int stage = 0, const std::vector<int>& stage_layers = {},
+                         int virtual_stages = 1);
 
 // Logical column of local column `lc` in column block `b` of `block_cols`.
 long logical_col(const std::vector<long>& parts, long cols, long block_cols, int b, long lc);

@@ -76,7 +76,8 @@ nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dty
   job.stage_layers = o.stage_layers;
   const Config& c = o.config;
   const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
-  return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os));
+  return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os,
+                                /*sequence_parallel=*/false, nullptr, c.virtual_stages));
 }
 
 // The host link of the offloaded optimizer, per step after the first, mean

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "advisor/core/error.hpp"
+#include "advisor/core/job.hpp"
 #include "engine/data.hpp"
 #include "engine/mpi_comm.hpp"
 #include "engine/pipeline.hpp"
@@ -27,7 +28,21 @@ long micro_steps_of(const RunOptions& o) {
   if (o.batch % per != 0)
     input_error("--batch " + std::to_string(o.batch) + " is not a multiple of micro_batch·G_z·G_data = " +
                 std::to_string(per));
-  return o.batch / per;
+  const long M = o.batch / per;
+  if (const int v = o.config.virtual_stages; v > 1) {
+    Job job;
+    job.model = o.model;
+    job.batch = o.batch;
+    job.stage_layers = o.stage_layers;
+    if (std::string why = virtual_stages_problem(job, g, o.config.micro_batch, v); !why.empty()) input_error(why);
+    // Stage messages are tagged by (direction, chunk, micro-batch), under
+    // the tied embeddings' exchange's tag.
+    if (2L * v * M > 32767)
+      input_error("--virtual-stages " + std::to_string(v) + ": " + std::to_string(M) +
+                  " micro-batches per pipeline need more stage-message tags than MPI promises (2·v·M <= 32767): "
+                  "lower --batch");
+  }
+  return M;
 }
 
 namespace {
@@ -136,14 +151,15 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   const std::unique_ptr<Comm> comm_owner = make_comm(world, c, *device, paced ? o.pace.poll_s : 0.0);
   Comm& comm = *comm_owner;
   comm.tracing = o.trace_comm;
-  Gpt<T> model(comm, o.model, c, o.seed, o.buckets, o.stage_layers);
-  const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   // The loss is replicated over X and Y: one rank of each (z, d) of the last
   // stage reports it.
-  const int P = c.grid.p, stage = comm.coord(Axis::P);
+  const int P = c.grid.p, stage = comm.coord(Axis::P), v = c.virtual_stages;
+  const size_t slots = v > 1 ? interleaved_slots(P, stage, v, micro_steps) : 0;
+  Gpt<T> model(comm, o.model, c, o.seed, o.buckets, o.stage_layers, slots);
+  const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0 && stage == P - 1;
   std::unique_ptr<PipelineStage<T>> pipeline;
-  if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1));
+  if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, comm, micro_steps, size_t(mb) * (S + 1), v);
   double stage_idle = 0;
   const master_t<T> grad_scale = master_t<T>(1.0 / (double(o.batch) * double(S)));
   std::vector<int> tokens(size_t(mb) * (S + 1));

@@ -11,6 +11,7 @@
 #include "advisor/core/error.hpp"
 #include "advisor/model/search.hpp"
 #include "advisor/validation/validation_placement.hpp"
+#include "advisor/validation/validation_plan.hpp"
 #include "advisor/validation/validation_stats.hpp"
 #include "tests/helpers.hpp"
 
@@ -221,6 +222,32 @@ TEST_CASE("engine_split_problem: unpadded Z shards on top of the advisor's rules
   CHECK(ff::engine_split_problem(m, {2, 1, 3, 1}) == "");
   CHECK(ff::engine_split_problem(m, {4, 1, 1, 1}) == "hidden 6 % G_x 4 != 0");
   CHECK(ff::engine_split_problem(m, {1, 4, 1, 1}) == "heads 2 % G_y 4 != 0 (each Y rank owns whole heads)");
+}
+
+TEST_CASE("validate samples interleaved stages where Megatron's rules allow them, and only there") {
+  // 4 blocks on 8 ranks: P in {1, 2, 4}; v = 2 needs P = 2 (4 % (P·2) = 0)
+  // and micro-batches per pipeline a multiple of 2.
+  ff::Job job{ff::ModelSpec{"m", 4, 16, 2, 64, 32, 32, 8}, 8, 16, ff::Dtype::FP32};
+  ff::SearchOptions so;  // v in {1, 2}, as the search
+  so.offload_on = so.shard_on = false;
+  std::map<std::string, int> skipped;
+  int interleaved = 0, plain_staged = 0;
+  for (const auto& cs : ff::advisor::feasible_by_grid(job, fftest::toy_machine(8), so, skipped))
+    for (const ff::Config& c : cs) {
+      if (c.virtual_stages == 1) {
+        plain_staged += c.grid.p > 1;
+        continue;
+      }
+      ++interleaved;
+      CHECK(c.virtual_stages == 2);
+      CHECK(c.grid.p == 2);
+      CHECK(ff::virtual_stages_problem(job, c.grid, c.micro_batch, 2).empty());
+    }
+  CHECK(interleaved > 0);
+  CHECK(plain_staged > 0);
+  so.virtual_stages = {1};  // validate --virtual-stages 1
+  for (const auto& cs : ff::advisor::feasible_by_grid(job, fftest::toy_machine(8), so, skipped))
+    for (const ff::Config& c : cs) CHECK(c.virtual_stages == 1);
 }
 
 namespace {

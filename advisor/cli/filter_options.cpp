@@ -61,11 +61,6 @@ SearchOptions search_filters(const FilterFlags& f, const Job& job, const Machine
   so.pipelines = f.pipelines;
   for (int v : f.virtual_stages) at_least("--virtual-stages", v, 1, "model chunks per stage");
   if (!f.virtual_stages.empty()) so.virtual_stages = f.virtual_stages;
-  if (state_when_asked) {  // validate runs the engine, which does not interleave
-    if (std::any_of(f.virtual_stages.begin(), f.virtual_stages.end(), [](int v) { return v > 1; }))
-      input_error("--virtual-stages: the engine does not run the interleaved schedule yet, so there is nothing to run");
-    so.virtual_stages = {1};
-  }
   check_optimizer_state(m, {f.offload, f.shard_optimizer});
   so.offload_off = !f.offload;
   so.offload_on = state_when_asked ? f.offload : !f.no_offload;

@@ -230,7 +230,7 @@ void print_progress(int pass, const ValidateOptions& o, size_t k, size_t n, cons
                     const json& run, double elapsed, double left) {
   std::cerr << "[pass " << pass << "/" << o.repeats << ", " << k << "/" << n << "] grid " << c.grid.label() << " "
             << c.order.str() << " mb " << c.micro_batch << " " << recompute_name(c.recompute) << " recompute "
-            << c.overlap.str() << ": ";
+            << c.overlap.str() << (c.virtual_stages > 1 ? " v" + std::to_string(c.virtual_stages) : "") << ": ";
   if (rep["status"] == "ok") {
     std::cerr << seconds(rep["time_s"].get<double>()) << " measured";
     const json& m = run["measured"];

@@ -54,9 +54,13 @@ Config config_of(const EngineArgs& a) {
   if (c.overlap.otp)
     input_error("--overlap otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
                 "userbuffers; the advisor prices it)");
-  if (c.virtual_stages > 1)
+  // NCCL has no tags, and its stage lanes are kept apart by direction and the
+  // sender's parity: the wrap from the last stage to the first would share a
+  // lane with backward messages.
+  if (c.virtual_stages > 1 && a.device == "cuda")
     input_error("--virtual-stages " + std::to_string(c.virtual_stages) +
-                ": the engine does not run the interleaved schedule yet (the advisor prices it)");
+                " with --device cuda: the interleaved schedule runs on the cpu and paced devices (its stage messages "
+                "over NCCL would need a lane for the wrap from the last stage to the first)");
   if (a.offload && a.shard_optimizer)
     input_error("--offload with --shard-optimizer: the pair (reduce-scatter, optimizer on the host, all-gather) "
                 "is not implemented, as the advisor does not price it; drop one");

@@ -52,8 +52,9 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   else if (c.overlap.otp)
     device_note = "without otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
                   "userbuffers)";
-  else if (c.virtual_stages > 1)
-    device_note = "the engine does not run the interleaved schedule yet: a line to run once it can";
+  else if (c.virtual_stages > 1 && args.device == "cuda")
+    device_note = "the engine runs the interleaved schedule on its cpu and paced devices, not over NCCL yet: a line "
+                  "to run once it can";
   else if (job.grad_dtype != Dtype::FP32)
     device_note = std::string("the engine accumulates gradients in fp32, not ") + dtype_name(job.grad_dtype) +
                   ": it runs the same grid with 4-byte gradients";

@@ -46,8 +46,19 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
     std::vector<Order> orders = distinct_orders(g);
     if (so.fixed_order) orders = {canonical_order(g, so.order)};
     std::vector<Config> cs;
-    for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d)))
-      for (Recompute rc : so.recompute) {
+    for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d))) {
+      // Model chunks per stage where Megatron's rules allow them: the engine
+      // runs the interleaved schedule (MODEL.md §9).
+      std::vector<int> chunks;
+      for (int v : so.virtual_stages)
+        if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) chunks.push_back(v);
+      // Sequence parallelism where asked and Y can split the tokens (where
+      // it cannot, as without: the search's rule).
+      std::vector<bool> sps;
+      const bool sp_runs = so.sequence_parallel_on && sequence_parallel_problem(job.model, g, mb).empty();
+      if (so.sequence_parallel_off || !sp_runs) sps.push_back(false);
+      if (sp_runs) sps.push_back(true);
+      for (Recompute rc : so.recompute)
         for (bool off : {false, true})
           for (bool shard : {false, true}) {
             if ((off && !so.offload_on) || (!off && !so.offload_off) || (shard && !so.shard_on) ||
@@ -62,26 +73,24 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
               }
               if (!so.fixed_overlap && ov.oar && g.x == 1 && g.y == 1) continue;
               if (!so.fixed_overlap && (ov.ors || ov.oag) && g.z == 1) continue;
-              // Sequence parallelism where asked and Y can split the tokens
-              // (where it cannot, as without: the search's rule).
-              const bool sp_runs = so.sequence_parallel_on && sequence_parallel_problem(job.model, g, mb).empty();
-              for (bool sp : {false, true}) {
-                if (sp ? !sp_runs : !(so.sequence_parallel_off || !sp_runs)) continue;
-                const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard}, sp);
-                if (!fits_in_memory(use, p)) {
-                  ++skipped["does not fit in memory"];
-                  continue;
+              for (bool sp : sps)
+                for (int v : chunks) {
+                  const MemoryUse use = memory_use(job, p, g, mb, rc, ov, OptimizerState{off, shard}, sp, nullptr, v);
+                  if (!fits_in_memory(use, p)) {
+                    ++skipped["does not fit in memory"];
+                    continue;
+                  }
+                  for (const Order& ord : orders) {
+                    cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
+                    cs.back().offload = off;
+                    cs.back().shard_optimizer = shard;
+                    cs.back().sequence_parallel = sp;
+                    cs.back().virtual_stages = v;
+                  }
                 }
-                for (const Order& ord : orders) {
-                  cs.push_back(Config{g, ord, mb, rc, ov, Dtype::FP32});
-                  cs.back().offload = off;
-                  cs.back().shard_optimizer = shard;
-                  cs.back().sequence_parallel = sp;
-                }
-              }
             }
           }
-      }
+    }
     if (!cs.empty()) out.push_back(std::move(cs));
   }
   return out;

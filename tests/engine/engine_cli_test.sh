@@ -136,6 +136,48 @@ for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
 ' "$tmp/run_sp.json" "$tmp/predict_sp.json"
 expect 2 'has G_y = 1' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --sequence-parallel --steps 1
 
+
+# Interleaved (--virtual-stages 2, MODEL.md §9): a micro-batch crosses each
+# stage boundary twice, so the stage messages, and every stage's pipe bytes,
+# are what advisor predict prices for v = 2 (3 messages a micro-batch on each
+# of 2 stages, where v = 1 has 1); the rest as without it. GPT with odp and a
+# sharded optimizer; the tied Llama-style model with Y, Z and every overlap.
+# (The models unfused, as the engine's attention is, for the memory terms.)
+for m in "$model4" "$tied"; do
+  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["attention"] = "unfused"; print(json.dumps(m))' \
+    "$m" >"${m%.json}-unfused.json"
+done
+cfg_v=(--grid 2,1,1,2 --pipeline 2 --virtual-stages 2 --micro-batch 1 --batch 8 --overlap all --shard-optimizer)
+cfg_vt=(--grid 1,2,2,1 --pipeline 2 --virtual-stages 2 --micro-batch 1 --batch 8 --overlap all)
+expect 0 'final loss' -- $run 8 "$engine" --model "${model4%.json}-unfused.json" "${cfg_v[@]}" --steps 2 \
+  --record "$tmp/run_v.json"
+"$advisor" predict --model "${model4%.json}-unfused.json" --gpus 8 "${cfg_v[@]}" --dtype fp32 --json \
+  >"$tmp/predict_v.json"
+expect 0 'final loss' -- $run 8 "$engine" --model "${tied%.json}-unfused.json" "${cfg_vt[@]}" --steps 2 \
+  --record "$tmp/run_vt.json"
+"$advisor" predict --model "${tied%.json}-unfused.json" --gpus 8 "${cfg_vt[@]}" --dtype fp32 --json \
+  >"$tmp/predict_vt.json"
+check "interleaved: per stage, bytes equal advisor predict (pipe 3x the plain stages'); the memory model's terms" '
+import json, sys
+plain = json.load(open(sys.argv[1]))
+for rec, pred in ((sys.argv[2], sys.argv[3]), (sys.argv[4], sys.argv[5])):
+    r, p = json.load(open(rec)), json.load(open(pred))
+    assert r["config"]["virtual_stages"] == 2 and len(r["stages"]) == 2, r["config"]
+    for got, want in zip(r["stages"], p["pipeline"]["per_stage"]):
+        assert got["bytes_per_step"] == want["bytes_per_step"], (rec, got, want)
+    assert r["memory_predicted_bytes"] == dict(p["memory_bytes"], reserve=0.0), (rec, r["memory_predicted_bytes"])
+r = json.load(open(sys.argv[2]))
+for got, one in zip(r["stages"], plain["stages"]):
+    assert got["bytes_per_step"]["pipe"] == 3 * one["bytes_per_step"]["pipe"] > 0, (got, one)
+' "$tmp/run4.json" "$tmp/run_v.json" "$tmp/predict_v.json" "$tmp/run_vt.json" "$tmp/predict_vt.json"
+expect 2 'layers 4 are not divisible by G_pipe·v = 6' -- \
+  $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --virtual-stages 3 --record "$tmp/bad.json"
+expect 2 '3 micro-batches per pipeline are not a multiple of G_pipe = 2' -- \
+  $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --virtual-stages 2 --batch 3
+expect 2 'with --stage-layers' -- \
+  $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --virtual-stages 2 --stage-layers 1,3 --batch 4
+expect 2 'virtual-stages 2 with --device cuda' -- \
+  $run 2 "$engine" --model "$model4" --grid 1,1,1,1 --pipeline 2 --virtual-stages 2 --device cuda
 # --trace-comm on the same run: every operation of every rank, stage messages
 # and the overlap flags' non-blocking collectives included, complete, and
 # adding up to the bytes each stage records. Order xyzpd on 2,1,1,2 with 2

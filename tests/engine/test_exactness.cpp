@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "advisor/core/job.hpp"
+#include "advisor/model/memory_model.hpp"
+#include "engine/pipeline.hpp"
 #include "engine/train.hpp"
 
 using namespace ff;
@@ -188,6 +190,7 @@ struct Extra {
   double clip = 1.0;
   std::vector<int> stage_layers;  // pinned; empty: the advisor's partition
   bool sequence_parallel = false;
+  int virtual_stages = 1;         // interleaved model chunks per stage
 };
 
 std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int p, const ModelSpec& m,
@@ -216,6 +219,7 @@ std::vector<Outcome> run_all(const std::vector<std::pair<Grid, int>>& jobs, int 
       o.opt.clip = extra.clip;
       o.stage_layers = extra.stage_layers;
       o.config.sequence_parallel = extra.sequence_parallel;
+      o.config.virtual_stages = extra.virtual_stages;
       // A pace far above the host's: exactness, not timing, is under test.
       o.pace = DevicePace{1e12, 1e12, 20e-6, 1e12};
       RunResult r = train<double>(sub, o, true);
@@ -438,6 +442,100 @@ TEST_CASE("sequence parallelism: every shape with G_y > 1, with stages, odp and 
     }
   }
   if (rank == 0) MESSAGE("sequence-parallel runs compared: " << runs);
+}
+
+// Worst relative errors of the interleaved runs, for the closing message.
+double interleaved_worst(const std::vector<Outcome>& out, double& loss) {
+  double param = 0;
+  for (const Outcome& o : out) loss = std::max(loss, o.loss_err), param = std::max(param, o.param_err);
+  return param;
+}
+
+TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape of 2, 4 and 8 ranks, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  double worst_loss = 0, worst_param = 0;
+  for (auto [P, v] : {std::pair{2, 2}, std::pair{2, 3}, std::pair{4, 2}})
+    for (const ModelSpec& m : exact_models(P * v)) {  // one block a chunk
+      const RunResult ref = reference(m);
+      for (int n : {2, 4, 8}) {
+        if (P > n) continue;
+        std::vector<std::pair<Grid, int>> jobs, data_jobs;
+        std::vector<Grid> grids = factorizations(n / P);
+        for (size_t i = 0; i < grids.size(); ++i) {
+          Grid g = grids[i];
+          g.p = P;
+          // One setting per shape, rotating through placements, micro-batch
+          // (M = P, every forward first, where micro_batch·G_z·G_d = 4 for
+          // P = 4), recompute and each overlap flag.
+          jobs.push_back({g, int((i + size_t(v)) % 5)});
+          if (g.d > 1) data_jobs.push_back({g, 4});
+        }
+        Extra plain;
+        plain.virtual_stages = v;
+        Extra sharded{"cpu", true, true};  // odp and the sharded optimizer
+        sharded.virtual_stages = v;
+        for (const auto& [e, js] : {std::pair{plain, jobs}, std::pair{sharded, data_jobs}}) {
+          if (js.empty()) continue;
+          std::vector<Outcome> out = run_all(js, n, m, ref, e);
+          if (rank != 0) continue;
+          runs += check_exact(js, out, m,
+                              " " + m.name + " P " + std::to_string(P) + " v " + std::to_string(v) +
+                                  (e.odp ? ", odp, sharded" : ""),
+                              false);
+          worst_param = std::max(worst_param, interleaved_worst(out, worst_loss));
+        }
+      }
+    }
+  if (rank == 0)
+    MESSAGE("interleaved runs compared: " << runs << ", worst relative error: loss " << worst_loss << ", parameters "
+                                          << worst_param);
+}
+
+TEST_CASE("interleaved: the engine's activation slots are the chunks the advisor's memory model keeps in flight") {
+  for (int P : {2, 3, 4})
+    for (int v : {2, 3})
+      for (long M : {long(P), 2L * P, 4L * P}) {
+        Grid g;
+        g.p = P;
+        for (int s = 0; s < P; ++s) {
+          INFO("P " << P << " v " << v << " M " << M << " stage " << s);
+          CHECK(double(interleaved_slots(P, s, v, M)) == in_flight(g, M, s, v) * v);
+          // Every (chunk, micro-batch) once forward, once backward, each
+          // chunk's micro-batches in order.
+          const std::vector<ChunkOp> ops = interleaved_order(P, s, v, M);
+          CHECK(ops.size() == size_t(2 * M * v));
+          std::vector<long> next_f(size_t(v), 0), next_b(size_t(v), 0);
+          for (const ChunkOp& op : ops) CHECK(op.micro == (op.forward ? next_f : next_b)[size_t(op.chunk)]++);
+        }
+      }
+}
+
+TEST_CASE("interleaved stages on the paced device and with offload: 8-rank shapes with P = 2, v = 2, exact (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int runs = 0;
+  double worst_loss = 0, worst_param = 0;
+  for (const ModelSpec& m : exact_models(4, false)) {
+    const RunResult ref = reference(m);
+    std::vector<std::pair<Grid, int>> jobs;
+    for (Grid g : factorizations(4)) {
+      g.p = 2;
+      jobs.push_back({g, int(jobs.size() % 5)});
+    }
+    Extra paced{"paced"}, offload{"cpu", false, false, true};
+    paced.virtual_stages = offload.virtual_stages = 2;
+    for (const Extra& e : {paced, offload}) {
+      std::vector<Outcome> out = run_all(jobs, 8, m, ref, e);
+      if (rank != 0) continue;
+      runs += check_exact(jobs, out, m, " " + m.name + " P 2 v 2 " + (e.offload ? "offload" : "paced"), false);
+      worst_param = std::max(worst_param, interleaved_worst(out, worst_loss));
+    }
+  }
+  if (rank == 0)
+    MESSAGE("interleaved paced and offloaded runs compared: " << runs << ", worst relative error: loss " << worst_loss
+                                                              << ", parameters " << worst_param);
 }
 
 TEST_CASE("offload: every shape with G_d > 1, and pipelined ones, with and without clipping, exact (fp64)") {
