@@ -451,7 +451,7 @@ double interleaved_worst(const std::vector<Outcome>& out, double& loss) {
   return param;
 }
 
-TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape of 2, 4 and 8 ranks, exact (fp64)") {
+TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape of 2, 4 and 8 ranks, with sequence parallelism where G_y > 1, exact (fp64)") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int runs = 0;
@@ -461,7 +461,7 @@ TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape
       const RunResult ref = reference(m);
       for (int n : {2, 4, 8}) {
         if (P > n) continue;
-        std::vector<std::pair<Grid, int>> jobs, data_jobs;
+        std::vector<std::pair<Grid, int>> jobs, data_jobs, sp_jobs;
         std::vector<Grid> grids = factorizations(n / P);
         for (size_t i = 0; i < grids.size(); ++i) {
           Grid g = grids[i];
@@ -471,18 +471,21 @@ TEST_CASE("interleaved stages: (P, v) in {(2, 2), (2, 3), (4, 2)} on every shape
           // P = 4), recompute and each overlap flag.
           jobs.push_back({g, int((i + size_t(v)) % 5)});
           if (g.d > 1) data_jobs.push_back({g, 4});
+          if (g.y > 1) sp_jobs.push_back({g, int((i + 2) % 5)});
         }
         Extra plain;
         plain.virtual_stages = v;
         Extra sharded{"cpu", true, true};  // odp and the sharded optimizer
         sharded.virtual_stages = v;
-        for (const auto& [e, js] : {std::pair{plain, jobs}, std::pair{sharded, data_jobs}}) {
+        Extra sp = plain;  // sequence parallel: split messages between the chunks
+        sp.sequence_parallel = true;
+        for (const auto& [e, js] : {std::pair{plain, jobs}, std::pair{sharded, data_jobs}, std::pair{sp, sp_jobs}}) {
           if (js.empty()) continue;
           std::vector<Outcome> out = run_all(js, n, m, ref, e);
           if (rank != 0) continue;
           runs += check_exact(js, out, m,
                               " " + m.name + " P " + std::to_string(P) + " v " + std::to_string(v) +
-                                  (e.odp ? ", odp, sharded" : ""),
+                                  (e.odp ? ", odp, sharded" : "") + (e.sequence_parallel ? ", sequence parallel" : ""),
                               false);
           worst_param = std::max(worst_param, interleaved_worst(out, worst_loss));
         }
