@@ -35,12 +35,17 @@ PlacementCheck placement_check(const Job& job, const MachineProfile& p, const st
     return pc;
   }
   const Order own = canonical_order(pc.top_pick.grid, pc.top_pick.order);
+  bool filtered = false;  // a counterpart exists, but the filters (--order) leave it out
   for (const Order& o : distinct_orders(pc.top_pick.grid)) {
     if (o == own) continue;
     Config c = pc.top_pick;
     c.order = o;
     Prediction pr = predict(job, p, c);
     if (!pr.links[heavy].across) continue;
+    if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) {
+      filtered = true;
+      continue;
+    }
     if (!pc.has_counterpart || pr.estimate.time_s < pc.counterpart_s) {
       pc.has_counterpart = true;
       pc.counterpart = c;
@@ -48,7 +53,9 @@ PlacementCheck placement_check(const Job& job, const MachineProfile& p, const st
     }
   }
   if (!pc.has_counterpart)
-    pc.not_applicable = job.gpus <= p.gpus_per_node
+    pc.not_applicable = filtered ? "the placements that send the heaviest axis, " + name +
+                                       ", across nodes are filtered out (--order)"
+                        : job.gpus <= p.gpus_per_node
                             ? "all " + std::to_string(job.gpus) + " ranks are on one node (" +
                                   std::to_string(p.gpus_per_node) + " per node): no placement crosses nodes"
                             : "no placement order of grid " + pc.top_pick.grid.str() + " sends the heaviest axis, " +
