@@ -144,6 +144,10 @@ std::vector<Priced> price_published_runs() {
       opt.recompute = {Recompute::Full};
       opt.pipelines = {1};
       opt.offload_on = false;
+      // AxoNN's own tensor parallelism (X, Y, Z): Megatron's sequence
+      // parallelism, and Transformer Engine's overlap that comes with it,
+      // are not what these runs used.
+      opt.sequence_parallel_on = false;
       opt.top = 1;
       const MachineProfile prof = load_machine(machine);
       const SearchResult s = search(job, prof, opt);
