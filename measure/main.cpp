@@ -50,6 +50,7 @@ struct Options {
   int engine_steps = 4;
   double poll_us = 0;  // Δ: 0 waits in MPI_Wait; > 0 MPI_Test + sleep Δ (a paced engine's wait)
   double gap_us = 0;   // 0: iterations back to back; > 0 each alone after this much idle time
+  int nodes_per_group = 0;  // 0: one switch; else switch groups of this many nodes (the profile's switch_groups)
   std::string base, name, out, raw;
 };
 
@@ -286,6 +287,12 @@ void add_options(CLI::App& app, Options& o) {
                  "engine's collectives follow time on its device clock (recorded as gap_us); 0: back to back, "
                  "nccl-tests' way. The nccl backend ignores it")
       ->capture_default_str();
+  app.add_option("--nodes-per-group", o.nodes_per_group,
+                 "the nodes sit in switch groups of this many consecutive nodes, joined by uplinks (a two-level "
+                 "fabric; emulate.sh up ... --groups K): the node link is fitted on groups inside one switch group, "
+                 "and the profile's switch_groups section on groups that leave theirs")
+      ->check(CLI::PositiveNumber)
+      ->default_str("");
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
   app.add_flag("--skip-gemm", o.skip_gemm, "time no GEMMs (then --out needs --base for the GEMM table)");
   app.add_flag("--skip-host", o.skip_host, "time no host link (host<->GPU copies, or their memcpy stand-in)");
@@ -446,6 +453,20 @@ Plan make_plan(Options o, const CLI::App& app, int rank, int ranks) {
   if (gpu && !o.out.empty() && o.base.empty())
     say("note: without --base, what measure cannot time (attention efficiency, overlap, memory reserve) is filled "
         "with CPU-rank assumptions; on GPUs pass --base NAME|FILE (e.g. --base perlmutter)");
+  if (o.nodes_per_group > 0) {
+    if (nodes % o.nodes_per_group != 0 || o.nodes_per_group >= nodes)
+      throw InputError("--nodes-per-group " + std::to_string(o.nodes_per_group) + ": expected a divisor of the " +
+                       std::to_string(nodes) + " nodes below it (at least 2 switch groups)");
+    bool inside = false, leaves = false;
+    for (const auto& g : geometries) {
+      if (!g.inter) continue;
+      (ff::rings_per_uplink(g, nodes, o.nodes_per_group) > 0 ? leaves : inside) = true;
+    }
+    if (!o.out.empty() && !(inside && leaves))
+      throw InputError("--nodes-per-group " + std::to_string(o.nodes_per_group) + ": the cross-node geometries " +
+                       "measured need groups inside one switch group (the node link) and groups leaving theirs " +
+                       "(the uplinks); --inter has " + (inside ? "none of the latter" : "none of the former"));
+  }
   std::vector<size_t> sizes;
   for (size_t b = min_bytes; b <= max_bytes; b *= 2) sizes.push_back(b);
   // Without --gemm-grids, --model's GEMMs on every power-of-two grid within a node.
@@ -727,6 +748,7 @@ void fill_record(const Plan& p, const Rig& rig, const std::vector<Row>& rows, in
   m.ranks = p.ranks;
   m.gpus_per_node = p.per_node;
   m.nodes = p.nodes;
+  m.nodes_per_group = o.nodes_per_group;
   m.command = launch_command(argc, argv);
   m.host = host_name();
   m.date = utc_now();

@@ -298,9 +298,17 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
     if (a.fit.points != b.fit.points) return a.fit.points > b.fit.points;
     return a.g.size > b.g.size;
   };
+  // On switch groups (measure --nodes-per-group), a group that leaves its
+  // switch group is bounded by the uplink, not the node: the node's link is
+  // fitted on the others only (MODEL.md §2, "Switch groups").
+  auto crosses = [&m](const Geometry& g) { return rings_per_uplink(g, m.nodes, m.nodes_per_group) > 0; };
   const GeometryFit* node = nullptr;
   for (const auto& f : fits)
-    if (!node || better(f, *node)) node = &f;
+    if (!crosses(f.g) && (!node || better(f, *node))) node = &f;
+  if (!node)
+    input_error("--nodes-per-group " + std::to_string(m.nodes_per_group) +
+                ": every cross-node geometry measured leaves its switch group, so the nodes' own link cannot be "
+                "told from the uplinks'; measure one inside a switch group as well (--inter)");
   // Three or more spans of that kind measured (rings over several node
   // counts): the node's link is their joint fit (MODEL.md §2, "Rings at
   // scale"), which prices the spans not measured. Where no call cost, α and
@@ -310,7 +318,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
   std::set<int> spans;
   for (const auto& c : m.collectives)
     if (c.geometry.inter && !c.nonblocking && c.geometry.groups_per_node == node->g.groups_per_node &&
-        c.geometry.members_per_node == node->g.members_per_node)
+        c.geometry.members_per_node == node->g.members_per_node && !crosses(c.geometry))
       kind.push_back(c), spans.insert(c.geometry.size);
   std::string not_at_scale;
   LinkFit rings;
@@ -354,6 +362,46 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
       {"alpha_us", node->fit.link.alpha_s / us},
       {"table", tier_table(fits, base, "inter_node")}};
   add_by_op(p["inter_node"], *node, node->g.groups_per_node);
+}
+
+// The switch groups' uplinks (measure --nodes-per-group): the fit of a
+// geometry whose groups leave their switch group, r of them sharing each
+// uplink, gives the global link as r · busbw (the ring rule one tier up,
+// MODEL.md §2 "Switch groups"), its α the tier's. Preference as for the node:
+// one member a node, then the fewest rings an uplink, the most points, the
+// largest size. Where the node's link was the slower, that is a lower bound,
+// and the source says so. Without the flag a base's section stands.
+void fit_switch_groups(nlohmann::json& p, const Measurement& m) {
+  if (m.nodes_per_group <= 0) return;
+  const GeometryFit* best = nullptr;
+  int best_r = 0;
+  auto fits = fit_geometries(m, true);
+  for (const auto& f : fits) {
+    const int r = rings_per_uplink(f.g, m.nodes, m.nodes_per_group);
+    if (r == 0) continue;
+    auto key = [](const GeometryFit& x, int rx) {
+      return std::make_tuple(x.g.members_per_node != 1, rx, -x.fit.points, -x.g.size);
+    };
+    if (!best || key(f, r) < key(*best, best_r)) best = &f, best_r = r;
+  }
+  if (!best)
+    input_error("--nodes-per-group " + std::to_string(m.nodes_per_group) + ": no cross-node geometry measured on " +
+                std::to_string(m.nodes) + " nodes leaves its switch group, so the uplinks were not timed; measure " +
+                "one spanning more than " + std::to_string(m.nodes_per_group) + " nodes (--inter)");
+  const double node_share = p["inter_node"]["node_busbw_GBps"].get<double>() / best->g.groups_per_node;
+  const double busbw = best->fit.link.busbw / GB;
+  p["switch_groups"] = {
+      {"kind", "measured"},
+      {"source", measured_source(m) + ". global_busbw_GBps and alpha_us = the fit of " + geometry_name(best->g) +
+                     ", whose groups leave their switch group of " + std::to_string(m.nodes_per_group) +
+                     " nodes, " + std::to_string(best_r) + " of them sharing each uplink (busbw times " +
+                     std::to_string(best_r) + ")" +
+                     (busbw < 0.9 * node_share ? "" : "; it ran at the node link's share or above it, so the uplink "
+                                                      "may be faster than this lower bound")},
+      {"nodes_per_group", m.nodes_per_group},
+      {"global_busbw_GBps", best->fit.link.busbw * best_r / GB},
+      {"alpha_us", best->fit.link.alpha_s / us},
+      {"fit", fit_json(best->fit)}};
 }
 
 // A pair as the advisor prices it without a "p2p" section: a 2-rank
@@ -719,6 +767,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
   fit_inter(p, base, m);
+  fit_switch_groups(p, m);
   fit_p2p_section(p, base, m);
   fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);

@@ -231,6 +231,7 @@ MachineProfile apply_factors(const MachineProfile& base, const Factors& f) {
   scale_link(p.inter_node, 1, f[Knob::Alpha]);
   for (auto& e : p.intra) scale_link(e.link, 1, f[Knob::Alpha]);
   for (auto& e : p.inter) scale_link(e.link, 1, f[Knob::Alpha]);
+  p.switch_groups.alpha_s *= f[Knob::Alpha];
   p.peak_flops_bf16 *= f[Knob::Gemm];
   p.peak_flops_fp16 *= f[Knob::Gemm];
   p.peak_flops_fp32 *= f[Knob::Gemm];
@@ -421,6 +422,11 @@ nlohmann::json fitted_profile_json(const nlohmann::json& base, const RefitResult
   if (inter.contains("table"))
     for (auto& e : inter["table"]) scale_link_json(e, "busbw_GBps", f[Knob::InterBw], f[Knob::Alpha]);
   mark(inter, Knob::InterBw);
+  if (j.contains("switch_groups")) {  // the global link scales as the nodes' (apply_factors)
+    scale(j["switch_groups"], "global_busbw_GBps", f[Knob::InterBw]);
+    scale(j["switch_groups"], "alpha_us", f[Knob::Alpha]);
+    mark(j["switch_groups"], Knob::InterBw);
+  }
   scale(j["compute"]["peak_tflops"], "bf16", f[Knob::Gemm]);
   scale(j["compute"]["peak_tflops"], "fp32", f[Knob::Gemm]);
   mark(j["compute"], Knob::Gemm);

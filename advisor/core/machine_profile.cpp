@@ -143,7 +143,8 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   // factors) and "paced_device" (the pace a paced profile stands for) say
   // how the profile was made; the advisor reads none of them.
   f.only({"name", "description", "engine_device", "gpus_per_node", "compute", "memory", "overlap", "intra_node",
-          "inter_node", "gemm", "p2p", "host", "poll_us", "gap_us", "raw", "fitted", "paced_device", "uncertainty"});
+          "inter_node", "gemm", "p2p", "host", "poll_us", "gap_us", "raw", "fitted", "paced_device", "uncertainty",
+          "switch_groups"});
   MachineProfile p;
   p.name = f.string("name");
   p.description = f.has("description") ? f.string("description") : "";
@@ -223,6 +224,14 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
         e.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
       p.inter.push_back(x);
     }
+  }
+
+  if (f.has("switch_groups")) {
+    Fields sg = f.object("switch_groups");
+    sg.only(documented({"nodes_per_group", "global_busbw_GBps", "alpha_us"}));
+    p.switch_groups.nodes_per_group = int(sg.integer("nodes_per_group", 1));
+    p.switch_groups.busbw = figure(sg, "global_busbw_GBps", GB);
+    if (sg.has("alpha_us")) p.switch_groups.alpha_s = alpha_from(sg);
   }
 
   Fields gemm = f.object("gemm");
@@ -349,6 +358,7 @@ MachineProfile scaled(const MachineProfile& p, Tier t, double factor, double alp
     case Tier::Inter:
       scale_link(q.inter_node, factor, alpha_factor);
       for (auto& e : q.inter) scale_link(e.link, factor, alpha_factor);
+      q.switch_groups.busbw *= factor, q.switch_groups.alpha_s *= alpha_factor;  // the global link is across nodes too
       q.p2p_inter.bw *= factor;
       break;
     case Tier::Gemm:

@@ -114,6 +114,15 @@ struct Uncertainty {
   double beyond = 0.30;   // groups spanning more nodes than checked_nodes
 };
 
+// A two-level fabric (MODEL.md §2, "Switch groups"): nodes behind one
+// switch in groups of nodes_per_group consecutive nodes, each group joined to
+// the rest by one uplink that every ring crossing it shares.
+struct SwitchGroups {
+  int nodes_per_group = 0;  // 0: no such tier (one switch, or not described)
+  double busbw = 0;         // bytes/s: one ring crossing the uplink alone
+  double alpha_s = 0;       // per ring step across it; 0: not given (the node tier's)
+};
+
 struct MachineProfile {
   std::string name;
   std::string description;
@@ -135,6 +144,7 @@ struct MachineProfile {
   std::vector<IntraEntry> intra;
   LinkParams inter_node;             // one group per node: alpha and the node's busbw
   std::vector<InterEntry> inter;
+  SwitchGroups switch_groups;        // "switch_groups"; absent: every node behind one switch
   GemmTable gemm_bf16, gemm_fp32;
   // Where set (gemm.rate), it prices bf16 and fp16 GEMMs instead of the table.
   GemmRate gemm_rate;

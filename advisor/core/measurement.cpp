@@ -170,6 +170,7 @@ Measurement measurement_from(const Fields& f) {
   if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
   m.poll_s = f.microseconds("poll_us", "microseconds >= 0 (measure --poll-us)");
   m.gap_s = f.microseconds("gap_us", "microseconds >= 0 (measure --gap-us)");
+  m.nodes_per_group = int(f.integer_or("nodes_per_group", 1, 0));
   return m;
 }
 
@@ -262,6 +263,9 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     };
     same_way(out.poll_s, m.poll_s, "poll_us", "waited for MPI with different poll intervals");
     same_way(out.gap_s, m.gap_s, "gap_us", "idled before each operation for different times");
+    if (m.nodes_per_group != out.nodes_per_group)
+      input_error("measurements disagree on nodes per switch group (" + std::to_string(out.nodes_per_group) + " and " +
+                  std::to_string(m.nodes_per_group) + "): they are not of one fabric");
     for (const auto& c : m.collectives) merge_sample(out.collectives, c);
     for (const auto& c : m.p2p) merge_sample(out.p2p, c);
     if (!m.host_link.empty()) {
@@ -378,6 +382,7 @@ nlohmann::json to_json(const Measurement& m) {
   if (m.host_memory_bytes > 0) j["host_memory_GiB"] = m.host_memory_bytes / GiB;
   if (m.poll_s) j["poll_us"] = as_written(*m.poll_s / us);  // 50, not 49.99999999999999
   if (m.gap_s) j["gap_us"] = as_written(*m.gap_s / us);
+  if (m.nodes_per_group > 0) j["nodes_per_group"] = m.nodes_per_group;
   return j;
 }
 
@@ -389,6 +394,18 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& or
   if (j.is_object() && !j.contains("format") && j.contains("intra_node"))
     input_error(origin + ": a machine profile with no \"raw\" measurement to refit from");
   return measurement_from(Fields(j, origin));
+}
+
+int rings_per_uplink(const Geometry& g, int nodes, int nodes_per_group) {
+  if (!g.inter || nodes_per_group <= 0) return 0;
+  const int span = std::max(1, g.size / std::max(1, g.members_per_node));  // nodes a group spans
+  std::vector<int> crossing(size_t((nodes + nodes_per_group - 1) / nodes_per_group), 0);
+  for (int first = 0; first + span <= nodes; first += span) {
+    const int a = first / nodes_per_group, b = (first + span - 1) / nodes_per_group;
+    if (a == b) continue;
+    for (int s = a; s <= b; ++s) crossing[size_t(s)] += g.groups_per_node;  // each block's c groups all cross
+  }
+  return crossing.empty() ? 0 : *std::max_element(crossing.begin(), crossing.end());
 }
 
 }  // namespace ff

@@ -125,7 +125,17 @@ struct Measurement {
   // idle time, as a paced engine's collectives follow device time; 0: back
   // to back. Unset where the record does not say.
   std::optional<double> gap_s;
+  // measure --nodes-per-group: the nodes sit in switch groups of this many
+  // consecutive nodes joined by uplinks (MODEL.md §2, "Switch groups"); 0:
+  // not stated (one switch, as far as the record says).
+  int nodes_per_group = 0;
 };
+
+// How many of an inter-node geometry's groups cross one switch group's
+// uplink, the most over switch groups, as measure lays the geometry out
+// (groups of size / members_per_node consecutive nodes, from node 0, ranks
+// that do not tile sitting out); 0 when none leaves its switch group.
+int rings_per_uplink(const Geometry& g, int nodes, int nodes_per_group);
 
 // The "format" a measurement record carries.
 inline constexpr const char* kMeasurementFormat = "fourfold-measurement/1";

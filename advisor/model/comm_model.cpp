@@ -122,6 +122,43 @@ LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, in
   return l;
 }
 
+void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int rings) {
+  if (sg.nodes_per_group <= 0 || rings <= 0 || size <= 1) return;
+  // Each ring laid along the ranks leaves a switch group once and comes back
+  // once: it takes one share of the uplink each way, as a node's ring takes
+  // one share of its NIC (the ring rule, one tier up).
+  const double share = sg.busbw / rings;
+  auto bw = [share](double& b) { b = std::min(b, share); };
+  auto lat = [&sg](double& a) { a = std::max(a, sg.alpha_s); };
+  bw(l.busbw), lat(l.alpha_s);
+  for (int k = 0; k < 3; ++k) {
+    bw(l.op_busbw[k]), lat(l.op_alpha_s[k]);
+    bw(l.nb_busbw[k]), lat(l.nb_alpha_s[k]);
+    if (!l.curve[k]) continue;
+    // A curve measured inside a group (or at another crossing count): its
+    // latency part raised to the global α, the rest slowed to the share.
+    const MeasuredCurve& c = *l.curve[k];
+    const double busbw = c.busbw * l.curve_bw_factor, alpha = c.alpha_s * l.curve_alpha_factor;
+    const double bw_factor = busbw > share ? share / busbw : 1;
+    const double alpha_factor = alpha > 0 && sg.alpha_s > alpha ? sg.alpha_s / alpha : 1;
+    if (bw_factor == 1 && alpha_factor == 1) continue;
+    auto b = std::make_shared<MeasuredCurve>(c);
+    const double latency = c.alpha_s * ring_steps(static_cast<Coll>(k), size);
+    for (double& t : b->seconds) t = scaled_curve_time(t, latency, alpha_factor, bw_factor);
+    b->alpha_s *= alpha_factor, b->busbw *= bw_factor;
+    l.curve[k] = std::move(b);
+  }
+}
+
+int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size) {
+  if (p.switch_groups.nodes_per_group <= 0) return 0;
+  // A switch group is a node of nodes_per_group nodes: its uplink is shared
+  // as a node's link is, by the groups with members in it and elsewhere.
+  const GroupGeometry g =
+      group_geometry(total, p.gpus_per_node * p.switch_groups.nodes_per_group, stride, size);
+  return g.any_across ? g.groups_per_node : 0;
+}
+
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size) {
   AxisLink l;
   l.size = size;
@@ -132,7 +169,12 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   l.groups_per_node = geo.groups_per_node;
   l.members_per_node = geo.members_per_node;
   if (l.inside) l.intra = intra_link(p, stride, size);
-  if (l.across) l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
+  if (l.across) {
+    l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
+    // Some groups leave their switch group: the slowest of them prices the tier.
+    l.rings_per_uplink = rings_per_uplink(p, total, stride, size);
+    bound_by_switch_groups(l.inter, p.switch_groups, size, l.rings_per_uplink);
+  }
   resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);
   resolve(l.inter, l.inter_alpha, l.inter_busbw, l.inter_curve);
   l.intra_measured = l.intra.measured_here;
@@ -174,8 +216,13 @@ PairLink pair_link(const MachineProfile& p, long long total, long long stride, i
   PairLink l;
   if (size <= 1) return l;
   const int per_node = p.gpus_per_node;
-  const long long period = std::min(total, std::lcm(static_cast<long long>(per_node), stride * size));
+  // A switch group's uplink, like a node's link, carries every pair with one
+  // end in it (MODEL.md §2, "Switch groups"); a switch group holds whole
+  // nodes, so its period is one of the nodes' too.
+  const long long per_group = static_cast<long long>(per_node) * std::max(1, p.switch_groups.nodes_per_group);
+  const long long period = std::min(total, std::lcm(per_group, stride * size));
   std::vector<int> crossing(static_cast<size_t>((period + per_node - 1) / per_node), 0);
+  std::vector<int> uplink(static_cast<size_t>((period + per_group - 1) / per_group), 0);
   for (long long r = 0; r < period; ++r) {
     if ((r / stride) % size == size - 1) continue;  // the last stage sends to no next stage
     long long a = r / per_node, b = (r + stride) / per_node;
@@ -186,8 +233,14 @@ PairLink pair_link(const MachineProfile& p, long long total, long long stride, i
     l.across = true;
     ++crossing[a];
     ++crossing[b];
+    const long long ga = r / per_group, gb = (r + stride) / per_group;
+    if (p.switch_groups.nodes_per_group > 0 && ga != gb) {
+      ++uplink[size_t(ga)];
+      ++uplink[size_t(gb)];
+    }
   }
   l.pairs_per_node = *std::max_element(crossing.begin(), crossing.end());
+  l.pairs_per_uplink = *std::max_element(uplink.begin(), uplink.end());
   l.measured = p.has_p2p;
   if (p.has_p2p) {
     l.intra = p.p2p_intra;
@@ -196,6 +249,10 @@ PairLink pair_link(const MachineProfile& p, long long total, long long stride, i
   } else {
     l.intra = pair_from_allgather(intra_link(p, stride, 2));
     l.inter = pair_from_allgather(inter_link(p, std::max(1, l.pairs_per_node), 2, 1));
+  }
+  if (l.pairs_per_uplink > 0) {  // a pair each way is a 2-rank ring's wire pattern: the same share
+    l.inter.bw = std::min(l.inter.bw, p.switch_groups.busbw / l.pairs_per_uplink);
+    l.inter.alpha_s = std::max(l.inter.alpha_s, p.switch_groups.alpha_s);
   }
   return l;
 }

@@ -51,11 +51,23 @@ struct AxisLink {
   bool nonblocking_differs = false;  // some non-blocking figure is not the blocking one
   bool intra_measured = false, inter_measured = false;  // LinkParams::measured_here of each tier
   double doubling_rounds = 0;  // ⌈log2 size⌉, for all-reduces priced as recursive doubling
+  // Rings of this axis sharing one switch group's uplink, the most over
+  // switch groups (MODEL.md §2, "Switch groups"); 0: none leaves its group.
+  int rings_per_uplink = 0;
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node), else the
 // node's link shared by the groups (MODEL.md §2's ring rule).
 LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node);
+// A link of groups of `size` that leave their switch group, `rings` of them
+// sharing each uplink: every busbw at most the global link's share, every α
+// at least the global link's where the profile gives one; measured curves
+// alike (MODEL.md §2, "Switch groups"). No change where rings is 0 or the
+// profile has no switch groups.
+void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int rings);
+// How many of an axis' groups cross one switch group's uplink, the most over
+// switch groups; 0 where the profile has none or no group leaves its own.
+int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size);
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
 // `nonblocking`: issued as MPI_I... and waited for (the overlap flags' form).
 double collective_time(Coll c, double bytes, const AxisLink& link, bool nonblocking = false);
@@ -65,6 +77,7 @@ double collective_time(Coll c, double bytes, const AxisLink& link, bool nonblock
 struct PairLink {
   bool inside = false, across = false;
   int pairs_per_node = 0;  // most crossing pairs touching one node: they share its NICs
+  int pairs_per_uplink = 0;  // most pairs crossing one switch group's uplink (0: none leaves its group)
   P2PLink intra, inter;    // inter: one pair's share
   bool measured = false;   // from the profile's p2p section, not a 2-rank all-gather
 };

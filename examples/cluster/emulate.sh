@@ -2,6 +2,8 @@
 # emulate.sh — an emulated multi-node cluster on one Linux machine.
 #
 #   examples/cluster/emulate.sh up 4 2 200mbit      # 4 nodes x 2 ranks, each node's link capped at 200 Mbit/s
+#   examples/cluster/emulate.sh up 4 2 200mbit --groups 2 --global-rate 100mbit
+#                                 # the same nodes in 2 switch groups of 2, joined by 100 Mbit/s uplinks
 #   examples/cluster/emulate.sh mpirun build/measure/measure --backend mpi --out emu.json
 #   examples/cluster/emulate.sh mpirun -np 8 build/engine/engine --model ... --grid 2,2,1,2
 #   examples/cluster/emulate.sh status
@@ -25,6 +27,17 @@
 #     over the capped links between nodes, and MPI_Comm_split_type(SHARED)
 #     returns the nodes.
 #
+# Two-level fabric (`up ... --groups K --global-rate GRATE`, K > 1): the
+# nodes sit in K switch groups of N/K consecutive nodes (node i in group
+# i/(N/K), as ranks sit on nodes in blocks). Each group has its own switch
+# namespace (<prefix>-s0, <prefix>-s1, ...) whose bridge the group's nodes
+# plug into; the group switches are joined through a spine, <prefix>-sw
+# (where mpirun runs), each by one veth uplink capped at GRATE each way by
+# the same qdisc as the nodes' links. Traffic between groups crosses two
+# uplinks, and every ring with members in a group and outside it shares that
+# group's uplink: the global tier of MODEL.md §2 ("Switch groups"). One /24,
+# one L2 domain: Open MPI sees the same hosts and addresses either way.
+#
 # Nothing is created in the host's own network namespace: every interface,
 # address and qdisc lives inside the cluster's namespaces, and the addresses
 # (a private /24, FOURFOLD_CLUSTER_SUBNET) are visible only there. The only
@@ -46,7 +59,10 @@
 #                 mbps gbps tbps: BYTES/s; IEC kibit mibit kibps ...; e.g.
 #                 200mbit, 1gbit), per direction. Keep RATE at
 #                 or below ~1gbit: above that the CPU, not the link, limits.
-#                 Already up with the same N R RATE: nothing to do (exit 0).
+#                 --groups K (K divides N; default 1, one switch) and
+#                 --global-rate GRATE (needed when K > 1; tc units as RATE):
+#                 K switch groups joined by uplinks of GRATE each way.
+#                 Already up with the same N R RATE (and groups): nothing to do (exit 0).
 #                 Already up with other parameters: an error; run `down` first.
 #                 A failure part-way removes everything it created.
 #   mpirun ARGS   mpirun with the cluster's settings, as a prefix to a normal
@@ -79,7 +95,7 @@ readonly ME=${0##*/}
 UP_PREFIX=""                    # set while `up` builds a cluster, for its cleanup trap
 
 die() { echo "$ME: $*" >&2; exit 1; }
-usage_error() { echo "$ME: $*" >&2; echo "usage: $ME up NODES RANKS_PER_NODE RATE | mpirun ARGS... | status | down" >&2; exit 2; }
+usage_error() { echo "$ME: $*" >&2; echo "usage: $ME up NODES RANKS_PER_NODE RATE [--groups K --global-rate GRATE] | mpirun ARGS... | status | down" >&2; exit 2; }
 skip() { echo "$ME: cannot emulate a cluster here: $*" >&2; exit 77; }
 
 # ---------------------------------------------------------------- state ----
@@ -98,12 +114,13 @@ load_state() {
 }
 
 node_ns() { echo "$1-n$2"; }     # prefix, index -> node namespace (= node host name)
-switch_ns() { echo "$1-sw"; }
+switch_ns() { echo "$1-sw"; }   # the only switch, or the spine of a two-level fabric
+group_ns() { echo "$1-s$2"; }    # prefix, index -> a switch group's switch
 
 # Namespaces that exist now and belong to a cluster with this prefix.
 cluster_namespaces() {
   local prefix=$1
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}-(sw|n[0-9]+)\$" || true
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}-(sw|s[0-9]+|n[0-9]+)\$" || true
 }
 
 # ------------------------------------------------------------------ rate ----
@@ -240,8 +257,18 @@ has_carrier() {
 }
 
 cmd_up() {
-  (($# == 3)) || usage_error "up needs NODES RANKS_PER_NODE RATE, e.g. up 4 2 200mbit"
-  local nodes=$1 rpn=$2 rate=$3 bits prefix=$DEFAULT_PREFIX
+  (($# >= 3)) || usage_error "up needs NODES RANKS_PER_NODE RATE, e.g. up 4 2 200mbit"
+  local nodes=$1 rpn=$2 rate=$3 bits prefix=$DEFAULT_PREFIX groups=1 grate="" gbits=0
+  shift 3
+  while (($#)); do
+    case $1 in
+      --groups|--global-rate)
+        (($# >= 2)) || usage_error "$1 needs a value"
+        if [[ $1 == --groups ]]; then groups=$2; else grate=$2; fi
+        shift 2 ;;
+      *) usage_error "up: unknown argument '$1' (after NODES RANKS_PER_NODE RATE: --groups K --global-rate GRATE)" ;;
+    esac
+  done
   if ! [[ $nodes =~ ^[0-9]{1,3}$ ]] || ((nodes < 1 || nodes > 250)); then
     usage_error "NODES '$nodes': a whole number from 1 to 250"
   fi
@@ -250,6 +277,17 @@ cmd_up() {
   fi
   if ! bits=$(rate_to_bits "$rate") || ((bits < 8000)); then
     usage_error "RATE '$rate': a tc rate such as 100mbit, 200mbit or 1gbit (at least 1kbps)"
+  fi
+  if ! [[ $groups =~ ^[0-9]{1,3}$ ]] || ((groups < 1 || groups > nodes || nodes % groups)); then
+    usage_error "--groups '$groups': a whole number from 1 to NODES that divides NODES ($nodes)"
+  fi
+  if ((groups > 1)); then
+    [[ -n $grate ]] || usage_error "--groups $groups needs --global-rate GRATE, the uplink of each switch group"
+    if ! gbits=$(rate_to_bits "$grate") || ((gbits < 8000)); then
+      usage_error "--global-rate '$grate': a tc rate such as 100mbit or 1gbit (at least 1kbps)"
+    fi
+  elif [[ -n $grate ]]; then
+    usage_error "--global-rate needs --groups K with K > 1 (one switch has no global link)"
   fi
   [[ $prefix =~ ^[a-z][a-z0-9]{0,9}$ ]] ||
     usage_error "FOURFOLD_CLUSTER_PREFIX '$prefix': 1-10 lower-case letters and digits, starting with a letter"
@@ -264,7 +302,8 @@ cmd_up() {
   if load_state; then
     if [[ -n $(cluster_namespaces "${ST[prefix]}") ]]; then
       if [[ ${ST[nodes]} == "$nodes" && ${ST[ranks_per_node]} == "$rpn" && ${ST[rate_bits]} == "$bits" &&
-            ${ST[prefix]} == "$prefix" && ${ST[qdisc]:-tbf} == "$QDISC" ]]; then
+            ${ST[prefix]} == "$prefix" && ${ST[qdisc]:-tbf} == "$QDISC" && ${ST[groups]:-1} == "$groups" &&
+            ${ST[global_rate_bits]:-0} == "$gbits" ]]; then
         echo "$ME: already up: ${ST[nodes]} nodes x ${ST[ranks_per_node]} ranks at ${ST[rate]}" >&2
         return 0
       fi
@@ -314,6 +353,30 @@ cmd_up() {
   ip -n "$sw" addr add "$SUBNET.$SWITCH_ADDR_HOST/24" dev br0
   ip -n "$sw" link set br0 up
 
+  # Two levels: each switch group's bridge in its own namespace, joined to
+  # the spine's bridge by one uplink, capped like a node's link. One level:
+  # every node on the spine's bridge, as before.
+  local g gs per_group=$((nodes / groups)) group_list=""
+  local -a node_switch=()
+  if ((groups > 1)); then
+    for ((g = 0; g < groups; g++)); do
+      gs=$(group_ns "$prefix" "$g")
+      ip netns add "$gs"
+      ip -n "$gs" link set lo up
+      ip -n "$gs" link add br0 type bridge
+      ip -n "$gs" link set br0 up
+      ip -n "$sw" link add "u$g" type veth peer name up0 netns "$gs"
+      ip -n "$sw" link set "u$g" master br0
+      ip -n "$gs" link set up0 master br0
+      shape "$gs" up0 "$gbits" "$grate"      # group -> spine
+      shape "$sw" "u$g" "$gbits" "$grate"    # spine -> group
+      group_list+="$gs "
+    done
+  fi
+  for ((i = 0; i < nodes; i++)); do
+    if ((groups > 1)); then node_switch[i]=$(group_ns "$prefix" "$((i / per_group))"); else node_switch[i]=$sw; fi
+  done
+
   : >"$STATE_DIR/hostfile"
   for ((i = 0; i < nodes; i++)); do
     ns=$(node_ns "$prefix" "$i")
@@ -321,11 +384,11 @@ cmd_up() {
     ip -n "$ns" link set lo up
     # Created inside the switch namespace and moved straight into the node's:
     # neither end ever exists in the host's namespace.
-    ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns"
-    ip -n "$sw" link set "p$i" master br0
+    ip -n "${node_switch[i]}" link add "p$i" type veth peer name eth0 netns "$ns"
+    ip -n "${node_switch[i]}" link set "p$i" master br0
     ip -n "$ns" addr add "$SUBNET.$((i + 1))/24" dev eth0
-    shape "$ns" eth0 "$bits" "$rate"         # node -> switch
-    shape "$sw" "p$i" "$bits" "$rate"        # switch -> node
+    shape "$ns" eth0 "$bits" "$rate"                    # node -> switch
+    shape "${node_switch[i]}" "p$i" "$bits" "$rate"     # switch -> node
     echo "$ns slots=$rpn" >>"$STATE_DIR/hostfile"
   done
   write_agent "$STATE_DIR/rsh-agent" "$prefix"
@@ -334,10 +397,18 @@ cmd_up() {
   # bridge now instead of as an Open MPI timeout later.
   for ((i = 0; i < nodes; i++)); do
     ns=$(node_ns "$prefix" "$i")
-    if ! has_carrier "$ns" eth0 || ! has_carrier "$sw" "p$i"; then
+    if ! has_carrier "$ns" eth0 || ! has_carrier "${node_switch[i]}" "p$i"; then
       die "the link of node $i ($ns) did not come up"
     fi
   done
+  if ((groups > 1)); then
+    for ((g = 0; g < groups; g++)); do
+      gs=$(group_ns "$prefix" "$g")
+      if ! has_carrier "$gs" up0 || ! has_carrier "$sw" "u$g"; then
+        die "the uplink of switch group $g ($gs) did not come up"
+      fi
+    done
+  fi
 
   {
     echo "prefix=$prefix"
@@ -349,11 +420,18 @@ cmd_up() {
     echo "subnet=$SUBNET.0/24"
     echo "switch_ns=$sw"
     echo "node_ns=$(for ((i = 0; i < nodes; i++)); do printf '%s ' "$(node_ns "$prefix" "$i")"; done)"
+    echo "groups=$groups"
+    echo "global_rate=$grate"
+    echo "global_rate_bits=$gbits"
+    echo "group_ns=$group_list"
   } >"$STATE_DIR/state.tmp"
   mv "$STATE_DIR/state.tmp" "$STATE_DIR/state"     # written last: its presence means "up"
   trap - EXIT INT TERM HUP
   echo "$ME: up: $nodes nodes x $rpn ranks, each node's link capped at $rate ($bits bit/s) each way by tc $QDISC;" \
        "state in $STATE_DIR" >&2
+  ((groups == 1)) ||
+    echo "$ME: up: $groups switch groups of $per_group nodes, each joined to the spine by an uplink capped at" \
+         "$grate ($gbits bit/s) each way" >&2
 }
 
 # ---------------------------------------------------------------- mpirun ----
@@ -485,11 +563,22 @@ cmd_status() {
   local prefix=${ST[prefix]} ns present
   echo "cluster: ${ST[nodes]} nodes x ${ST[ranks_per_node]} ranks, link ${ST[rate]} (${ST[rate_bits]} bit/s) each way, tc ${ST[qdisc]:-tbf}"
   echo "state:   $STATE_DIR (hostfile, rsh-agent); subnet ${ST[subnet]}; switch namespace ${ST[switch_ns]}"
+  local groups=${ST[groups]:-1} g per_group
+  if ((groups > 1)); then
+    per_group=$((ST[nodes] / groups))
+    echo "groups:  $groups switch groups of $per_group nodes, each uplink ${ST[global_rate]} (${ST[global_rate_bits]} bit/s) each way to the spine ${ST[switch_ns]}"
+    for ((g = 0; g < groups; g++)); do
+      echo "  group $g: switch $(group_ns "$prefix" "$g"), nodes $(node_ns "$prefix" $((g * per_group)))..$(node_ns "$prefix" $(((g + 1) * per_group - 1)))"
+    done
+  fi
   present=$(cluster_namespaces "$prefix")
-  for ns in ${ST[switch_ns]} ${ST[node_ns]}; do
+  for ns in ${ST[switch_ns]} ${ST[group_ns]:-} ${ST[node_ns]}; do
     if grep -qx -- "$ns" <<<"$present"; then
       if [[ $ns == "${ST[switch_ns]}" ]]; then
         echo "  $ns: $(ip -n "$ns" -br addr show br0 | awk '{print $3}') ($(ip -n "$ns" -o link show master br0 | wc -l) ports)"
+      elif [[ $ns != "$prefix"-n* ]]; then
+        echo "  $ns: switch group, $(ip -n "$ns" -o link show master br0 | wc -l) ports, uplink" \
+             "${ST[qdisc]:-tbf} $({ tc -n "$ns" qdisc show dev up0; tc -n "$ns" class show dev up0; } | grep -o -m1 'rate [^ ]*')"
       else
         echo "  $ns: $(ip -n "$ns" -br addr show eth0 | awk '{print $3}')," \
              "${ST[qdisc]:-tbf} $({ tc -n "$ns" qdisc show dev eth0; tc -n "$ns" class show dev eth0; } | grep -o -m1 'rate [^ ]*')," \

@@ -39,6 +39,10 @@
 #   RATE            each node's link, tc units (emulate.sh)         [200mbit]
 #   NODES           emulated nodes                                  [4]
 #   RANKS_PER_NODE  ranks per node; the job has NODES*RANKS_PER_NODE ranks [2]
+#   SWITCH_GROUPS, GLOBAL_RATE
+#                   a two-level fabric: SWITCH_GROUPS switch groups of NODES/SWITCH_GROUPS
+#                   nodes joined by uplinks of GLOBAL_RATE (emulate.sh up
+#                   --groups --global-rate; measure --nodes-per-group) [1, none]
 #   MAX_CONFIGS     configurations validated                        [40]
 #   REPEATS         runs of each configuration                      [2]
 #   STEPS           training steps per run, the first discarded     [8]
@@ -89,6 +93,13 @@ BUILD=${BUILD:-build}
 RATE=${RATE:-200mbit}
 NODES=${NODES:-4}
 RANKS_PER_NODE=${RANKS_PER_NODE:-2}
+SWITCH_GROUPS=${SWITCH_GROUPS:-1}
+GLOBAL_RATE=${GLOBAL_RATE:-}
+fabric=() measure_fabric=()
+if ((SWITCH_GROUPS > 1)); then
+  fabric=(--groups "$SWITCH_GROUPS" --global-rate "$GLOBAL_RATE")
+  measure_fabric=(--nodes-per-group "$((NODES / SWITCH_GROUPS))")
+fi
 MAX_CONFIGS=${MAX_CONFIGS:-40}
 REPEATS=${REPEATS:-2}
 STEPS=${STEPS:-8}
@@ -126,6 +137,7 @@ export FOURFOLD_CLUSTER_PREFIX=${FOURFOLD_CLUSTER_PREFIX:-ffval$$}
 export FOURFOLD_CLUSTER_QDISC=${FOURFOLD_CLUSTER_QDISC:-htb}
 # What the profile's links were: a profile is reused only on the same cluster.
 links="$NODES nodes x $RANKS_PER_NODE ranks, $RATE per node link, tc $FOURFOLD_CLUSTER_QDISC"
+((SWITCH_GROUPS == 1)) || links+=", $SWITCH_GROUPS switch groups, $GLOBAL_RATE uplinks"
 # As the README's commands: one BLAS thread per rank (8 ranks share the
 # cores), and ranks that wait yield their core.
 export OPENBLAS_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -150,7 +162,7 @@ elapsed() { local s=$((SECONDS - start)); printf '%dm%02ds' $((s / 60)) $((s % 6
 
 say "cluster: $links"
 rc=0
-"$EMU" up "$NODES" "$RANKS_PER_NODE" "$RATE" || rc=$?
+"$EMU" up "$NODES" "$RANKS_PER_NODE" "$RATE" "${fabric[@]}" || rc=$?
 if ((rc == 77)); then
   say "skipped: the cluster cannot be emulated here (see above)"
   exit 77
@@ -181,7 +193,7 @@ else
   # host link would be timed for nothing (their sections come from
   # cpu-8x2core, unused).
   # shellcheck disable=SC2086  # MEASURE_FLAGS is a list of flags
-  "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" --gap-us "$GAP_US" $MEASURE_FLAGS \
+  "$EMU" mpirun "$MEASURE" --backend mpi --poll-us "$POLL_US" --gap-us "$GAP_US" $MEASURE_FLAGS "${measure_fabric[@]}" \
       --skip-gemm --skip-host --base cpu-8x2core \
       --out "$profile" --raw "$OUT/measurement.json" >"$OUT/measure.txt" ||
     die "measure failed (exit $?); its table so far is in $OUT/measure.txt"
