@@ -8,6 +8,7 @@
 #include "advisor/core/bundled_profiles.hpp"
 #include "advisor/core/machine_profile.hpp"
 #include "advisor/model/comm_model.hpp"
+#include "advisor/model/cost_model.hpp"
 #include "tests/helpers.hpp"
 
 using namespace ff;
@@ -147,4 +148,27 @@ TEST_CASE("switch groups: the profile section") {
   // Without the section: no tier.
   j.erase("switch_groups");
   CHECK(machine_from_json(j, "t.json").switch_groups.nodes_per_group == 0);
+}
+
+TEST_CASE("switch groups: which configurations cross an uplink (validate counts them)") {
+  // 1 GPU a node, 4 nodes a group, 8 ranks in two groups {0..3}, {4..7}.
+  const MachineProfile p = two_level(1, 4);
+  auto config = [](Grid g, const char* order) {
+    Config c;
+    c.grid = g;
+    c.order = parse_order(order);
+    return c;
+  };
+  // Z of 4 innermost: {0..3} and {4..7}, each inside a group; data of 2 at
+  // stride 4 pairs rank r with r + 4: it crosses.
+  CHECK(crosses_switch_groups(p, config({1, 1, 4, 2}, "xyzd")));
+  // Z of 2 innermost, data of 2 next ({0, 2}, ...), stages last at stride 4:
+  // every pair (r, r + 4) crosses.
+  CHECK(crosses_switch_groups(p, config({1, 1, 2, 2, 2}, "xyzdp")));
+  // Data of 2 innermost ({0, 1}), Z of 4 at stride 2 ({0, 2, 4, 6}): Z crosses.
+  CHECK(crosses_switch_groups(p, config({1, 1, 4, 2}, "xydz")));
+  // Four ranks, all in the first group: nothing leaves it.
+  CHECK_FALSE(crosses_switch_groups(p, config({1, 2, 2, 1}, "xyzd")));
+  // Without the section nothing is counted.
+  CHECK_FALSE(crosses_switch_groups(fftest::toy_machine(1), config({1, 1, 4, 2}, "xyzd")));
 }

@@ -478,6 +478,13 @@ Estimate combine(const Plan& plan, const double* times, const Overlap& ov, doubl
   return e;
 }
 
+bool crosses_switch_groups(const MachineProfile& p, const Config& c) {
+  if (p.switch_groups.nodes_per_group <= 0) return false;
+  for (const AxisLink& l : placement_links(p, c.grid, c.order))
+    if (l.rings_per_uplink > 0) return true;
+  return c.grid.p > 1 && pair_link(p, c.grid.total(), axis_stride(c.grid, c.order, Axis::P), c.grid.p).pairs_per_uplink > 0;
+}
+
 PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache) {
   PerAxis<AxisLink> links;
   for (Axis a : kAxes) {

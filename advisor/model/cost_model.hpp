@@ -172,6 +172,9 @@ inline double issued_seconds(const Plan& plan, const double* times, const Overla
 Estimate combine(const Plan& plan, const double* times, const Overlap& ov, double batch_tokens, double* hidden = nullptr);
 
 PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache = nullptr);
+// Whether some group of `c`'s axes, or a pair of its stages, leaves its switch
+// group (MODEL.md §2, "Switch groups"): false where the profile has none.
+bool crosses_switch_groups(const MachineProfile& p, const Config& c);
 
 
 }  // namespace ff

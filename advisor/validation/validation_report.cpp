@@ -244,9 +244,10 @@ void print_validation_text(const json& report) {
     std::cout << "Communication part (time per step - device time): MAPE " << pct(s["comm_mape"])
               << "; its share of a step " << pct(share[0]) << " to " << pct(share[1]) << " over the runs\n";
   }
-  auto inside = [](const json& c) {
-    return std::to_string(c["inside"].get<int>()) + " of " + std::to_string(c["n"].get<int>());
+  auto inside_of = [](const json& c, const char* what) {
+    return std::to_string(c[what].get<int>()) + " of " + std::to_string(c["n"].get<int>());
   };
+  auto inside = [&](const json& c) { return inside_of(c, "inside"); };
   if (s.contains("range_coverage"))
     std::cout << "Ranges: " << inside(s["range_coverage"]) << " runs measured inside their predicted range ("
               << s["range_coverage"]["basis"].get<std::string>() << ")";
@@ -254,6 +255,9 @@ void print_validation_text(const json& report) {
     std::cout << "; out of sample, under the other half's fit, "
               << inside(report["out_of_sample"]["pooled"]["fitted"]["range_coverage"]);
   if (s.contains("range_coverage")) std::cout << "\n";
+  if (s.contains("switch_group_crossing"))
+    std::cout << "Switch groups: " << inside_of(s["switch_group_crossing"], "crossing")
+              << " runs have a group or a stage pair that leaves its switch group (priced with the global link)\n";
   print_placement(report.value("placement", json(nullptr)));
   const json& oos = report["out_of_sample"];
   if (oos.contains("skipped")) {

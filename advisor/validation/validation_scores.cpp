@@ -71,6 +71,7 @@ OkRuns ok_runs(const json& runs, const Job& job, const MachineProfile& m) {
     ok.measured.push_back(r.time_s);
     const PredictedRange range = predicted_range(job, m, r.config);
     ok.low.push_back(range.low), ok.high.push_back(range.high);
+    if (m.switch_groups.nodes_per_group > 0) ok.crossing.push_back(crosses_switch_groups(m, r.config));
   }
   ok.range_basis = range_basis(m);
   return ok;
@@ -80,6 +81,10 @@ json summary_json(const OkRuns& ok) {
   if (ok.runs.empty()) return {{"n", 0}};
   json j = scores_json(score(ok.predicted, ok.measured), ok.keys);
   j["range_coverage"] = coverage_json(ok, ok.low, ok.high);
+  if (!ok.crossing.empty()) {
+    const long k = std::count(ok.crossing.begin(), ok.crossing.end(), true);
+    j["switch_group_crossing"] = {{"crossing", k}, {"n", ok.crossing.size()}, {"share", double(k) / double(ok.crossing.size())}};
+  }
   if (paced(ok.runs)) {
     j["comm_mape"] = comm_mape_json(ok, ok.predicted, ok.predicted_compute, all_of(ok));
     double lo = 1, hi = 0;

@@ -20,13 +20,17 @@ struct OkRuns {
   std::vector<double> predicted_compute;  // the prediction's compute part, per run
   std::vector<double> low, high;          // the range each is predicted within (MODEL.md §8, "Ranges")
   std::string range_basis;
+  // Per run, whether it crosses a switch group's uplink; empty where the
+  // profile has no switch groups.
+  std::vector<bool> crossing;
 };
 OkRuns ok_runs(const nlohmann::json& runs, const Job& job, const MachineProfile& m);
 
 // MAPE, rank correlations and regret of the runs as priced (the report's
 // "summary"); with the paced device's time in every run also the MAPE of the
 // communication part ("comm_mape") and the range of its share of a step
-// ("comm_share_range": [min, max], 1 − device_s / time).
+// ("comm_share_range": [min, max], 1 − device_s / time); on a profile with
+// switch groups, how many runs cross an uplink ("switch_group_crossing").
 nlohmann::json summary_json(const OkRuns& ok);
 // Fit on one half, score on the other, both ways (the report's
 // "out_of_sample"); "comm_mape" in each score where the summary has it, and
