@@ -366,15 +366,17 @@ assert m == want, (m, want)
 # parallelism (the norms' sum over Y, the embedding group's exchange over P)
 # and odp; offload's chunks. Each step's loss within 2e-2 of one rank's with
 # bf16 gradients too.
-gd_cfgs=("$tiny|8|--grid 2,2,1,2 --micro-batch 2 --batch 16 --overlap all"
-  "$tiny|8|--grid 1,1,2,4 --micro-batch 1 --batch 16 --overlap ors,odp --shard-optimizer"
-  "$tied|8|--grid 1,2,1,2 --pipeline 2 --micro-batch 1 --batch 8 --overlap all,odp --sequence-parallel"
-  "$tiny|4|--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload --offload-bucket 4096 --offload-chunk 2")
+# Entries: model|ranks|flags|the engine's own flags.
+gd_cfgs=("$tiny|8|--grid 2,2,1,2 --micro-batch 2 --batch 16 --overlap all|--dp-bucket-mib 0.05"
+  "$tiny|8|--grid 1,1,2,4 --micro-batch 1 --batch 16 --overlap ors,odp --shard-optimizer|--dp-bucket-mib 0.05"
+  "$tied|8|--grid 1,2,1,2 --pipeline 2 --micro-batch 1 --batch 8 --overlap all,odp --sequence-parallel|--dp-bucket-mib 0.05"
+  "$tiny|4|--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload|--offload-bucket 4096 --offload-chunk 2")
 for entry in "${gd_cfgs[@]}"; do
-  IFS='|' read -r gm gn c <<<"$entry"
+  IFS='|' read -r gm gn c own <<<"$entry"
   read -ra cf <<<"$c"
+  read -ra ef <<<"$own"
   batch=$(python3 -c 'import sys; a = sys.argv[1:]; print(a[a.index("--batch") + 1])' "${cf[@]}")
-  expect 0 'bf16 \(bf16 gradients\)' -- $run "$gn" "$engine" --model "$gm" "${cf[@]}" --dp-bucket-mib 0.05 --steps 3 \
+  expect 0 'bf16 \(bf16 gradients\)' -- $run "$gn" "$engine" --model "$gm" "${cf[@]}" "${ef[@]}" --steps 3 \
     --dtype bf16 --grad-dtype bf16 --record "$tmp/gd.json"
   expect 0 'final loss' -- $run 1 "$engine" --model "$gm" --micro-batch 2 --batch "$batch" --steps 3 --dtype bf16 \
     --grad-dtype bf16 --record "$tmp/gd1.json"
