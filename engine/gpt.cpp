@@ -16,10 +16,11 @@ namespace ff::engine {
 
 template <typename T>
 Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes,
-            const std::vector<int>& stage_layers, size_t slot_count)
+            const std::vector<int>& stage_layers, size_t slot_count, bool grads_in_t)
     : comm_(comm), dev_(comm.device()), k_(kernels_for<T>(comm.device())), m_(m), c_(c), sizes_(sizes),
       layout_(param_layout(m, c.grid, comm.coord(Axis::P), stage_layers, c.virtual_stages)) {
   const Grid& g = c.grid;
+  grads_in_t_ = grads_in_t && kMasterCopy;
   t_ = long(c.micro_batch) * m.seq_len;
   ts_ = c.sequence_parallel ? t_ / g.y : t_;
   hx_ = m.hidden / g.x;
@@ -62,6 +63,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
     size_t norms = 0;
     for (int v : norm_vectors()) norms += layout_.vectors[size_t(v)].n;
     sp_norm_g_.assign(norms, M(0));
+    if (grads_in_t_) sp_norm_t_.assign(norms, T(0));
   }
   rstd_f_.assign(ts_, M(0));
   logits_.assign(t_ * vy_, T(0));
@@ -75,6 +77,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   for (auto* v : {&ln_grad_stat_, &ce_stat_}) v->assign(2 * t_, M(0));
   if (tied_across_stages() && (layout_.first || layout_.last))
     tied_received_.assign(layout_.matrices[size_t(layout_.first ? layout_.embedding : layout_.tied_copy)].shard_n, M(0));
+  if (grads_in_t_) tied_received_t_.assign(tied_received_.size(), T(0));
   if (kMasterCopy && g.z > 1 && layout_.first) emb_grad_.assign(layout_.matrices[layout_.embedding].block_n(), M(0));
   slots_.reserve(kMaxInflight);  // completion callbacks hold references into it
   build_buckets();
@@ -230,17 +233,30 @@ void Gpt<T>::sum_tied_gradient() {
   // run in one order on both ranks.
   constexpr int kTiedTag = 32767;
   M* g = &shard_g_[p.offset];
-  Comm::Ticket recv = 0, send = 0;
-  if (layout_.first) {
-    send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
-    recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
+  // Gradients in T: sent as T from their wire copy, the sum in M rounded once.
+  T* gt = grads_in_t_ ? &wire_[p.offset] : nullptr;
+  if (gt) elementwise(0, [&] { k_->narrow(g, gt, p.shard_n); });
+  auto exchange = [&](const auto* mine, auto* theirs) {
+    Comm::Ticket recv = 0, send = 0;
+    if (layout_.first) {
+      send = comm_.isend(Axis::P, peer, mine, p.shard_n, kTiedTag);
+      recv = comm_.irecv(Axis::P, peer, theirs, p.shard_n, kTiedTag);
+    } else {
+      recv = comm_.irecv(Axis::P, peer, theirs, p.shard_n, kTiedTag);
+      send = comm_.isend(Axis::P, peer, mine, p.shard_n, kTiedTag);
+    }
+    comm_.wait_one(recv);
+    comm_.wait_one(send);
+  };
+  if (gt) {
+    exchange(static_cast<const T*>(gt), tied_received_t_.data());
+    elementwise(double(p.shard_n) * (2.0 * sizeof(M) + sizeof(T)),
+                [&] { k_->accumulate(g, tied_received_t_.data(), p.shard_n); });
+    round_matrix_grad(mi);
   } else {
-    recv = comm_.irecv(Axis::P, peer, tied_received_.data(), p.shard_n, kTiedTag);
-    send = comm_.isend(Axis::P, peer, static_cast<const M*>(g), p.shard_n, kTiedTag);
+    exchange(static_cast<const M*>(g), tied_received_.data());
+    elementwise(3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });
   }
-  comm_.wait_one(recv);
-  comm_.wait_one(send);
-  elementwise(3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });
   gradient_done(mi);
 }
 
@@ -313,6 +329,7 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot, bool done) {
   auto accumulate = [this, mi, acc, &slot, first, done, last = last_micro_, n = p.shard_n]() {
     if (!first)
       elementwise(n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
+    if (grads_in_t_) round_matrix_grad(mi);
     if (done) gradient_done(mi, last);
     slot.busy = false;
     slot.ticket = 0;
@@ -391,14 +408,17 @@ void Gpt<T>::sum_norm_gradients() {
       for (int v : ids) {
         const VectorParam& p = layout_.vectors[size_t(v)];
         M* g = vg(v);
-        if (pack) k_->copy(g, &sp_norm_g_[at], p.n * sizeof(M));
+        if (grads_in_t_ && pack) k_->narrow(g, &sp_norm_t_[at], p.n);
+        else if (grads_in_t_) k_->widen(&sp_norm_t_[at], g, p.n);
+        else if (pack) k_->copy(g, &sp_norm_g_[at], p.n * sizeof(M));
         else k_->copy(&sp_norm_g_[at], g, p.n * sizeof(M));
         at += p.n;
       }
     });
   };
   move(true);
-  comm_.all_reduce(Axis::Y, sp_norm_g_.data(), sp_norm_g_.size());
+  if (grads_in_t_) comm_.all_reduce(Axis::Y, sp_norm_t_.data(), sp_norm_t_.size());
+  else comm_.all_reduce(Axis::Y, sp_norm_g_.data(), sp_norm_g_.size());
   move(false);
 }
 
@@ -459,6 +479,7 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbia
     // reads and writes C once either way) instead of a full product in a
     // slot and a second pass adding it in.
     weight_grad(M(1), &shard_g_[p.offset]);
+    if (grads_in_t_) round_matrix_grad(mi);
     if (!tied) gradient_done(mi);
   } else {
     GradSlot& slot = grad_slot();
@@ -515,6 +536,7 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
     k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
     if (slot && kMasterCopy) k_->narrow(dE, slot->full.data(), p.block_n());
   });
+  if (!slot && grads_in_t_) round_matrix_grad(layout_.embedding);
   // With stages, a tied embedding's gradient is final once the last stage's
   // has been added (end_step).
   const bool done = !tied_across_stages();
@@ -707,7 +729,7 @@ double Gpt<T>::micro_step(const int* tokens, M grad_scale, bool last) {
 
 template <typename T>
 void Gpt<T>::forward(int slot, const T* received, const int* tokens, int chunk) {
-  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
+  allocate_grads();
   grads_zero_ = false;
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
   const long L = long(acts.size()), l0 = chunk * L;  // the chunk's blocks
@@ -740,6 +762,7 @@ double Gpt<T>::head(const int* tokens, M grad_scale, bool last_of_step) {
   linear_backward(layout_.lm_head, a_f_.data(), dlogits_.data(), tmp_hx_.data(), nullptr, layout_.tied);
   norm_backward(tmp_hx_.data(), xhat_f_.data(), rstd_f_.data(), vw(layout_.lnf_g), dresid_.data(), vg(layout_.lnf_g),
                 vg_or_null(layout_.lnf_b));
+  if (grads_in_t_) round_vector_grads();
   return loss;
 }
 
@@ -777,6 +800,36 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
     embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
   else
     elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
+  if (grads_in_t_) round_vector_grads();  // the biases', norms' and positions' of this micro-step
+}
+
+// Matrix gradients and moments are allocated on first use, as llm.c does.
+template <typename T>
+void Gpt<T>::allocate_grads() {
+  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
+  if (grads_in_t_ && wire_.empty()) wire_.assign(layout_.shard_total + layout_.vector_total, T(0));
+}
+
+// g rounded to T in place, through `scratch` (n values of the wire).
+template <typename T>
+void Gpt<T>::round_grads(M* g, T* scratch, size_t n) {
+  elementwise(0, [&] {
+    k_->narrow(g, scratch, n);
+    k_->widen(scratch, g, n);
+  });
+}
+
+// Through the matrix's own stretch of the wire: a bucket is posted only once
+// every matrix in it is final, so that stretch is not in flight.
+template <typename T>
+void Gpt<T>::round_matrix_grad(int mi) {
+  const MatrixParam& p = layout_.matrices[size_t(mi)];
+  round_grads(&shard_g_[p.offset], &wire_[p.offset], p.shard_n);
+}
+
+template <typename T>
+void Gpt<T>::round_vector_grads() {
+  round_grads(rep_g_.data(), rep_wire(), rep_g_.size());
 }
 
 template <typename T>

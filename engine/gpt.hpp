@@ -7,7 +7,10 @@
 // dtype T: fp32 or bf16 for runs, fp64 for the exactness tests. Master
 // weights, gradient accumulators, Adam's moments and reduction statistics
 // are in M = master_t<T> (fp32 for bf16, where the weights the GEMMs read
-// are the masters rounded after each step; T itself otherwise). gpt.cpp holds
+// are the masters rounded after each step; T itself otherwise); bf16 runs with
+// bf16 gradients (`grads_in_t`, MODEL.md §13 "Gradient dtype") keep the
+// accumulators in M storage holding bf16 values and reduce them as bf16.
+// gpt.cpp holds
 // the schedule; optimizer.cpp the optimizer step, the data-parallel gradient
 // buckets, the sharded optimizer and offload's bucket pipeline.
 #include <cstdint>
@@ -61,9 +64,10 @@ class Gpt {
   using M = master_t<T>;
   // `stage_layers`: each stage's blocks, pinned; empty: the advisor's partition.
   // `slots`: activation slots (micro-batches, or interleaved chunks of them,
-  // in flight); 0: P, 1F1B's.
+  // in flight); 0: P, 1F1B's. `grads_in_t`: gradients in T where T ≠ M
+  // (--grad-dtype bf16 with bf16 training).
   Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, const BucketSizes& sizes = {},
-      const std::vector<int>& stage_layers = {}, size_t slots = 0);
+      const std::vector<int>& stage_layers = {}, size_t slots = 0, bool grads_in_t = false);
 
   void zero_grad();
   // Forward and backward of one micro-step; `tokens` holds micro_batch
@@ -149,6 +153,7 @@ class Gpt {
     size_t lo = 0, hi = 0;
     size_t own_lo = 0, own_hi = 0, moment = 0;
     Buffer<M> part;  // the reduced part before it is copied into place (sharded)
+    Buffer<T> part_t;  // the same, as it comes off the wire with gradients in T
     Comm::Ticket ticket = 0;
   };
   void build_buckets();
@@ -163,6 +168,19 @@ class Gpt {
   void post_ready_buckets();
   void post_bucket(Bucket& b);
   bool sharded() const { return c_.shard_optimizer && c_.grid.d > 1; }
+  // Gradients in T (MODEL.md §13 "Gradient dtype"): the accumulators stay in
+  // M storage, rounded to T after each accumulation (a GPU's accumulate would
+  // store T directly: the rounding is not charged), and every per-step
+  // reduction moves them as T through wire_, which mirrors the shard arena
+  // and, after it, the replicated one. Widened back, they are what clipping
+  // and AdamW read.
+  bool grads_in_t_ = false;
+  Buffer<T> wire_;
+  T* rep_wire() { return &wire_[layout_.shard_total]; }
+  void allocate_grads();
+  void round_grads(M* g, T* scratch, size_t n);
+  void round_matrix_grad(int mi);
+  void round_vector_grads();
 
   void init_parameters(uint64_t seed);
   void size_acts(BlockActs& a, bool full, bool probs);
@@ -265,17 +283,20 @@ class Gpt {
   Buffer<M> rstd_f_;
   Buffer<M> emb_grad_;  // G_z > 1 and T ≠ M: the embedding's gradient block, summed in M before it is rounded
   Buffer<M> tied_received_;  // the other end's tied-embedding gradient (stages)
+  Buffer<T> tied_received_t_;  // the same, with gradients in T
   Buffer<T> tmp_hx_, dresid_, dtmp_, dffn_, dffn2_, datt_, dqkv_;
   // Sequence parallel, [t_, hx_] each: a normal layer's gathered input; a
   // transposed layer's output before its reduce-scatter, or its output's
   // gathered gradient; the embedding's lookup and gathered gradient.
   Buffer<T> sp_in_, sp_full_;
   Buffer<M> sp_norm_g_;  // the norms' gradients, packed for their one all-reduce over Y
+  Buffer<T> sp_norm_t_;  // the same, with gradients in T
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)
   std::vector<Bucket> buckets_;
   size_t rep_lo_ = 0, rep_hi_ = 0;  // the replicated arena's part this rank updates (all of it unless sharded)
   Buffer<M> rep_part_;
+  Buffer<T> rep_part_t_;  // with gradients in T
   // Offload's bucket buffers on the device, two sets: one bucket's moments
   // come in while the one before is updated and goes out (the host arena is
   // shard_m_/v_, rep_m_/v_). A set is refilled once its copy out is done.

@@ -60,9 +60,9 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
                 : cli.device == "cuda" ? cuda_gemm_peak(8192, cli.dtype)
                                        : blas_peak<master_t<T>>(1024);
   if (rank == 0 && !cli.quiet)
-    std::printf("engine: %s on grid %s order %s, %d ranks, %ld micro-steps of %d sequences, %s\n",
+    std::printf("engine: %s on grid %s order %s, %d ranks, %ld micro-steps of %d sequences, %s (%s gradients)\n",
                 opts.model.name.c_str(), opts.config.grid.str().c_str(), opts.config.order.str().c_str(), ranks,
-                micro_steps_of(opts), opts.config.micro_batch, cli.dtype.c_str());
+                micro_steps_of(opts), opts.config.micro_batch, cli.dtype.c_str(), opts.grad_dtype.c_str());
   auto print_step = [&](const StepRecord& s) {
     if (cli.quiet) return;
     std::printf("step %4d  loss %.4f  time %8.2f ms\n", s.step, s.loss, s.time_s * 1e3);
@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
     if (std::string why = engine_model_problem(opts.model); !why.empty())
       input_error("--model " + cli.model + ": " + why + " (the advisor prices it; the engine cannot run it)");
     opts.config = config_of(cli);
+    opts.grad_dtype = engine_grad_dtype(cli);
     const Config& c = opts.config;
     if (std::string why = stage_layers_problem(opts.model, c.grid.p, cli.stage_layers); !why.empty())
       input_error("--stage-layers: " + why);

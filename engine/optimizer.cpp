@@ -48,6 +48,7 @@ void Gpt<T>::build_buckets() {
   rep_hi_ = sharded() ? part_begin(nv, g, d + 1) : nv;
   if (sharded()) {
     rep_part_.assign(rep_hi_ - rep_lo_, M(0));
+    if (grads_in_t_) rep_part_t_.assign(rep_hi_ - rep_lo_, T(0));
   }
   for (Bucket& b : buckets_) {
     const size_t n = b.hi - b.lo;
@@ -55,7 +56,8 @@ void Gpt<T>::build_buckets() {
     b.own_hi = b.lo + (sharded() ? part_begin(n, g, d + 1) : n);
     b.moment = moment;
     moment += b.own_hi - b.own_lo;
-    if (sharded()) b.part.assign(b.own_hi - b.own_lo, M(0));
+    if (sharded() && grads_in_t_) b.part_t.assign(b.own_hi - b.own_lo, T(0));
+    else if (sharded()) b.part.assign(b.own_hi - b.own_lo, M(0));
   }
 }
 
@@ -80,11 +82,25 @@ void Gpt<T>::post_ready_buckets() {
 template <typename T>
 void Gpt<T>::post_bucket(Bucket& b) {
   const size_t n = b.hi - b.lo;
+  M* dst = &shard_g_[b.own_lo];
+  if (grads_in_t_) {
+    // As T on the wire; widened back when waited for (optimizer_step), or
+    // sharded, this rank's part as it arrives.
+    T* wire = &wire_[b.lo];
+    elementwise(0, [&] { k_->narrow(&shard_g_[b.lo], wire, n); });
+    if (!sharded()) {
+      b.ticket = comm_.iall_reduce(Axis::D, wire, n);
+      return;
+    }
+    b.ticket = comm_.ireduce_scatter_parts(Axis::D, static_cast<const T*>(wire), b.part_t.data(), n, [this, &b, dst] {
+      elementwise(0, [&] { k_->widen(b.part_t.data(), dst, b.part_t.size()); });
+    });
+    return;
+  }
   if (!sharded()) {
     b.ticket = comm_.iall_reduce(Axis::D, &shard_g_[b.lo], n);
     return;
   }
-  M* dst = &shard_g_[b.own_lo];
   b.ticket = comm_.ireduce_scatter_parts(Axis::D, &shard_g_[b.lo], b.part.data(), n, [this, &b, dst] {
     const double bytes = double(b.part.size()) * sizeof(M);
     elementwise(2 * bytes, [&] { k_->copy(b.part.data(), dst, size_t(bytes)); });
@@ -115,7 +131,7 @@ double Gpt<T>::shard_squares(size_t lo, size_t hi) {
 
 template <typename T>
 double Gpt<T>::optimizer_step(const AdamW& opt) {
-  if (shard_g_.empty()) shard_g_.assign(layout_.shard_total, M(0));
+  allocate_grads();
   if (adam_steps_ == 0) {
     // The optimizer's state, at the first step: m and v of this rank's parts
     // (sharded: ZeRO-1's saving) and, where T ≠ M, their masters, the
@@ -175,24 +191,51 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   };
 
   if (sp()) sum_norm_gradients();
-  comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
-  if (sharded()) {
-    M* dst = &rep_g_[rep_lo_];
-    comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
-      const double bytes = double(rep_part_.size()) * sizeof(M);
-      elementwise(2 * bytes, [&] { k_->copy(rep_part_.data(), dst, size_t(bytes)); });
-    }));
+  if (grads_in_t_) {
+    // The replicated gradients as T over Z, then D (MODEL.md §13).
+    T* wire = rep_wire();
+    const size_t n = rep_g_.size();
+    elementwise(0, [&] { k_->narrow(rep_g_.data(), wire, n); });
+    comm_.all_reduce(Axis::Z, wire, n);
+    if (sharded()) {
+      M* dst = &rep_g_[rep_lo_];
+      comm_.wait(comm_.ireduce_scatter_parts(Axis::D, static_cast<const T*>(wire), rep_part_t_.data(), n, [&] {
+        elementwise(0, [&] { k_->widen(rep_part_t_.data(), dst, rep_part_t_.size()); });
+      }));
+    } else {
+      comm_.all_reduce(Axis::D, wire, n);
+      elementwise(0, [&] { k_->widen(wire, rep_g_.data(), n); });
+    }
   } else {
-    comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
+    comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
+    if (sharded()) {
+      M* dst = &rep_g_[rep_lo_];
+      comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
+        const double bytes = double(rep_part_.size()) * sizeof(M);
+        elementwise(2 * bytes, [&] { k_->copy(rep_part_.data(), dst, size_t(bytes)); });
+      }));
+    } else {
+      comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
+    }
   }
   // The shard arena over D: what ODP has not posted yet, then each bucket
   // waited for in order; without ODP, sharding or offload, one blocking
   // all-reduce per matrix, as MODEL.md §2 prices it.
-  if (c_.overlap.odp || sharded() || c_.offload) {
+  const bool bucketed = c_.overlap.odp || sharded() || c_.offload;
+  if (bucketed) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_) post_bucket(buckets_[next_bucket_]);
   } else {
-    for (auto p = layout_.matrices.rbegin(); p != layout_.matrices.rend(); ++p)
-      comm_.all_reduce(Axis::D, &shard_g_[p->offset], p->shard_n);
+    for (auto p = layout_.matrices.rbegin(); p != layout_.matrices.rend(); ++p) {
+      if (!grads_in_t_) {
+        comm_.all_reduce(Axis::D, &shard_g_[p->offset], p->shard_n);
+        continue;
+      }
+      M* g = &shard_g_[p->offset];
+      T* wire = &wire_[p->offset];
+      elementwise(0, [&] { k_->narrow(g, wire, p->shard_n); });
+      comm_.all_reduce(Axis::D, wire, p->shard_n);
+      elementwise(0, [&] { k_->widen(wire, g, p->shard_n); });
+    }
   }
 
   // Each value counted once: the D replicas hold the same reduced shard, so
@@ -205,6 +248,8 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   double sq = 0;
   for (const Bucket& b : buckets_) {
     comm_.wait(b.ticket);  // 0, nothing to wait for, where the reduction was blocking
+    if (grads_in_t_ && bucketed && !sharded())
+      elementwise(0, [&] { k_->widen(&wire_[b.lo], &shard_g_[b.lo], b.hi - b.lo); });
     elementwise(0, [&] {
       const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
       const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);

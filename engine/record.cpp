@@ -73,11 +73,20 @@ nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dty
   ModelSpec model = o.model;
   model.attention = Attention::Unfused;
   Job job{model, ranks, o.batch, parse_dtype(dtype)};
+  job.grad_dtype = parse_dtype(o.grad_dtype);
   job.stage_layers = o.stage_layers;
   const Config& c = o.config;
   const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
   return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os,
                                 /*sequence_parallel=*/false, nullptr, c.virtual_stages));
+}
+
+// Where the engine's arrays differ from what memory_predicted_bytes counts;
+// null where they do not.
+nlohmann::json memory_note(const RunOptions& o, const std::string& dtype) {
+  if (dtype != "bf16" || o.grad_dtype != "bf16") return nullptr;
+  return "bf16 gradients: the model counts 2 bytes a value of the accumulators; the engine keeps them in fp32 storage "
+         "holding bf16 values (4 bytes) beside a 2-byte buffer for their reductions";
 }
 
 // The host link of the offloaded optimizer, per step after the first, mean
@@ -102,6 +111,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
                           const Provenance& p) {
   nlohmann::json config = to_json(o.config);
   config["dtype"] = dtype;
+  config["grad_dtype"] = o.grad_dtype;
   nlohmann::json steps = nlohmann::json::array();
   double gemm_s = 0, gemm_flops = 0, time_s = 0;
   for (const StepRecord& s : r.steps) {
@@ -137,6 +147,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"bytes_per_step", per_axis_json(r.bytes_per_step)},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"memory_predicted_bytes", predicted_memory_json(o, dtype, ranks)},
+          {"memory_note", memory_note(o, dtype)},
           {"final_loss", r.steps.empty() ? 0.0 : r.steps.back().loss},
           {"tokens_per_s", time_s > 0 ? tokens / time_s : 0.0},
           {"gemm", {{"seconds_per_rank", gemm_s}, {"flops_per_rank", gemm_flops},

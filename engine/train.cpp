@@ -155,7 +155,9 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   // stage reports it.
   const int P = c.grid.p, stage = comm.coord(Axis::P), v = c.virtual_stages;
   const size_t slots = v > 1 ? interleaved_slots(P, stage, v, micro_steps) : 0;
-  Gpt<T> model(comm, o.model, c, o.seed, o.buckets, o.stage_layers, slots);
+  // Gradients in the training dtype where it is not the accumulators' own (bf16).
+  const bool grads_in_t = !std::is_same_v<T, master_t<T>> && o.grad_dtype != "fp32";
+  Gpt<T> model(comm, o.model, c, o.seed, o.buckets, o.stage_layers, slots, grads_in_t);
   const int z = comm.coord(Axis::Z), d = comm.coord(Axis::D);
   const bool reports_loss = comm.coord(Axis::X) == 0 && comm.coord(Axis::Y) == 0 && stage == P - 1;
   std::unique_ptr<PipelineStage<T>> pipeline;

@@ -21,6 +21,8 @@ namespace ff::engine {
 struct RunOptions {
   ModelSpec model;
   Config config;      // dtype is ignored here: the scalar is the template argument
+  // fp32, or the training dtype (bf16; fp64 in fp64): engine_grad_dtype's.
+  std::string grad_dtype = "fp32";
   std::vector<int> stage_layers;  // each stage's blocks, pinned; empty: the advisor's partition (MODEL.md §9)
   long batch = 0;     // sequences per step
   int steps = 1;

@@ -48,6 +48,7 @@ TEST_CASE("every flag the advisor spells, the engine reads back as it was") {
   a.offload_bucket = 1000;
   a.offload_chunk = 3;
   a.clip = 0;
+  a.grad_dtype = "fp64";
   CHECK(parse(ff::engine_argv(a)) == a);
   // The paced device's description travels whole.
   a.device = "paced";
@@ -77,6 +78,37 @@ TEST_CASE("a configuration's launch arguments: the configuration, on a device th
   a = ff::engine_args("gpt-5b", c, 64, &note);
   CHECK(a.dtype == "fp32");
   CHECK(note.empty());
+
+  // The job's gradient dtype (MODEL.md §13): bf16 gradients are named; an
+  // fp16 plan runs in fp32, gradients too, and says so.
+  c.dtype = ff::Dtype::BF16;
+  a = ff::engine_args("gpt-5b", c, 64, &note, "cpu", ff::Dtype::BF16);
+  CHECK(ff::join_args(ff::engine_argv(a)).find("--dtype bf16 --grad-dtype bf16") != std::string::npos);
+  CHECK(ff::engine_grad_dtype(a) == "bf16");
+  CHECK(ff::config_of(a).dtype == ff::Dtype::BF16);
+  c.dtype = ff::Dtype::FP16;
+  a = ff::engine_args("gpt-5b", c, 64, &note, "cpu", ff::Dtype::FP16);
+  CHECK(a.grad_dtype.empty());
+  CHECK(ff::engine_grad_dtype(a) == "fp32");
+  CHECK(note.find("gradients too") != std::string::npos);
+}
+
+TEST_CASE("--grad-dtype: fp32 or the training dtype, else exit 2 naming the flag") {
+  ff::EngineArgs a;
+  CHECK(ff::engine_grad_dtype(a) == "fp32");
+  a.dtype = "fp64";
+  CHECK(ff::engine_grad_dtype(a) == "fp64");
+  a.grad_dtype = "fp32";
+  CHECK(fftest::input_error_of([&] { ff::config_of(a); }).find("--grad-dtype fp32: expected fp64") == 0);
+  a.dtype = "fp32";
+  a.grad_dtype = "bf16";
+  CHECK(fftest::input_error_of([&] { ff::config_of(a); }) ==
+        "--grad-dtype bf16: expected fp32 or the training dtype (--dtype fp32)");
+  a.dtype = "bf16";
+  CHECK_NOTHROW(ff::config_of(a));
+  a.grad_dtype = "fp16";
+  CHECK(fftest::input_error_of([&] { ff::config_of(a); }) ==
+        "--grad-dtype fp16: expected fp32 or the training dtype (--dtype bf16)");
 }
 
 TEST_CASE("the mpirun line runs odp with the bucket size the profile priced") {

@@ -72,6 +72,7 @@ const std::map<std::string, const char*> kOwnMeaning = {
     {"--machine", "validate prices with it; recommend and predict search on it"},
     {"--batch", "validate's default is 2 per rank, the engine's one micro-step"},
     {"--dtype", "the engine computes in fp32, bf16 or fp64; the advisor prices bf16, fp16 or fp32"},
+    {"--grad-dtype", "the engine's default follows its dtype (fp64 in fp64) and it takes no fp16; the advisor's is fp32"},
     {"--seq-len", "the advisor's unset means the model's (and is refused as 0); the engine's 0 means the model's"},
     {"--stage-layers", "a job option of the advisor's, the engine's own: both pin the partition the same way"},
 };

@@ -189,7 +189,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   const std::string log = stem + ".log", rec = stem + ".json";
   fs::remove(rec);
   fs::remove(log);
-  EngineArgs args = engine_args(s.model_path, c, s.job.batch);
+  EngineArgs args = engine_args(s.model_path, c, s.job.batch, nullptr, "cpu", s.job.grad_dtype);
   args.device = s.device;
   if (s.device == "paced") set_pace(args, s.pace);  // spelled out on every launch line
   // Offload as MODEL.md §9 prices it, AxoNN's CPUAdam's way: no clipping,
@@ -214,7 +214,7 @@ json run_repeat(const Setup& s, const ValidateOptions& o, const Config& c, int r
   else if (!fs::exists(rec)) error = "exited 0 but wrote no record";
   if (error.empty()) {
     try {
-      r.update(record_measured(rec, c, s.device));
+      r.update(record_measured(rec, c, s.device, engine_grad_dtype(args)));
     } catch (const std::exception& e) {  // InputError, or whatever else a bad record may raise
       error = e.what();
     }

@@ -22,7 +22,7 @@ bool engine_device_computes(const std::string& device, const std::string& dtype)
 }
 
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note,
-                       const std::string& device) {
+                       const std::string& device, Dtype grad) {
   EngineArgs a;
   a.device = device;
   a.model = model_arg;
@@ -36,9 +36,17 @@ EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch
                                    "same grid, placement and collectives on the GPUs, in fp32"
                                  : "the engine has no " + a.dtype + " device yet: this line runs the same grid, "
                                    "placement and collectives on its cpu device, in fp32";
+    if (note && grad != Dtype::FP32) *note += ", gradients too";
     a.dtype = "fp32";
   }
+  // fp32, the default, is left unsaid, so lines without the option read as before.
+  if (grad != Dtype::FP32 && a.dtype == dtype_name(grad)) a.grad_dtype = a.dtype;
   return a;
+}
+
+std::string engine_grad_dtype(const EngineArgs& a) {
+  if (!a.grad_dtype.empty()) return a.grad_dtype;
+  return a.dtype == "fp64" ? "fp64" : "fp32";
 }
 
 Config config_of(const EngineArgs& a) {
@@ -51,6 +59,13 @@ Config config_of(const EngineArgs& a) {
     input_error("--dtype " + a.dtype + ": the " + a.device + " device computes in fp32, bf16 or fp64" +
                 (a.dtype == "fp16" ? " (fp16, with its loss scaling, is to come)" : ""));
   if (a.device == "paced") check_pace(static_cast<const PaceFlags&>(a));
+  // fp64 (the exactness runs) keeps fp64 gradients: fp32 there would be a
+  // third precision the engine has no path for. fp16 gradients need fp16
+  // training with loss scaling, which stays out of the engine.
+  if (!a.grad_dtype.empty() && a.grad_dtype != a.dtype && (a.grad_dtype != "fp32" || a.dtype == "fp64"))
+    input_error("--grad-dtype " + a.grad_dtype + ": expected " +
+                (a.dtype == "fp64" ? std::string("fp64 (the training dtype; fp64 runs keep fp64 gradients)")
+                                   : "fp32 or the training dtype (--dtype " + a.dtype + ")"));
   if (c.overlap.otp)
     input_error("--overlap otp: the engine does not pipeline its collectives with its GEMMs (Transformer Engine's "
                 "userbuffers; the advisor prices it)");
@@ -110,6 +125,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
     v.insert(v.end(), {"--pace-gflops", real(a.pace_gflops), "--pace-gbps", real(a.pace_gbps), "--poll-us",
                        real(a.poll_us), "--pace-host-gbps", real(a.pace_host_gbps)});
   v.insert(v.end(), {"--dtype", a.dtype});
+  if (a.grad_dtype != d.grad_dtype) v.insert(v.end(), {"--grad-dtype", a.grad_dtype});
   if (a.dp_bucket_mib != d.dp_bucket_mib) v.insert(v.end(), {"--dp-bucket-mib", real(a.dp_bucket_mib)});
   if (a.offload_bucket != d.offload_bucket) v.insert(v.end(), {"--offload-bucket", num(a.offload_bucket)});
   if (a.offload_chunk != d.offload_chunk) v.insert(v.end(), {"--offload-chunk", num(a.offload_chunk)});
@@ -154,6 +170,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   add_pace_options(app, a);
   app.add_option("--dtype", a.dtype, "Scalar: fp32, bf16 (fp32 master weights), or fp64 (exactness checks)")
       ->capture_default_str();
+  app.add_option("--grad-dtype", a.grad_dtype,
+                 "Gradient accumulators and their per-step reductions: fp32 or the training dtype (default fp32; "
+                 "fp64 in fp64)");
   app.add_option("--batch", a.batch, "Sequences per step (default: micro_batch·G_z·G_data, one micro-step)");
   app.add_option("--steps", a.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--data", a.data, "A text file (byte-level tokens) or 'synthetic'")->capture_default_str();

@@ -36,6 +36,9 @@ struct EngineArgs : ConfigFlags, PaceFlags {
   double clip = 1.0;               // gradient clipping by global norm; 0: none
   std::string device = "cpu";  // the backend the engine computes on
   std::string dtype = "fp32";
+  // The gradient accumulators' and per-step reductions' dtype (MODEL.md §13
+  // "Gradient dtype"): fp32 or the training dtype; empty: fp32, fp64 in fp64.
+  std::string grad_dtype;
   long batch = 0;  // 0: one micro-step, micro_batch·G_z·G_data sequences
   int steps = 10;
   std::string data = "synthetic";
@@ -58,8 +61,13 @@ bool engine_device_computes(const std::string& device, const std::string& dtype)
 // Configuration `c` of a job, as the engine runs it on a device it has. An
 // fp16 configuration runs in fp32 (same grid, placement and collectives,
 // 4-byte values); `note` says so, else it is empty.
+// `grad` is the job's gradient dtype: the line names it where it is not fp32.
 EngineArgs engine_args(const std::string& model_arg, const Config& c, long batch, std::string* note = nullptr,
-                       const std::string& device = "cpu");
+                       const std::string& device = "cpu", Dtype grad = Dtype::FP32);
+
+// The gradient dtype `a` runs with: its --grad-dtype, or the default (fp32;
+// fp64 in fp64). config_of has checked it.
+std::string engine_grad_dtype(const EngineArgs& a);
 
 // The configuration `a` runs: engine_args' inverse (Config → argv → Config
 // is the identity on what the engine computes in). Checks every flag the

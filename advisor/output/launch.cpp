@@ -42,7 +42,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   // The engine's line without OTP, which the engine does not run (the note says so).
   Config engine_config = c;
   engine_config.overlap.otp = false;
-  EngineArgs args = engine_args(model_arg, engine_config, job.batch, &device_note, machine.engine_device);
+  EngineArgs args =
+      engine_args(model_arg, engine_config, job.batch, &device_note, machine.engine_device, job.grad_dtype);
   if (c.overlap.odp) args.dp_bucket_mib = machine.dp_bucket_bytes / 1048576;
   args.seq_len = seq_len;
   args.stage_layers = job.stage_layers;  // the engine computes the same partition otherwise
@@ -55,9 +56,8 @@ std::vector<LaunchLine> launch_lines(const Job& job, const std::string& model_ar
   else if (c.virtual_stages > 1 && args.device == "cuda")
     device_note = "the engine runs the interleaved schedule on its cpu and paced devices, not over NCCL yet: a line "
                   "to run once it can";
-  else if (job.grad_dtype != Dtype::FP32)
-    device_note = std::string("the engine accumulates gradients in fp32, not ") + dtype_name(job.grad_dtype) +
-                  ": it runs the same grid with 4-byte gradients";
+  // Gradients in the training dtype run as priced (--grad-dtype bf16); an
+  // fp16 plan's line runs in fp32, gradients too, as engine_args' note says.
   std::vector<LaunchLine> out;
   out.push_back({"mpirun", "mpirun -np " + s(G) + " --map-by ppr:" + s(per_node) + ":node " + engine, device_note});
   out.push_back({"srun", "srun -N " + s(nodes) + " --ntasks-per-node " + s(per_node) + " -m block " + engine,

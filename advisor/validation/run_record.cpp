@@ -48,11 +48,17 @@ json measured_of(const json& record, const std::string& origin) {
 }
 
 // The measurement in the record a run of `c` on `device` wrote; throws InputError.
-json record_measured(const std::string& rec, const Config& c, const std::string& device) {
+json record_measured(const std::string& rec, const Config& c, const std::string& device,
+                     const std::string& grad_dtype) {
   json record = read_json_file(rec);
   Fields f(record, rec);
-  if (config_from_json(f.object("config").json(), rec) != c)
-    input_error(rec + ": the record's config is not the one launched");
+  Fields config = f.object("config");
+  if (config_from_json(config.json(), rec) != c) input_error(rec + ": the record's config is not the one launched");
+  // Engines from before --grad-dtype accumulated in fp32 and say nothing.
+  const std::string grads = config.has("grad_dtype") ? config.string("grad_dtype") : "fp32";
+  if (grads != grad_dtype)
+    input_error(rec + ": the record's grad_dtype is '" + grads + "', the run was launched with --grad-dtype " +
+                grad_dtype);
   // Engines from before --device write no "device"; one that does must have
   // run on the device it was given.
   if (f.has("device") && f.object("device").string("name") != device)

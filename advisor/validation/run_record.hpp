@@ -18,7 +18,9 @@ namespace ff::advisor {
 nlohmann::json measured_of(const nlohmann::json& record, const std::string& origin);
 
 // The measurement in the record file `rec` that a run of `c` on `device`
-// wrote, checked to be that run's; throws InputError.
-nlohmann::json record_measured(const std::string& rec, const Config& c, const std::string& device);
+// wrote with gradients in `grad_dtype`, checked to be that run's; throws
+// InputError.
+nlohmann::json record_measured(const std::string& rec, const Config& c, const std::string& device,
+                               const std::string& grad_dtype = "fp32");
 
 }  // namespace ff::advisor

@@ -33,6 +33,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["config"] == {"grid": {"x": 2, "y": 2, "z": 1, "pipe": 1, "data": 2}, "order": "xyzpd", "micro_batch": 2,
                        "recompute": "full", "overlap": {"oar": True, "ors": True, "oag": True, "odp": False, "otp": False}, "dtype": "fp32",
+                       "grad_dtype": "fp32",
                        "offload": False, "shard_optimizer": False, "sequence_parallel": False,
                        "virtual_stages": 1}, r["config"]
 assert r["model"] == "gpt-tiny" and r["ranks"] == 8
@@ -356,6 +357,52 @@ assert o["copy_bytes_each_way"] == 1.5 * f["offload"]["copy_bytes_each_way"], (o
 m, want = r["memory_predicted_bytes"], dict(p["memory_bytes"], reserve=0.0)
 assert m == want, (m, want)
 ' "$tmp/run5b.json" "$tmp/predict5b.json" "$tmp/run5.json"
+
+# --- bf16 gradients (--grad-dtype bf16, MODEL.md §13 "Gradient dtype") -------
+# Every per-step gradient reduction moves 2-byte values: the bytes per axis
+# (per stage) equal advisor predict's with --grad-dtype bf16 for the same
+# flags, over X and Y with blocking per-matrix all-reduces over D; Z with odp
+# and a sharded optimizer; a tied model on two stages with sequence
+# parallelism (the norms' sum over Y, the embedding group's exchange over P)
+# and odp; offload's chunks. Each step's loss within 2e-2 of one rank's with
+# bf16 gradients too.
+# Entries: model|ranks|flags|the engine's own flags.
+gd_cfgs=("$tiny|8|--grid 2,2,1,2 --micro-batch 2 --batch 16 --overlap all|--dp-bucket-mib 0.05"
+  "$tiny|8|--grid 1,1,2,4 --micro-batch 1 --batch 16 --overlap ors,odp --shard-optimizer|--dp-bucket-mib 0.05"
+  "$tied|8|--grid 1,2,1,2 --pipeline 2 --micro-batch 1 --batch 8 --overlap all,odp --sequence-parallel|--dp-bucket-mib 0.05"
+  "$tiny|4|--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload|--offload-bucket 4096 --offload-chunk 2")
+for entry in "${gd_cfgs[@]}"; do
+  IFS='|' read -r gm gn c own <<<"$entry"
+  read -ra cf <<<"$c"
+  read -ra ef <<<"$own"
+  batch=$(python3 -c 'import sys; a = sys.argv[1:]; print(a[a.index("--batch") + 1])' "${cf[@]}")
+  expect 0 'bf16 \(bf16 gradients\)' -- $run "$gn" "$engine" --model "$gm" "${cf[@]}" "${ef[@]}" --steps 3 \
+    --dtype bf16 --grad-dtype bf16 --record "$tmp/gd.json"
+  expect 0 'final loss' -- $run 1 "$engine" --model "$gm" --micro-batch 2 --batch "$batch" --steps 3 --dtype bf16 \
+    --grad-dtype bf16 --record "$tmp/gd1.json"
+  "$advisor" predict --model "$gm" --gpus "$gn" "${cf[@]}" --dtype bf16 --grad-dtype bf16 --machine perlmutter --json \
+    >"$tmp/predict_gd.json"
+  check "bf16 gradients ($c): bytes per axis (per stage) equal advisor predict; losses within 2e-2 of one rank" '
+import json, sys
+b, one, p = (json.load(open(a)) for a in sys.argv[1:4])
+assert b["config"]["grad_dtype"] == one["config"]["grad_dtype"] == "bf16", b["config"]
+staged = b["config"]["grid"]["pipe"] > 1
+got = [s["bytes_per_step"] for s in b["stages"]] if staged else [b["bytes_per_step"]]
+want = [s["bytes_per_step"] for s in p["pipeline"]["per_stage"]] if staged else [p["bytes_per_step"]]
+assert got == want, (got, want)
+worst = max(abs(sb["loss"] / so["loss"] - 1) for sb, so in zip(b["steps"], one["steps"]))
+assert worst <= 2e-2, [(sb["loss"], so["loss"]) for sb, so in zip(b["steps"], one["steps"])]
+assert b["memory_note"] and "fp32 storage" in b["memory_note"], b.get("memory_note")
+print("  worst relative loss difference against one rank: %.2e" % worst)
+' "$tmp/gd.json" "$tmp/gd1.json" "$tmp/predict_gd.json"
+done
+expect 2 '--grad-dtype bf16: expected fp32 or the training dtype \(--dtype fp32\)' -- \
+  $run 1 "$engine" --model "$tiny" --grad-dtype bf16 --record "$tmp/bad.json"
+expect 2 '--grad-dtype fp16: expected fp32 or the training dtype \(--dtype bf16\)' -- \
+  $run 1 "$engine" --model "$tiny" --dtype bf16 --grad-dtype fp16 --record "$tmp/bad.json"
+expect 2 '--grad-dtype fp32: expected fp64' -- $run 1 "$engine" --model "$tiny" --dtype fp64 --grad-dtype fp32 \
+  --record "$tmp/bad.json"
+no_leftovers "$tmp/bad.json"
 
 # --- the launch line the advisor prints runs as printed -----------------------
 # A bf16 plan (the machine's default dtype): the line names the device and
