@@ -78,7 +78,7 @@ nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dty
   const Config& c = o.config;
   const OptimizerState os{c.offload, c.shard_optimizer && c.grid.d > 1};
   return memory_json(memory_use(job, MachineProfile{}, c.grid, c.micro_batch, c.recompute, c.overlap, os,
-                                /*sequence_parallel=*/false, nullptr, c.virtual_stages));
+                                c.sequence_parallel, nullptr, c.virtual_stages));
 }
 
 // Where the engine's arrays differ from what memory_predicted_bytes counts;
