@@ -60,8 +60,9 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   if (sp()) {
     sp_in_.assign(t_ * hx_, T(0));
     sp_full_.assign(t_ * hx_, T(0));
+    norm_ids_ = norm_vectors();
     size_t norms = 0;
-    for (int v : norm_vectors()) norms += layout_.vectors[size_t(v)].n;
+    for (int v : norm_ids_) norms += layout_.vectors[size_t(v)].n;
     sp_norm_g_.assign(norms, M(0));
     if (grads_in_t_) sp_norm_t_.assign(norms, T(0));
   }
@@ -170,20 +171,20 @@ void Gpt<T>::init_parameters(uint64_t seed) {
 
 template <typename T>
 void Gpt<T>::schedule_op(bool forward_op, int chunk) {
+  // The chunk's blocks, [first, last), in place (no copy per operation).
   const size_t n = layout_.blocks.size() / size_t(layout_.chunks);
-  const std::vector<BlockParams> blocks(layout_.blocks.begin() + long(chunk * n),
-                                        layout_.blocks.begin() + long((chunk + 1) * n));
+  const auto first = layout_.blocks.begin() + long(size_t(chunk) * n), last = first + long(n);
   if (forward_op) {
     if (layout_.first && chunk == 0) schedule_.push_back(layout_.embedding);
-    for (const BlockParams& b : blocks)
-      for (int mi : {b.qkv, b.out, b.fc1, b.fc2}) schedule_.push_back(mi);
+    for (auto b = first; b != last; ++b)
+      for (int mi : {b->qkv, b->out, b->fc1, b->fc2}) schedule_.push_back(mi);
     if (layout_.last && chunk == layout_.chunks - 1) {
       schedule_.push_back(layout_.lm_head);
       schedule_.push_back(layout_.lm_head);  // the head's backward re-gathers
     }
     return;
   }
-  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+  for (auto b = last; b-- != first;) {
     if (full_recompute())
       for (int mi : {b->qkv, b->out, b->fc1, b->fc2}) schedule_.push_back(mi);
     for (int mi : {b->fc2, b->fc1, b->out, b->qkv}) schedule_.push_back(mi);
@@ -401,11 +402,10 @@ std::vector<int> Gpt<T>::norm_vectors() const {
 // advisor prices the reduction alone.
 template <typename T>
 void Gpt<T>::sum_norm_gradients() {
-  const std::vector<int> ids = norm_vectors();
   auto move = [&](bool pack) {
     elementwise(0, [&] {
       size_t at = 0;
-      for (int v : ids) {
+      for (int v : norm_ids_) {
         const VectorParam& p = layout_.vectors[size_t(v)];
         M* g = vg(v);
         if (grads_in_t_ && pack) k_->narrow(g, &sp_norm_t_[at], p.n);

@@ -290,6 +290,7 @@ class Gpt {
   // gathered gradient; the embedding's lookup and gathered gradient.
   Buffer<T> sp_in_, sp_full_;
   Buffer<M> sp_norm_g_;  // the norms' gradients, packed for their one all-reduce over Y
+  std::vector<int> norm_ids_;  // norm_vectors(), found once
   Buffer<T> sp_norm_t_;  // the same, with gradients in T
   Buffer<int> targets_;
   int forward_slot_ = 0;  // the last forward's activation slot (the head's micro-batch)
