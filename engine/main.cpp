@@ -186,9 +186,6 @@ int main(int argc, char** argv) {
     const Config& c = opts.config;
     if (std::string why = stage_layers_problem(opts.model, c.grid.p, cli.stage_layers); !why.empty())
       input_error("--stage-layers: " + why);
-    if (c.sequence_parallel)
-      if (std::string why = sequence_parallel_problem(opts.model, c.grid, c.micro_batch); !why.empty())
-        input_error("--sequence-parallel: " + why);
     opts.stage_layers = cli.stage_layers;
     opts.buckets.offload_elements = size_t(cli.offload_bucket);
     opts.buckets.offload_chunk = cli.offload_chunk;

@@ -29,6 +29,9 @@ long micro_steps_of(const RunOptions& o) {
     input_error("--batch " + std::to_string(o.batch) + " is not a multiple of micro_batch·G_z·G_data = " +
                 std::to_string(per));
   const long M = o.batch / per;
+  if (o.config.sequence_parallel)
+    if (std::string why = sequence_parallel_problem(o.model, g, o.config.micro_batch); !why.empty())
+      input_error("--sequence-parallel: " + why);
   if (const int v = o.config.virtual_stages; v > 1) {
     Job job;
     job.model = o.model;

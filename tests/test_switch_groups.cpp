@@ -172,3 +172,12 @@ TEST_CASE("switch groups: which configurations cross an uplink (validate counts 
   // Without the section nothing is counted.
   CHECK_FALSE(crosses_switch_groups(fftest::toy_machine(1), config({1, 1, 4, 2}, "xyzd")));
 }
+
+TEST_CASE("switch groups: the world group of the end-of-step scalars crosses each uplink once") {
+  // 1 GPU a node, 4 nodes a group: 8 ranks span two groups, one ring over
+  // both: busbw min(80, 40 / 1) = 40 GB/s, α max(10, 20) = 20 µs. 4 ranks
+  // stay in one group: the node link alone.
+  const MachineProfile p = two_level(1, 4);
+  CHECK(collective_time(Coll::AllReduce, 8, B, world_link(p, 8)) == rel(hand_all_reduce(8, B, 20e-6, 40e9)));
+  CHECK(collective_time(Coll::AllReduce, 4, B, world_link(p, 4)) == rel(hand_all_reduce(4, B, 10e-6, 80e9)));
+}

@@ -159,6 +159,15 @@ int rings_per_uplink(const MachineProfile& p, long long total, long long stride,
   return g.any_across ? g.groups_per_node : 0;
 }
 
+LinkParams world_link(const MachineProfile& p, long long G) {
+  const int per_node = p.gpus_per_node;
+  if (G <= per_node) return intra_link(p, 1, int(G));
+  LinkParams l = inter_link(p, 1, int(G), per_node);
+  const long long per_group = 1LL * per_node * p.switch_groups.nodes_per_group;
+  bound_by_switch_groups(l, p.switch_groups, int(G), per_group > 0 && G > per_group ? 1 : 0);
+  return l;
+}
+
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size) {
   AxisLink l;
   l.size = size;

@@ -69,6 +69,10 @@ void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int
 // switch groups; 0 where the profile has none or no group leaves its own.
 int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size);
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
+// The link of one group of all G ranks (the end-of-step scalars): inside a
+// node, or across every node, bounded by the switch groups' uplinks where it
+// spans several (one ring crosses each: no walk over the ranks needed).
+LinkParams world_link(const MachineProfile& p, long long G);
 // `nonblocking`: issued as MPI_I... and waited for (the overlap flags' form).
 double collective_time(Coll c, double bytes, const AxisLink& link, bool nonblocking = false);
 

@@ -59,11 +59,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   {
     // All G ranks: inside one node, or every node's ranks across them.
     const long long G = g.total();
-    const int per_node = p.gpus_per_node;
-    LinkParams world = G <= per_node ? intra_link(p, 1, int(G))
-                                     : inter_link(p, 1, int(G), int(std::min<long long>(G, per_node)));
-    bound_by_switch_groups(world, p.switch_groups, int(G), rings_per_uplink(p, G, 1, int(G)));
-    plan.sync_s = 2 * collective_time(Coll::AllReduce, int(G), 8.0, world);
+    plan.sync_s = 2 * collective_time(Coll::AllReduce, int(G), 8.0, world_link(p, G));
   }
   // Everything of a micro-step that is not its forward ("fwd …") is backward.
   auto backward = [](const char* what, bool per_step) { return !per_step && std::string_view(what).substr(0, 3) != "fwd"; };

@@ -386,7 +386,7 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   stage_times(sp, kind, stages);
   const int v = sp.virtual_stages;
   const double t = st.message_s;
-  if (sp.blocking_messages) stages = with_blocking_sends(stages, t, v);
+  if (sp.blocking_messages) stages = with_blocking_sends(std::move(stages), t, v);  // keeps the reused buffer
   Schedule s = flush_schedule(stages, plan0.micro_steps, sp.blocking_messages ? 0.0 : t, v);
   if (schedule) *schedule = s;
   // The breakdown is the critical stage's: its compute and exposed

@@ -71,6 +71,21 @@ std::string reason_kind(const std::string& why) { return why.substr(0, why.find(
 
 }  // namespace
 
+std::vector<bool> sequence_parallel_choices(const Job& job, const Grid& g, int mb, const SearchOptions& opt) {
+  std::vector<bool> sps;
+  if (opt.sequence_parallel_on && sequence_parallel_problem(job.model, g, mb).empty()) sps.push_back(true);
+  if (opt.sequence_parallel_off || sps.empty()) sps.push_back(false);
+  return sps;
+}
+
+std::vector<int> virtual_stage_choices(const Job& job, const Grid& g, int mb, const SearchOptions& opt) {
+  std::vector<int> vs;
+  for (int v : opt.virtual_stages)
+    if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) vs.push_back(v);
+  if (vs.empty()) vs.push_back(1);
+  return vs;
+}
+
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt) {
   // Divisors of G (at most 2^24, found up to its square root) that divide L,
   // as Megatron's default; any up to L (a stage holds at least one block;
@@ -115,7 +130,7 @@ namespace {
 // What the search space looks like whatever the grid.
 struct Choices {
   std::vector<Recompute> recompute;                 // the smaller footprint first
-  std::vector<bool> offload, shard, sequence_parallel;
+  std::vector<bool> offload, shard;
   // OTP with every sequence-parallel plan: Transformer Engine's (fused
   // kernels), unless --overlap names the flags without it. It only hides.
   bool tp_overlap = false;
@@ -260,22 +275,8 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
   for (bool off : ch.offload)
     for (bool shard : ch.shard)
       if (!(off && shard) && (!shard || g.d > 1)) states.push_back({off, shard});
-  // Sequence parallelism where Y can split the micro-batch's tokens.
-  auto sp_choices = [&](int mb) {
-    std::vector<bool> sps;
-    for (bool sp : ch.sequence_parallel)
-      if (!sp || sequence_parallel_problem(job.model, g, mb).empty()) sps.push_back(sp);
-    if (sps.empty()) sps.push_back(false);  // only SP asked, and Y cannot split: as without
-    return sps;
-  };
-  // Interleaving where Megatron's rules allow it.
-  auto v_choices = [&](int mb) {
-    std::vector<int> vs;
-    for (int v : opt.virtual_stages)
-      if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) vs.push_back(v);
-    if (vs.empty()) vs.push_back(1);  // only interleaving asked, and it cannot run here: as without
-    return vs;
-  };
+  auto sp_choices = [&](int mb) { return sequence_parallel_choices(job, g, mb, opt); };
+  auto v_choices = [&](int mb) { return virtual_stage_choices(job, g, mb, opt); };
   // Flag sets over the placements: with OTP where it applies, else as they are.
   auto placed_sets = [&](bool sp, size_t plain, size_t tp) {
     return sp ? (order_ids.size() - tp_orders) * plain + tp_orders * tp : order_ids.size() * plain;
@@ -327,7 +328,7 @@ void price_grid(const Job& job, const MachineProfile& p, const SearchOptions& op
         }
         for (uint8_t f : flag_choices)
           if (memory_use(job, p, g, mb, rc, overlap_of(f), os, sp, &stages, v).total() <= ch.capacity) fitting[si].push_back(f);
-        fitting_tp[si] = with_otp(fitting[si]);
+        if (sp && tp_orders) fitting_tp[si] = with_otp(fitting[si]);  // read only there
         fit_sets += fitting[si].size();
         fit_sets_tp += fitting_tp[si].size();
       }
@@ -427,8 +428,6 @@ SearchResult search(const Job& job, const MachineProfile& p, const SearchOptions
   if (opt.offload_off) ch.offload.push_back(false);
   if (opt.shard_on) ch.shard.push_back(true);
   if (opt.shard_off) ch.shard.push_back(false);
-  if (opt.sequence_parallel_on) ch.sequence_parallel.push_back(true);
-  if (opt.sequence_parallel_off) ch.sequence_parallel.push_back(false);
   ch.tp_overlap = job.fusion == Fusion::Fused && (!opt.fixed_overlap || opt.overlap.otp);
   ch.capacity = p.hbm_capacity;
   ch.host_capacity = p.has_host ? host_memory_per_gpu(p) : 0;

@@ -41,6 +41,12 @@ struct SearchOptions {
 };
 // The stage counts a search tries.
 std::vector<int> pipeline_choices(const Job& job, const SearchOptions& opt);
+// Per grid and micro-batch, what a search (and validate) tries: sequence
+// parallelism where asked and Y can split the tokens, model chunks per stage
+// where Megatron's rules allow them; where only what cannot run was asked,
+// the plain choice (no SP, v = 1).
+std::vector<bool> sequence_parallel_choices(const Job& job, const Grid& g, int mb, const SearchOptions& opt);
+std::vector<int> virtual_stage_choices(const Job& job, const Grid& g, int mb, const SearchOptions& opt);
 
 struct Ranked {
   Config config;

@@ -47,17 +47,10 @@ std::vector<std::vector<Config>> feasible_by_grid(const Job& job, const MachineP
     if (so.fixed_order) orders = {canonical_order(g, so.order)};
     std::vector<Config> cs;
     for (int mb : micro_batches(so, job.batch / (1LL * g.z * g.d))) {
-      // Model chunks per stage where Megatron's rules allow them: the engine
-      // runs the interleaved schedule (MODEL.md §9).
-      std::vector<int> chunks;
-      for (int v : so.virtual_stages)
-        if (v == 1 || virtual_stages_problem(job, g, mb, v).empty()) chunks.push_back(v);
-      // Sequence parallelism where asked and Y can split the tokens (where
-      // it cannot, as without: the search's rule).
-      std::vector<bool> sps;
-      const bool sp_runs = so.sequence_parallel_on && sequence_parallel_problem(job.model, g, mb).empty();
-      if (so.sequence_parallel_off || !sp_runs) sps.push_back(false);
-      if (sp_runs) sps.push_back(true);
+      // What the search tries here: the engine runs the interleaved schedule
+      // and sequence parallelism (MODEL.md §9, §13).
+      const std::vector<int> chunks = virtual_stage_choices(job, g, mb, so);
+      const std::vector<bool> sps = sequence_parallel_choices(job, g, mb, so);
       for (Recompute rc : so.recompute)
         for (bool off : {false, true})
           for (bool shard : {false, true}) {
