@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "advisor/core/job.hpp"
+
 namespace ff::engine {
 
 std::vector<bool> static_order(int P, int s, long M) {
@@ -19,8 +21,7 @@ std::vector<bool> static_order(int P, int s, long M) {
 
 std::vector<ChunkOp> interleaved_order(int P, int s, int v, long M) {
   const long total = M * v;
-  // Megatron runs every forward first where M = P.
-  const long warmup = M == P ? total : std::min(total, long(2 * (P - s - 1) + (v - 1) * P));
+  const long warmup = long(interleaved_warmup(P, s, v, M));
   auto op = [&](long k, bool forward) {
     const int c = int((k / P) % v);
     return ChunkOp{forward, forward ? c : v - 1 - c, (k / (long(P) * v)) * P + k % P};

@@ -1,5 +1,6 @@
 #pragma once
 // A training job (model, GPUs, batch, dtype) and how a grid lays it out.
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -58,6 +59,13 @@ inline bool recomputes_attention_core(Recompute r, const ModelSpec& m) {
 // micro-batch `mb`, or "": Megatron's rules, L divisible by P·v and the
 // micro-batches of a pipeline by P, and no pinned partition.
 std::string virtual_stages_problem(const Job& job, const Grid& g, int mb, int v);
+// The forwards stage s of P runs before its first backward in Megatron's
+// interleaved order, of M micro-batches in v chunks: every one where M = P,
+// else min(M·v, 2(P − s − 1) + (v − 1)·P) (MODEL.md §9).
+inline long long interleaved_warmup(long long P, long long s, long long v, long long M) {
+  const long long total = M * v;
+  return M == P ? total : std::min(total, 2 * (P - s - 1) + (v - 1) * P);
+}
 // Why sequence parallelism (MODEL.md §13) cannot split m's micro-batch of
 // `mb` sequences over g's Y axis, or "": it needs G_y > 1 and the tokens of
 // a micro-batch divisible by G_y.

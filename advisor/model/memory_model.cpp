@@ -75,10 +75,10 @@ std::string optimizer_state_problem(const MachineProfile& p, OptimizerState os) 
 double in_flight(const Grid& g, long long micro_steps, int stage, int v) {
   const long long P = g.p;
   // Interleaved: Megatron runs every forward first where M = P.
-  if (v > 1) {
-    const long long chunks = micro_steps * v;
-    return double(micro_steps == P ? chunks : std::min(chunks, 2 * (P - stage - 1) + (v - 1) * P + 1)) / v;
-  }
+  // In flight: the warm-up's forwards and the one the steady state adds,
+  // at most every chunk.
+  if (v > 1)
+    return double(std::min(micro_steps * v, interleaved_warmup(P, stage, v, micro_steps) + 1)) / v;
   if (g.x * g.y * g.z > 1) return int(std::min(micro_steps, P - stage));
   return stage == g.p - 1 ? 1 : int(std::min(micro_steps, P));
 }

@@ -155,7 +155,7 @@ Schedule simulate_interleaved(const std::vector<StageTime>& stages, long long M,
   std::vector<std::vector<Chunk>> order(static_cast<size_t>(P));
   for (int i = 0; i < P; ++i) {
     // Megatron runs every forward first where M = P.
-    const long long warm = M == P ? total : std::min<long long>(total, 2LL * (P - i - 1) + 1LL * (v - 1) * P);
+    const long long warm = interleaved_warmup(P, i, v, M);
     for (long long k = 0; k < warm; ++k) order[size_t(i)].push_back(op(k, false));
     for (long long k = 0; k < total - warm; ++k) {
       order[size_t(i)].push_back(op(warm + k, false));
