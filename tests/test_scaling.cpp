@@ -250,6 +250,50 @@ TEST_CASE("scaling picture: points, band, MFU and shares at hand-worked coordina
   CHECK(gap.find(">none fits</text>") != std::string::npos);
 }
 
+TEST_CASE("scaling picture: a grid's name moves under the band where the MFU mark would sit beneath it") {
+  // The points above: tokens/s 1e5, 2e5, 4e5 (bands ×0.8, ×1.2), the log
+  // axis 5e4–5e5 over y 100–380, y = 100 + 280·(1 − log10(v / 5e4)). At 64
+  // GPUs the name's baseline over the band is y(1.2e5) − 8 = 265.54 and the
+  // text runs 257.54–268.54. MFU 0.21 on the 0–50% axis puts the mark at
+  // 100 + 280·(1 − 0.42) = 262.4: under the text, so the name goes 8 px under
+  // the band, baseline y(8e4) + 16 = 338.85. At 128 GPUs MFU 0.45 (y 128)
+  // leaves the name over its band, baseline y(2.4e5) − 8 = 181.26.
+  std::vector<ScalingPlotPoint> pts;
+  const double tps[] = {1e5, 2e5, 4e5}, mfu[] = {0.21, 0.45, 0.4};
+  for (int i = 0; i < 3; ++i) {
+    ScalingPlotPoint q;
+    q.gpus = 64LL << i;
+    q.found = true;
+    q.tokens_per_s = tps[i];
+    q.tokens_per_s_low = 0.8 * tps[i];
+    q.tokens_per_s_high = 1.2 * tps[i];
+    q.mfu = mfu[i];
+    q.label = "grid" + std::to_string(i);
+    pts.push_back(q);
+  }
+  const std::string svg = scaling_svg(pts, "t", "band");
+  const auto mark = numbers(svg, "<rect x=\"135.0\" y=\"([0-9.]+)\" width=\"6\" height=\"6\"");
+  REQUIRE(mark.size() == 1);
+  CHECK(mark[0][0] + 3 == doctest::Approx(262.4).epsilon(1e-3));
+  const auto under = numbers(svg, "<text x=\"([0-9.]+)\" y=\"([0-9.]+)\"[^>]*>grid0</text>");
+  REQUIRE(under.size() == 1);
+  CHECK(under[0][0] == doctest::Approx(138).epsilon(1e-3));
+  CHECK(under[0][1] == doctest::Approx(338.85).epsilon(1e-3));
+  const auto over = numbers(svg, "<text x=\"([0-9.]+)\" y=\"([0-9.]+)\"[^>]*>grid1</text>");
+  REQUIRE(over.size() == 1);
+  CHECK(over[0][1] == doctest::Approx(181.26).epsilon(1e-3));
+  // With a model named too, the pair moves together, the model 12 px over
+  // the grid: grid baseline 338.85 + 12 = 350.85, the model's 338.85.
+  pts[0].model = "gpt-x";
+  const std::string two = scaling_svg(pts, "t", "band");
+  const auto grid = numbers(two, "<text x=\"[0-9.]+\" y=\"([0-9.]+)\"[^>]*>grid0</text>");
+  const auto model = numbers(two, "<text x=\"[0-9.]+\" y=\"([0-9.]+)\"[^>]*>gpt-x</text>");
+  REQUIRE(grid.size() == 1);
+  REQUIRE(model.size() == 1);
+  CHECK(grid[0][0] == doctest::Approx(350.85).epsilon(1e-3));
+  CHECK(model[0][0] == doctest::Approx(338.85).epsilon(1e-3));
+}
+
 TEST_CASE("pictures are as wide as their text: a long note widens the document") {
   // DejaVu Sans 12 px: "W" is 0.989 em, 11.87 px; 200 of them 2,373.6 px.
   CHECK(text_width("W") == doctest::Approx(11.868).epsilon(1e-3));

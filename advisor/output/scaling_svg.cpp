@@ -126,10 +126,21 @@ std::string scaling_svg(const std::vector<ScalingPlotPoint>& points, const std::
     c.element("<rect x=\"" + svg_num(x - 3) + "\" y=\"" + svg_num(ym - 3) + "\" width=\"6\" height=\"6\" fill=\"" +
                   kMfuColour + "\"><title>MFU " + percent(p.mfu) + "</title></rect>\n",
               x + 3);
-    // A white halo keeps the name legible where the MFU line crosses it.
+    // The grid's name (the model's 12 px above it) 8 px over the band, or
+    // 8 px under it where the MFU mark would sit beneath the text and the
+    // plot has room. A white halo keeps the name legible where the MFU line
+    // crosses it.
+    const double extra = p.model.empty() ? 0 : 12;
+    auto clear_of_mfu = [&](double base) {  // 10 px text: 8 px above the baseline, 3 below
+      return ym + 4 < base - extra - 8 || ym - 4 > base + 3;
+    };
+    double base = y_of(p.tokens_per_s_high) - 8;
+    if (const double below = y_of(p.tokens_per_s_low) + 16 + extra;
+        !clear_of_mfu(base) && clear_of_mfu(below) && below + 3 <= bottom)
+      base = below;
     const std::string halo = "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\"";
-    c.text(x, y_of(p.tokens_per_s_high) - 8, p.label, Anchor::Middle, 10, halo);
-    if (!p.model.empty()) c.text(x, y_of(p.tokens_per_s_high) - 20, p.model, Anchor::Middle, 10, halo);
+    c.text(x, base, p.label, Anchor::Middle, 10, halo);
+    if (!p.model.empty()) c.text(x, base - 12, p.model, Anchor::Middle, 10, halo);
   }
 
   // Each count's time per iteration as shares of its terms.
