@@ -12,6 +12,7 @@
 
 #include "engine/adamw.hpp"
 #include "engine/device.hpp"
+#include "engine/flash_attention.hpp"
 #include "engine/layers.hpp"
 #include "engine/llama_layers.hpp"
 #include "engine/matmul.hpp"
@@ -77,6 +78,14 @@ class DeviceKernels {
                                    long dh) = 0;
   virtual double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S,
                                     long heads, long kv, long dh) = 0;
+  // Flash attention (flash_attention.hpp): each query row's log-sum-exp
+  // (lse, [seqs, heads, S] in M) kept for backward instead of probs. Both
+  // return the host's seconds in BLAS. A GPU runs it up to a head size.
+  virtual bool runs_flash_attention(long dh) const = 0;
+  virtual double flash_attention_forward(const T* qkv, T* out, M* lse, long seqs, long S, long heads, long kv,
+                                         long dh) = 0;
+  virtual double flash_attention_backward(const T* qkv, const T* out, const M* lse, const T* dout, T* dqkv,
+                                          long seqs, long S, long heads, long kv, long dh) = 0;
   // The Llama-style block's layers (llama_layers.hpp).
   virtual void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) = 0;
   virtual void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,
@@ -178,6 +187,15 @@ class CpuKernels final : public DeviceKernels<T> {
   double attention_backward(const T* qkv, const T* probs, const T* dout, T* dqkv, long seqs, long S, long heads,
                             long kv, long dh) override {
     return engine::attention_backward(dev_, qkv, probs, dout, dqkv, seqs, S, heads, kv, dh);
+  }
+  bool runs_flash_attention(long) const override { return true; }
+  double flash_attention_forward(const T* qkv, T* out, M* lse, long seqs, long S, long heads, long kv,
+                                 long dh) override {
+    return engine::flash_attention_forward(dev_, qkv, out, lse, seqs, S, heads, kv, dh);
+  }
+  double flash_attention_backward(const T* qkv, const T* out, const M* lse, const T* dout, T* dqkv, long seqs, long S,
+                                  long heads, long kv, long dh) override {
+    return engine::flash_attention_backward(dev_, qkv, out, lse, dout, dqkv, seqs, S, heads, kv, dh);
   }
   void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) override { engine::rmsnorm_row_squares(x, sq, t, hx); }
   void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,

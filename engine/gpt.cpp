@@ -32,6 +32,7 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   head_dim_ = m.head_size();
   att_y_ = heads_y_ * head_dim_;
   qkv_y_ = (heads_y_ + 2 * kv_y_) * head_dim_;
+  flash_ = m.attention == Attention::Flash && k_->runs_flash_attention(head_dim_);
 
   // Matrix gradients and moments are allocated on first use, as llm.c does:
   // start-up touches only the weights and what the forward pass needs.
@@ -46,12 +47,12 @@ Gpt<T>::Gpt(Comm& comm, const ModelSpec& m, const Config& c, uint64_t seed, cons
   const size_t slots = slot_count ? slot_count : size_t(g.p);
   acts_.assign(slots, std::vector<BlockActs>(layout_.blocks.size() / size_t(layout_.chunks)));  // one chunk's
   // Full recompute keeps each block's input (and recomputes the rest into
-  // scratch_); selective all but the S×S probabilities, one block's of which
-  // scratch_ holds while its attention core is recomputed.
+  // scratch_); selective all but unfused attention's S×S probabilities, one
+  // block's of which scratch_ holds while its attention core is recomputed.
   for (auto& slot : acts_)
-    for (auto& a : slot) size_acts(a, !full_recompute(), c.recompute == Recompute::None);
+    for (auto& a : slot) size_acts(a, !full_recompute(), !recomputes_core());
   if (c.recompute == Recompute::Full) size_acts(scratch_, true, true);
-  if (c.recompute == Recompute::Selective) scratch_.probs.assign(probs_size(), T(0));
+  if (recomputes_core()) scratch_.probs.assign(probs_size(), T(0));
   if (g.p > 1) {
     out_.assign(slots, Buffer<T>(size_t(ts_ * hx_), T(0)));
     grad_out_.assign(slots, Buffer<T>(size_t(ts_ * hx_), T(0)));
@@ -90,14 +91,15 @@ size_t Gpt<T>::probs_size() const {
 }
 
 template <typename T>
-void Gpt<T>::size_acts(BlockActs& a, bool full, bool probs) {
+void Gpt<T>::size_acts(BlockActs& a, bool full, bool core) {
   a.h_in.assign(ts_ * hx_, T(0));
   if (!full) return;
   for (auto* v : {&a.xhat1, &a.a1, &a.h_mid, &a.xhat2, &a.a2}) v->assign(ts_ * hx_, T(0));
   a.rstd1.assign(ts_, M(0));
   a.rstd2.assign(ts_, M(0));
   a.qkv.assign(t_ * qkv_y_, T(0));
-  if (probs) a.probs.assign(probs_size(), T(0));
+  if (core && flash_) a.lse.assign(size_t(c_.micro_batch * heads_y_ * m_.seq_len), M(0));
+  else if (core) a.probs.assign(probs_size(), T(0));
   a.att.assign(t_ * att_y_, T(0));
   a.f.assign(t_ * mlp_y_, T(0));
   a.g.assign(t_ * fy_, T(0));
@@ -609,33 +611,44 @@ double Gpt<T>::cross_entropy(M grad_scale) {
   return loss;
 }
 
-// Attention is one kernel each way, as fused kernels are on a GPU: QKᵀ and PV
-// over the full S×S (4·S²·dh FLOPs per head and sequence), backward twice
-// that; the softmax reads and writes the E = seqs·heads·S² scores (2E values),
-// its backward reads two and writes one (3E): MODEL.md's unfused attention.
+// Attention is one kernel each way, as fused kernels are on a GPU.
+// Unfused: QKᵀ and PV over the full S×S (4·S²·dh FLOPs per head and
+// sequence), backward twice that; the softmax reads and writes the E =
+// seqs·heads·S² scores (2E values), its backward reads two and writes one
+// (3E): MODEL.md's unfused attention. Flash: the causal half, 2·S²·dh
+// forward, and backward's seven tile products against forward's two (its
+// dQ pass recomputes QKᵀ and dO·Vᵀ rather than add with atomics), priced
+// compute-bound as MODEL.md prices flash attention.
 template <typename T>
 void Gpt<T>::attention_forward(BlockActs& a) {
   const long seqs = c_.micro_batch, S = m_.seq_len;
-  const double flops = 4.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
+  const double scores = double(seqs) * heads_y_ * S * S;
+  const Kernel k = flash_ ? Kernel{2.0 * scores * head_dim_, 0} : Kernel{4.0 * scores * head_dim_, 2 * scores * sizeof(T)};
   double blas_s = 0;
-  const double device_s = dev_.launch(Kernel{flops, 2 * scores * sizeof(T)}, [&] {
-    blas_s = k_->attention_forward(a.qkv.data(), a.att.data(), probs_of(a), seqs, S, heads_y_, kv_y_, head_dim_);
+  const double device_s = dev_.launch(k, [&] {
+    blas_s = flash_ ? k_->flash_attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), seqs, S, heads_y_, kv_y_,
+                                                  head_dim_)
+                    : k_->attention_forward(a.qkv.data(), a.att.data(), probs_of(a), seqs, S, heads_y_, kv_y_,
+                                            head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
-  gemm_stats.flops += flops;
+  gemm_stats.flops += k.flops;
 }
 
 template <typename T>
 void Gpt<T>::attention_backward(BlockActs& a) {
   const long seqs = c_.micro_batch, S = m_.seq_len;
-  const double flops = 8.0 * seqs * heads_y_ * S * S * head_dim_, scores = double(seqs) * heads_y_ * S * S;
+  const double scores = double(seqs) * heads_y_ * S * S;
+  const Kernel k = flash_ ? Kernel{7.0 * scores * head_dim_, 0} : Kernel{8.0 * scores * head_dim_, 3 * scores * sizeof(T)};
   double blas_s = 0;
-  const double device_s = dev_.launch(Kernel{flops, 3 * scores * sizeof(T)}, [&] {
-    blas_s = k_->attention_backward(a.qkv.data(), probs_of(a), datt_.data(), dqkv_.data(), seqs, S, heads_y_,
-                                    kv_y_, head_dim_);
+  const double device_s = dev_.launch(k, [&] {
+    blas_s = flash_ ? k_->flash_attention_backward(a.qkv.data(), a.att.data(), a.lse.data(), datt_.data(),
+                                                   dqkv_.data(), seqs, S, heads_y_, kv_y_, head_dim_)
+                    : k_->attention_backward(a.qkv.data(), probs_of(a), datt_.data(), dqkv_.data(), seqs, S,
+                                             heads_y_, kv_y_, head_dim_);
   });
   gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
-  gemm_stats.flops += flops;
+  gemm_stats.flops += k.flops;
 }
 
 // Rotary positions on this rank's query and key heads, in place: forward on
@@ -690,7 +703,7 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   linear_backward(b.out, a.att.data(), dh, datt_.data(), vg_or_null(b.out_b));
   // Selective recompute: the attention core again, for the probabilities
   // not kept (its output, rewritten after its last use, is the same).
-  if (c_.recompute == Recompute::Selective) attention_forward(a);
+  if (recomputes_core()) attention_forward(a);
   attention_backward(a);
   rope(dqkv_.data(), true);
   linear_backward(b.qkv, a.a1.data(), dqkv_.data(), tmp_hx_.data(), vg_or_null(b.qkv_b));

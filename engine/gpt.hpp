@@ -119,6 +119,10 @@ class Gpt {
 
   const ParamLayout& layout() const { return layout_; }
   size_t dp_buckets() const { return buckets_.size(); }
+  // Whether attention runs in tiles (flash_attention.hpp): the model's
+  // "attention": "flash" (its default), where the device runs it at this
+  // head size; else the unfused kernels, which keep the S×S probabilities.
+  bool flash() const { return flash_; }
   // This rank's values and gradient accumulators of one parameter (tests;
   // matrix gradients exist from the first micro_step on).
   T* matrix_values(int mi) { return &shard_w_[layout_.matrices[mi].offset]; }
@@ -131,7 +135,7 @@ class Gpt {
  private:
   struct BlockActs {
     Buffer<T> h_in, xhat1, a1, qkv, probs, att, h_mid, xhat2, a2, f, g;
-    Buffer<M> rstd1, rstd2;
+    Buffer<M> rstd1, rstd2, lse;  // probs (unfused attention) or lse (flash)
   };
   static constexpr size_t kMaxInflight = 3;  // weight-gradient reduce-scatters in flight under ORS
   struct GradSlot {
@@ -183,9 +187,12 @@ class Gpt {
   void round_vector_grads();
 
   void init_parameters(uint64_t seed);
-  void size_acts(BlockActs& a, bool full, bool probs);
+  void size_acts(BlockActs& a, bool full, bool core);
   size_t probs_size() const;
   bool full_recompute() const { return c_.recompute == Recompute::Full; }
+  // Selective recompute runs the attention core again in backward: unfused
+  // attention's probabilities are what it drops; flash keeps only lse.
+  bool recomputes_core() const { return c_.recompute == Recompute::Selective && !flash_; }
   // A block's S×S probabilities: its own, or (selective recompute) scratch_'s.
   T* probs_of(BlockActs& a) { return a.probs.empty() ? scratch_.probs.data() : a.probs.data(); }
   T* vw(int v) { return &rep_w_[layout_.vectors[v].offset]; }
@@ -248,6 +255,7 @@ class Gpt {
   // 2·fy for SwiGLU's gate and up), vocabulary rows, query and KV heads, the
   // attention output's and QKV's columns.
   long t_, ts_, hx_, fy_, mlp_y_, vy_, heads_y_, kv_y_, head_dim_, att_y_, qkv_y_;
+  bool flash_ = false;
   // The weights in T (what the GEMMs and kernels read) and, where T is not
   // M, their masters: for the parts this rank updates, stored as compactly as
   // the moments (the rounded initial weights at the first step).

@@ -66,12 +66,12 @@ nlohmann::json stages_json(const RunResult& r) {
 // that needs the most), without a machine's reserve: what the measured peak
 // (peak_memory_bytes, or on a GPU device.array_bytes_peak_per_rank) is held
 // against. The model knows training dtypes, not fp64: null there.
-nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dtype, int ranks) {
+nlohmann::json predicted_memory_json(const RunOptions& o, const std::string& dtype, int ranks, const RunResult& r) {
   if (dtype != "fp32" && dtype != "bf16") return nullptr;
-  // The engine's attention keeps the S×S probabilities for backward
-  // (layers.hpp, cuda/attention.cu): priced unfused, whatever the model says.
+  // The attention that ran: a GPU keeps the unfused kernels (and their S×S
+  // probabilities) above its flash kernels' head size.
   ModelSpec model = o.model;
-  model.attention = Attention::Unfused;
+  model.attention = r.attention == "flash" ? Attention::Flash : Attention::Unfused;
   Job job{model, ranks, o.batch, parse_dtype(dtype)};
   job.grad_dtype = parse_dtype(o.grad_dtype);
   job.stage_layers = o.stage_layers;
@@ -146,7 +146,8 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"steps", steps},
           {"bytes_per_step", per_axis_json(r.bytes_per_step)},
           {"peak_memory_bytes", r.peak_memory_bytes},
-          {"memory_predicted_bytes", predicted_memory_json(o, dtype, ranks)},
+          {"attention", r.attention},
+          {"memory_predicted_bytes", predicted_memory_json(o, dtype, ranks, r)},
           {"memory_note", memory_note(o, dtype)},
           {"final_loss", r.steps.empty() ? 0.0 : r.steps.back().loss},
           {"tokens_per_s", time_s > 0 ? tokens / time_s : 0.0},

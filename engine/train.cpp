@@ -171,6 +171,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
 
   RunResult res;
   res.device = device->name();
+  res.attention = model.flash() ? "flash" : "unfused";
   res.micro_steps = micro_steps;
   res.dp_buckets = long(model.dp_buckets());
   DeviceStats after_first{};

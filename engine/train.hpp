@@ -67,6 +67,7 @@ struct RunResult {
   std::vector<double> device_busy_s, host_work_s, late_s;
   std::vector<double> device_peak_bytes;  // cuda, per rank on world rank 0: the engine's arrays on the GPU
   std::string device;
+  std::string attention;                   // "flash" or "unfused": what ran (Gpt::flash)
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;

@@ -137,10 +137,15 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   const double ay = m.attention_width() / g.y;
   double attn_fwd = 0, attn_bwd = 0;
   if (m.attention == Attention::Flash) {
+    // Backward is 5 tile products against forward's 2 where dQ is summed
+    // with atomics (FlashAttention); the engine's reproducible backward
+    // recomputes QKᵀ and dO·Vᵀ for dQ in a pass of its own (7), after a
+    // kernel for dO·O: three launches.
+    const bool engine = job.fusion == Fusion::Engine;
     attn_fwd = flash_attention_time(p, dt, 2.0 * mb * S * S * ay, S, m.head_size());
-    attn_bwd = 2.5 * attn_fwd;
+    attn_bwd = (engine ? 3.5 : 2.5) * attn_fwd;
     work("attention", "fwd (flash, causal)", KernelClass::Attention, attn_fwd, 1, fwd_count);
-    work("attention", "bwd", KernelClass::Attention, attn_bwd, 1, L);
+    work("attention", engine ? "bwd (dK, dV; then dQ)" : "bwd", KernelClass::Attention, attn_bwd, engine ? 3 : 1, L);
   } else {
     // Unfused (MODEL.md §10): QKᵀ and PV over the full S×S (the masked half
     // too), backward twice that; E = mb·(A/G_y)·S² scores, whose softmax

@@ -143,20 +143,15 @@ expect 2 'has G_y = 1' -- $run 2 "$engine" --model "$tiny" --grid 2,1,1,1 --sequ
 # are what advisor predict prices for v = 2 (3 messages a micro-batch on each
 # of 2 stages, where v = 1 has 1); the rest as without it. GPT with odp and a
 # sharded optimizer; the tied Llama-style model with Y, Z and every overlap.
-# (The models unfused, as the engine's attention is, for the memory terms.)
-for m in "$model4" "$tied"; do
-  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["attention"] = "unfused"; print(json.dumps(m))' \
-    "$m" >"${m%.json}-unfused.json"
-done
 cfg_v=(--grid 2,1,1,2 --pipeline 2 --virtual-stages 2 --micro-batch 1 --batch 8 --overlap all --shard-optimizer)
 cfg_vt=(--grid 1,2,2,1 --pipeline 2 --virtual-stages 2 --micro-batch 1 --batch 8 --overlap all)
-expect 0 'final loss' -- $run 8 "$engine" --model "${model4%.json}-unfused.json" "${cfg_v[@]}" --steps 2 \
+expect 0 'final loss' -- $run 8 "$engine" --model "$model4" "${cfg_v[@]}" --steps 2 \
   --record "$tmp/run_v.json"
-"$advisor" predict --model "${model4%.json}-unfused.json" --gpus 8 "${cfg_v[@]}" --dtype fp32 --json \
+"$advisor" predict --model "$model4" --gpus 8 "${cfg_v[@]}" --dtype fp32 --json \
   >"$tmp/predict_v.json"
-expect 0 'final loss' -- $run 8 "$engine" --model "${tied%.json}-unfused.json" "${cfg_vt[@]}" --steps 2 \
+expect 0 'final loss' -- $run 8 "$engine" --model "$tied" "${cfg_vt[@]}" --steps 2 \
   --record "$tmp/run_vt.json"
-"$advisor" predict --model "${tied%.json}-unfused.json" --gpus 8 "${cfg_vt[@]}" --dtype fp32 --json \
+"$advisor" predict --model "$tied" --gpus 8 "${cfg_vt[@]}" --dtype fp32 --json \
   >"$tmp/predict_vt.json"
 check "interleaved: per stage, bytes equal advisor predict (pipe 3x the plain stages'); the memory model's terms" '
 import json, sys
@@ -228,10 +223,7 @@ for axis, groups in (("y", [(0, 1), (2, 3)]), ("data", [(0, 2), (1, 3)])):
 cfg5=(--grid 2,1,1,2 --micro-batch 1 --batch 8 --offload)
 expect 0 'offload: [0-9]+ buckets of 4096 elements in [0-9]+ all-reduce chunks' -- $run 4 "$engine" --model "$tiny" \
   "${cfg5[@]}" --offload-bucket 4096 --offload-chunk 2 --clip 0 --steps 3 --record "$tmp/run5.json"
-# The engine's attention keeps its S×S probabilities: the record prices the model unfused.
-python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["attention"] = "unfused"; print(json.dumps(m))' \
-  "$tiny" >"$tmp/tiny-unfused.json"
-"$advisor" predict --model "$tmp/tiny-unfused.json" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype fp32 --json \
+"$advisor" predict --model "$tiny" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype fp32 --json \
   >"$tmp/predict5.json"
 check "offload: buckets and chunks in the record, copy bytes each way and the memory terms equal advisor predict" '
 import json, sys
@@ -271,20 +263,19 @@ expect 2 'has 8 cells but 4 ranks' -- $run 4 "$engine" --model "$model4" --grid 
 expect 0 'paced device' -- $run 8 "$engine" --model "$tiny" "${cfg2[@]}" --steps 2 --device paced --pace-gflops 4 \
   --pace-gbps 1 --poll-us 40 --record "$tmp/paced.json"
 # The model's compute for that pace: the machine's compute replaced by the
-# pace (advisor/inputs/device_pace.cpp's rule, written out here independently) and
-# the engine's attention, which is unfused.
+# pace (advisor/inputs/device_pace.cpp's rule, written out here independently),
+# priced at the engine's fusion level (flash attention's backward as 7 tile
+# products, MODEL.md §10).
 python3 - "$root/profiles/cpu-8x2core.json" "$tiny" "$tmp" <<'PY'
 import json, sys
 p, m, tmp = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 p["compute"] = {"kind": "paced", "source": "test", "peak_tflops": {"bf16": 0.004, "fp32": 0.004}, "attention_efficiency": 1}
 p["gemm"] = {"m": [1], "n": [1], "k": [1], "bf16": [[[1]]], "fp32": [[[1]]]}
 p["memory"].update(hbm_GBps=1, elementwise_efficiency=1)
-m["attention"] = "unfused"
 json.dump(p, open(tmp + "/paced_profile.json", "w"))
-json.dump(m, open(tmp + "/tiny_unfused.json", "w"))
 PY
-"$advisor" predict --model "$tmp/tiny_unfused.json" --gpus 8 "${cfg2[@]}" --dtype fp32 --machine "$tmp/paced_profile.json" \
-  --json >"$tmp/predict_paced.json"
+"$advisor" predict --model "$tiny" --gpus 8 "${cfg2[@]}" --dtype fp32 --fusion engine \
+  --machine "$tmp/paced_profile.json" --json >"$tmp/predict_paced.json"
 check "paced: the cpu run losses, the device's time, the pace in the record" '
 import json, sys
 r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -303,16 +294,18 @@ p = json.load(open(sys.argv[3]))["compute_s"]
 assert abs(r["steps"][-1]["device_s"] / p - 1) < 0.05, (r["steps"][-1]["device_s"], p)
 ' "$tmp/paced.json" "$tmp/run2.json" "$tmp/predict_paced.json"
 # The Llama-style model's kernels charge what MODEL.md §12 prices (GQA
-# attention on A·d_h, SwiGLU, RMSNorm, RoPE, the lookup without positions).
-expect 0 'paced device' -- $run 8 "$engine" --model "$llama" "${cfg2[@]}" --steps 2 --device paced --pace-gflops 4 \
-  --pace-gbps 1 --poll-us 40 --record "$tmp/paced_l.json"
+# attention on A·d_h, SwiGLU, RMSNorm, RoPE, the lookup without positions),
+# with the unfused attention a model file may name (its S×S GEMMs and softmax).
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["attention"] = "unfused"; json.dump(m, open(sys.argv[2], "w"))' \
   "$llama" "$tmp/llama_unfused.json"
+expect 0 'paced device' -- $run 8 "$engine" --model "$tmp/llama_unfused.json" "${cfg2[@]}" --steps 2 --device paced \
+  --pace-gflops 4 --pace-gbps 1 --poll-us 40 --record "$tmp/paced_l.json"
 "$advisor" predict --model "$tmp/llama_unfused.json" --gpus 8 "${cfg2[@]}" --dtype fp32 --fusion engine \
   --machine "$tmp/paced_profile.json" --json >"$tmp/predict_paced_l.json"
-check "paced llama-style: the device's time is the model's compute" '
+check "paced llama-style, unfused: the device's time is the model's compute" '
 import json, sys
 r, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["compute_s"]
+assert r["attention"] == "unfused", r["attention"]
 assert abs(r["steps"][-1]["device_s"] / p - 1) < 1e-9, (r["steps"][-1]["device_s"], p)
 ' "$tmp/paced_l.json" "$tmp/predict_paced_l.json"
 
@@ -347,7 +340,7 @@ done
 # Offload in bf16: the fp32 master travels with m and v (12 B a parameter
 # each way), as advisor predict prices it, and the memory terms agree.
 expect 0 'final loss' -- $run 4 "$engine" --model "$tiny" "${cfg5[@]}" --offload-bucket 4096 --offload-chunk 2 --clip 0   --steps 3 --dtype bf16 --record "$tmp/run5b.json"
-"$advisor" predict --model "$tmp/tiny-unfused.json" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype bf16 --json   >"$tmp/predict5b.json"
+"$advisor" predict --model "$tiny" --gpus 4 --machine perlmutter "${cfg5[@]}" --dtype bf16 --json   >"$tmp/predict5b.json"
 check "offload in bf16: copy bytes each way (master, m and v) and the memory terms equal advisor predict" '
 import json, sys
 r, p, f = (json.load(open(a)) for a in sys.argv[1:4])

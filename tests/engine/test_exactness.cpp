@@ -314,6 +314,33 @@ TEST_CASE("every grid shape of 1, 2, 4 and 8 ranks trains exactly like one rank 
   }
 }
 
+// The models' attention is flash (their default): every run above tiles it.
+// Here it is held against the unfused attention, on sequences of 80 tokens
+// (a full tile and a tail, so tiles above the diagonal are skipped and the
+// online softmax rescales): one rank of each model, then every 8-rank shape
+// against that unfused run.
+TEST_CASE("flash attention trains like the unfused one: one rank, and every 8-rank shape, on 80-token sequences (fp64)") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (ModelSpec m : exact_models()) {
+    m.seq_len = 80;
+    ModelSpec unfused = m;
+    unfused.attention = Attention::Unfused;
+    const RunResult ref = reference(unfused);
+    if (rank == 0) {
+      const Outcome one = compare(ref, reference(m), PerAxis<double>{});
+      INFO(m.name << ": one rank, flash against unfused");
+      CHECK(one.loss_err < 1e-10);
+      CHECK(one.param_err < 1e-10);
+    }
+    std::vector<std::pair<Grid, int>> jobs;
+    const std::vector<Grid> grids = factorizations(8);
+    for (size_t i = 0; i < grids.size(); ++i) jobs.push_back({grids[i], int(i % 5)});
+    const std::vector<Outcome> out = run_all(jobs, 8, m, ref);
+    if (rank == 0) check_exact(jobs, out, m, " (flash against one unfused rank, 80 tokens)", true);
+  }
+}
+
 TEST_CASE("the paced device runs the same schedule: every 8-rank shape with all overlap flags, exact (fp64)") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
