@@ -107,9 +107,9 @@ void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, lon
 // batched over the groups (`blas`, bound to stream s; a group's dK and dV
 // summed in head order, as the cpu's), full S×S products with the causal
 // mask applied by the softmax kernels (one block per query row). The S×S
-// scores are in memory, as the cpu's; a flash-style kernel would keep them
-// on chip, never writing probs (S² values per head less traffic and memory)
-// and skip the masked half.
+// scores are in memory, as the cpu's; flash_attention_forward below keeps
+// them on chip, never writing probs (S² values per head less traffic and
+// memory), and skips the masked half.
 // Workspaces of probs' size: `scores` (M) takes the unrounded GEMM results
 // the softmax kernels read (scale·Q·Kᵀ forward, dP = dO·Vᵀ backward) and
 // `dscores` (T) backward's dS, rounded for the two GEMMs after it. Where
@@ -121,6 +121,24 @@ void attention_forward(Blas blas, const T* qkv, T* out, T* probs, master_t<T>* s
 template <typename T>
 void attention_backward(Blas blas, const T* qkv, const T* probs, const T* dout, T* dqkv, master_t<T>* scores,
                         T* dscores, long seqs, long S, long heads, long kv, long dh, Stream s);
+
+// The same attention fused (flash_attention.cu), the twin of
+// engine/flash_attention.hpp's: scores kept on chip in 64-key tiles with an
+// online softmax, only the masked half computed, no probs. Forward writes
+// out and the log-sum-exp per row (lse [seqs, heads, S], M); backward
+// recomputes P from it, with delta = Σ dO∘O per row (M, [seqs, heads, S])
+// its workspace, and writes every element of dqkv (a KV head's dK and dV
+// summed over its group in head order inside one block: no atomics, runs
+// bitwise equal). bf16 at dh 64 and 128 runs on tensor cores (16-byte
+// aligned qkv, out, dout, dqkv); every other case on SIMT kernels.
+// dh above this keeps the unfused path on the GPU.
+constexpr long kFlashMaxHeadDim = 128;
+template <typename T>
+void flash_attention_forward(const T* qkv, T* out, master_t<T>* lse, long seqs, long S, long heads, long kv, long dh,
+                             Stream s);
+template <typename T>
+void flash_attention_backward(const T* qkv, const T* out, const master_t<T>* lse, const T* dout, T* dqkv,
+                              master_t<T>* delta, long seqs, long S, long heads, long kv, long dh, Stream s);
 
 // The schedule's glue (device_kernels.hpp): out = a + b; acc += x; x widened
 // to M and narrowed (rounded) to T; out[i, j] += bias[j]; dbias[j] += Σ_i

@@ -21,6 +21,7 @@
 #include "engine/adamw.hpp"
 #include "engine/cuda/kernels.hpp"
 #include "engine/device.hpp"
+#include "engine/flash_attention.hpp"
 #include "engine/layers.hpp"
 #include "engine/llama_layers.hpp"
 #include "engine/matmul.hpp"
@@ -305,6 +306,108 @@ TEST_CASE_TEMPLATE("causal attention forward and backward: 19 and 300 tokens (ro
     CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
   }
   CUBLAS_CHECK(ff::cuda::cublas().destroy(h));
+}
+
+namespace {
+
+struct FlashShape {
+  long seqs, S, heads, kv, dh;
+};
+
+// δ_i = Σ_d dO·O per (sequence, head, row) in M, as both backward passes
+// start with.
+template <typename T>
+std::vector<master_t<T>> flash_delta(const std::vector<T>& out, const std::vector<T>& dout, const FlashShape& sh) {
+  using M = master_t<T>;
+  std::vector<M> delta(size_t(sh.seqs * sh.heads * sh.S));
+  for (long q = 0; q < sh.seqs; ++q)
+    for (long h = 0; h < sh.heads; ++h)
+      for (long i = 0; i < sh.S; ++i) {
+        M acc = 0;
+        for (long d = 0; d < sh.dh; ++d) {
+          const size_t at = size_t(((q * sh.S + i) * sh.heads + h) * sh.dh + d);
+          acc += M(out[at]) * M(dout[at]);
+        }
+        delta[size_t((q * sh.heads + h) * sh.S + i)] = acc;
+      }
+  return delta;
+}
+
+}  // namespace
+
+// dh 64 and 128 take bf16's tensor-core kernels, the others (and every fp32
+// and fp64 shape) the SIMT ones; S of 100 and 300 end in a partial tile.
+// Both sides round P and dS to T at the same points from M values computed
+// in a different order (mma or a thread's loop against the cpu's lanes), so
+// a bf16 value lands on the neighbouring bf16 now and then, moving an output
+// by a fraction of an ulp of its own: the usual tolerances hold.
+// Backward runs on the cpu's out and lse, as the unfused test's on its
+// probabilities, so it checks backward alone.
+TEST_CASE_TEMPLATE("flash attention forward and backward against the cpu's blocked twin: tails of tiles, GQA groups "
+                   "of 2 and 3, the tensor-core and SIMT head sizes",
+                   T, float, double, bf16) {
+  using M = master_t<T>;
+  auto cpu = ff::engine::make_cpu_device();
+  for (const FlashShape& sh : {FlashShape{2, 100, 4, 2, 64}, FlashShape{2, 300, 6, 2, 128},
+                               FlashShape{2, 128, 2, 2, 128}, FlashShape{2, 300, 3, 3, 64},
+                               FlashShape{2, 100, 6, 2, 16}, FlashShape{2, 300, 4, 2, 8},
+                               FlashShape{2, 128, 3, 1, 40}, FlashShape{1, 1, 2, 1, 64}}) {
+    const long seqs = sh.seqs, S = sh.S, heads = sh.heads, kv = sh.kv, dh = sh.dh, hy = heads * dh;
+    INFO(seqs << " sequences of " << S << " tokens, " << heads << " heads over " << kv << " KV heads of " << dh);
+    const auto qkv = uniform<T>(seqs * S * (heads + 2 * kv) * dh, -1, 1, 41);
+    const auto dout = uniform<T>(seqs * S * hy, -1, 1, 42);
+    std::vector<T> out(seqs * S * hy), dqkv(qkv.size());
+    std::vector<M> lse(seqs * heads * S);
+    ff::engine::flash_attention_forward(*cpu, qkv.data(), out.data(), lse.data(), seqs, S, heads, kv, dh);
+    ff::engine::flash_attention_backward(*cpu, qkv.data(), out.data(), lse.data(), dout.data(), dqkv.data(), seqs, S,
+                                         heads, kv, dh);
+    // Outputs and the workspace poisoned with 9: every element must be written.
+    DeviceArray<T> dq(qkv), ddo(dout), dout_{std::vector<T>(out.size(), T(9))},
+        ddqkv{std::vector<T>(qkv.size(), T(9))};
+    DeviceArray<M> dlse{std::vector<M>(lse.size(), M(9))}, ddelta{std::vector<M>(lse.size(), M(9))};
+    ff::cuda::flash_attention_forward(dq.p, dout_.p, dlse.p, seqs, S, heads, kv, dh, nullptr);
+    CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
+    CHECK(rel_diff(dlse.get(), lse) < master_tolerance<T>());
+    dout_.set(out);
+    dlse.set(lse);
+    ff::cuda::flash_attention_backward(dq.p, dout_.p, dlse.p, ddo.p, ddqkv.p, ddelta.p, seqs, S, heads, kv, dh,
+                                       nullptr);
+    CHECK(rel_diff(ddelta.get(), flash_delta(out, dout, sh)) < master_tolerance<T>());
+    CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
+    // No atomics: a rerun is bitwise the same.
+    const auto first = ddqkv.get();
+    ddqkv.set(std::vector<T>(qkv.size(), T(9)));
+    ff::cuda::flash_attention_backward(dq.p, dout_.p, dlse.p, ddo.p, ddqkv.p, ddelta.p, seqs, S, heads, kv, dh,
+                                       nullptr);
+    const auto second = ddqkv.get();
+    CHECK(std::equal(first.begin(), first.end(), second.begin(),
+                     [](T a, T b) { return double(a) == double(b); }));
+  }
+}
+
+// An independent reference: the unfused attention's, which keeps the S×S
+// probabilities and normalises before P·V. Where T = M no rounding differs,
+// so the two agree to M's rounding of the reordered sums.
+TEST_CASE_TEMPLATE("flash attention on the GPU equals the cpu's unfused attention, forward and backward", T, float,
+                   double) {
+  auto cpu = ff::engine::make_cpu_device();
+  for (const FlashShape& sh : {FlashShape{2, 300, 4, 2, 64}, FlashShape{2, 100, 6, 2, 16}}) {
+    const long seqs = sh.seqs, S = sh.S, heads = sh.heads, kv = sh.kv, dh = sh.dh, hy = heads * dh;
+    INFO(seqs << " sequences of " << S << " tokens, " << heads << " heads over " << kv << " KV heads of " << dh);
+    const auto qkv = uniform<T>(seqs * S * (heads + 2 * kv) * dh, -1, 1, 43);
+    const auto dout = uniform<T>(seqs * S * hy, -1, 1, 44);
+    std::vector<T> out(seqs * S * hy), probs(seqs * heads * S * S), dqkv(qkv.size());
+    ff::engine::attention_forward(*cpu, qkv.data(), out.data(), probs.data(), seqs, S, heads, kv, dh);
+    ff::engine::attention_backward(*cpu, qkv.data(), probs.data(), dout.data(), dqkv.data(), seqs, S, heads, kv, dh);
+    DeviceArray<T> dq(qkv), ddo(dout), dout_{std::vector<T>(out.size(), T(9))},
+        ddqkv{std::vector<T>(qkv.size(), T(9))}, dlse{std::vector<T>(seqs * heads * S, T(9))},
+        ddelta{std::vector<T>(seqs * heads * S, T(9))};
+    ff::cuda::flash_attention_forward(dq.p, dout_.p, dlse.p, seqs, S, heads, kv, dh, nullptr);
+    CHECK(rel_diff(dout_.get(), out) < tolerance<T>());
+    ff::cuda::flash_attention_backward(dq.p, dout_.p, dlse.p, ddo.p, ddqkv.p, ddelta.p, seqs, S, heads, kv, dh,
+                                       nullptr);
+    CHECK(rel_diff(ddqkv.get(), dqkv) < tolerance<T>());
+  }
 }
 
 TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y block", T, float, double, bf16) {
