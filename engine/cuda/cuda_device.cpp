@@ -294,6 +294,7 @@ class CudaKernels final : public DeviceKernels<T> {
     cudaStreamSynchronize(s_);
     cudaFree(scalar_);
     for (auto& b : tokens_) cudaFree(b.p);
+    cudaFree(delta_);
     cudaFree(scores_);
     cudaFree(dscores_);
     cudaFree(loss_);
@@ -396,6 +397,20 @@ class CudaKernels final : public DeviceKernels<T> {
     cuda::attention_backward(blas_, qkv, probs, dout, dqkv, scores, dscores, seqs, S, heads, kv, dh, s_);
     return 0;
   }
+  // Flash attention's kernels stop at head size 128; backward's δ = dO·O
+  // (seqs·heads·S values) in a workspace of its own.
+  bool runs_flash_attention(long dh) const override { return dh <= cuda::kFlashMaxHeadDim; }
+  double flash_attention_forward(const T* qkv, T* out, M* lse, long seqs, long S, long heads, long kv,
+                                 long dh) override {
+    cuda::flash_attention_forward(qkv, out, lse, seqs, S, heads, kv, dh, s_);
+    return 0;
+  }
+  double flash_attention_backward(const T* qkv, const T* out, const M* lse, const T* dout, T* dqkv, long seqs, long S,
+                                  long heads, long kv, long dh) override {
+    M* delta = grow(delta_, delta_n_, size_t(seqs * heads * S));
+    cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, delta, seqs, S, heads, kv, dh, s_);
+    return 0;
+  }
   void rmsnorm_row_squares(const T* x, M* sq, long t, long hx) override { cuda::rmsnorm_row_squares(x, sq, t, hx, s_); }
   void rmsnorm_normalize(const T* x, const M* sq, const T* gamma, T* y, T* xhat, M* rstd, long t, long hx,
                          long H) override {
@@ -458,6 +473,8 @@ class CudaKernels final : public DeviceKernels<T> {
   cublasHandle_t blas_;
   double* scalar_ = nullptr;
   std::vector<DeviceArray> tokens_;
+  M* delta_ = nullptr;  // flash attention's backward
+  size_t delta_n_ = 0;
   M* scores_ = nullptr;  // bf16's only
   size_t scores_n_ = 0;
   T* dscores_ = nullptr;

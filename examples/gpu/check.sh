@@ -57,30 +57,34 @@ run() {
 }
 
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$(nproc)}
+if [ "${KERNEL_TESTS:-1}" != 0 ]; then
 run kernels "${LIMIT_KERNELS:-90}" "$build/tests/engine/engine_cuda_kernels" --no-intro --force-colors=false
 run backend "${LIMIT_BACKEND:-150}" "$build/tests/engine/engine_cuda_backend" --ranks 1 --no-intro --force-colors=false
+fi
 
-engine=$build/engine/engine
-run gpt-small "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
-  --micro-batch 16 --batch 16 --steps "$steps" --bench --data synthetic --record "$out/gpt-small.json"
-run gpt-small-offload "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
-  --micro-batch 16 --batch 16 --steps "$steps" --bench --offload --data synthetic --record "$out/gpt-small-offload.json"
-run gpt-1.3b "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
-  --micro-batch 1 --batch 2 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b.json"
-run gpt-1.3b-mb4 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
-  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --data synthetic --record "$out/gpt-1.3b-mb4.json"
-run gpt-small-bf16 "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
-  --micro-batch 16 --batch 16 --steps "$steps" --bench --dtype bf16 --data synthetic --record "$out/gpt-small-bf16.json"
-run gpt-small-offload-bf16 "${LIMIT_SMALL:-60}" "$engine" --device cuda --model examples/models/gpt-small.json \
-  --micro-batch 16 --batch 16 --steps "$steps" --bench --offload --dtype bf16 --data synthetic \
-  --record "$out/gpt-small-offload-bf16.json"
-run gpt-1.3b-mb4-bf16 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
-  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --dtype bf16 --data synthetic \
-  --record "$out/gpt-1.3b-mb4-bf16.json"
-run gpt-1.3b-mb4-offload-bf16 "${LIMIT_LARGE:-150}" "$engine" --device cuda --model examples/models/gpt-1.3b.json \
-  --micro-batch 4 --batch 8 --steps "${STEPS_LARGE:-4}" --bench --offload --dtype bf16 --data synthetic \
-  --record "$out/gpt-1.3b-mb4-offload-bf16.json"
-run profile "${LIMIT_PROFILE:-150}" "$build/measure/measure" --backend nccl --base "${BASE:-dgx-h100}" \
+# The benchmark runs: name, limit, then the engine's flags. With OLD set to
+# another engine binary (the commit before a change, built for this GPU),
+# each runs with it too, as old-NAME, in the same job on the same GPU. ONLY
+# (names, space-separated) keeps those runs alone; KERNEL_TESTS=0 skips 1-2.
+small=(--model examples/models/gpt-small.json --micro-batch 16 --batch 16 --steps "$steps")
+large=(--model examples/models/gpt-1.3b.json --steps "${STEPS_LARGE:-4}")
+bench() {
+  local name=$1 limit=$2
+  shift 2
+  case " ${ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  run "$name" "$limit" "$build/engine/engine" --device cuda "$@" --bench --data synthetic --record "$out/$name.json"
+  [ -z "${OLD:-}" ] || run "old-$name" "$limit" "$OLD" --device cuda "$@" --bench --data synthetic \
+    --record "$out/old-$name.json"
+}
+bench gpt-small "${LIMIT_SMALL:-60}" "${small[@]}"
+bench gpt-small-offload "${LIMIT_SMALL:-60}" "${small[@]}" --offload
+bench gpt-1.3b "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 1 --batch 2
+bench gpt-1.3b-mb4 "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 4 --batch 8
+bench gpt-small-bf16 "${LIMIT_SMALL:-60}" "${small[@]}" --dtype bf16
+bench gpt-small-offload-bf16 "${LIMIT_SMALL:-60}" "${small[@]}" --offload --dtype bf16
+bench gpt-1.3b-mb4-bf16 "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 4 --batch 8 --dtype bf16
+bench gpt-1.3b-mb4-offload-bf16 "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 4 --batch 8 --offload --dtype bf16
+[ "${PROFILE:-1}" = 0 ] || run profile "${LIMIT_PROFILE:-150}" "$build/measure/measure" --backend nccl --base "${BASE:-dgx-h100}" \
   --model examples/models/gpt-1.3b.json --gemm-grids 1x1 --out "$out/profile.json" --raw "$out/profile-raw.json"
 
 echo
