@@ -47,10 +47,10 @@ class CpuDevice final : public Device {
     ++depth_;
     return now_s();
   }
-  double end(const Kernel&, double t0) override {
+  double end(const Kernel& k, double t0) override {
     const double dt = now_s() - t0;
     if (--depth_ == 0) {
-      ++stats.kernels;
+      count(k, dt);
       stats.busy_s += dt;
       stats.host_s += dt;
     }
@@ -102,7 +102,7 @@ class PacedDevice final : public Device {
     const double host_done = now_s();
     const double duration = k.flops / flops_ + k.bytes / pace_.bytes_per_s;
     free_ = complete(std::max(launched, free_) + duration, host_done);
-    ++stats.kernels;
+    count(k, duration);
     stats.busy_s += duration;
     stats.host_s += host_done - launched;
     return duration;
@@ -134,13 +134,13 @@ bool select_cuda_gpu(MPI_Comm world, std::string* why) {
   MPI_CHECK(MPI_Comm_free(&node));
   return ok;
 }
-std::unique_ptr<Device> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+std::unique_ptr<Device> make_cuda_device(bool profile) { return std::make_unique<CudaDevice>(profile); }
 #else
 bool select_cuda_gpu(MPI_Comm, std::string* why) {
   *why = "this engine was built without the CUDA toolkit (meson -Dcuda=enabled, nvcc under -Dcuda-home)";
   return false;
 }
-std::unique_ptr<Device> make_cuda_device() { throw std::logic_error("engine: built without the cuda device"); }
+std::unique_ptr<Device> make_cuda_device(bool) { throw std::logic_error("engine: built without the cuda device"); }
 double cuda_gemm_peak(int, const std::string&) { throw std::logic_error("engine: built without the cuda device"); }
 #endif
 

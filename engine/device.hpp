@@ -16,6 +16,7 @@
 // What each kernel computes is the device's DeviceKernels (device_kernels.hpp).
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <initializer_list>
@@ -23,22 +24,29 @@
 #include <string>
 
 #include "advisor/core/device_pace.hpp"
+#include "advisor/core/kernel_class.hpp"
 
 namespace ff::engine {
 
 // What a kernel costs the device: GEMM (and attention) FLOPs and element-wise
 // memory traffic. The paced device charges each layer the traffic MODEL.md's
 // compute model charges it (what fused GPU kernels move), however many
-// passes the host makes.
+// passes the host makes. Its class and the GPU kernels it takes are the
+// advisor's inventory's (MODEL.md §2, "Kernels").
 struct Kernel {
+  KernelClass cls = KernelClass::Gemm;
   double flops = 0;
   double bytes = 0;
+  int launches = 1;
 };
 
 struct DeviceStats {
   long kernels = 0;
+  // Per kernel class: the GPU kernels launched, and their device time where
+  // known (cpu: the host's; paced: the pace's; cuda: under profiling alone).
+  std::array<double, kKernelClasses> class_launches{}, class_s{};
   double busy_s = 0;  // device time of every kernel: the paced durations, or on cpu the real ones
-  double gemm_s = 0;  // cuda: of busy_s, the kernels with FLOPs (GEMMs, attention), from events
+  double gemm_s = 0;  // cuda, profiling: of busy_s, the kernels with FLOPs (GEMMs, attention), from events
   double peak_bytes = 0;  // cuda: the most device memory the engine's arrays held
   double host_s = 0;  // the host's real time inside kernel bodies
   double late_s = 0;  // paced: how far the host's real work pushed completions past the device clock
@@ -122,6 +130,13 @@ class Device {
   DeviceStats stats;
 
  protected:
+  // What end() adds for an outermost kernel of device time `seconds` (< 0:
+  // not known yet).
+  void count(const Kernel& k, double seconds) {
+    ++stats.kernels;
+    stats.class_launches[size_t(k.cls)] += k.launches;
+    if (seconds >= 0) stats.class_s[size_t(k.cls)] += seconds;
+  }
   virtual double begin() = 0;
   virtual double end(const Kernel& k, double t0) = 0;
   ProgressHook* progress_ = nullptr;
@@ -133,7 +148,9 @@ std::unique_ptr<Device> make_cpu_device();
 // where it has none. Every rank of `world` calls it.
 bool select_cuda_gpu(MPI_Comm world, std::string* why);
 // The cuda device on the selected GPU, before any of the engine's arrays.
-std::unique_ptr<Device> make_cuda_device();
+// `profile`: every kernel between two events, its time added to its class
+// (a launch-bound step runs slower so); else events only where waited on.
+std::unique_ptr<Device> make_cuda_device(bool profile = false);
 // The selected GPU's best n×n×n GEMM rate in FLOP/s for `dtype` (fp64, fp32
 // or bf16), in the engine's math mode (fp32 without TF32, bf16 with fp32
 // accumulation): the ceiling `engine --bench` holds a run's GEMMs against

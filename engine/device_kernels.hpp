@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "engine/adamw.hpp"
 #include "engine/device.hpp"
@@ -19,6 +20,13 @@
 #include "engine/runtime/bf16.hpp"
 
 namespace ff::engine {
+
+// A contiguous run of n values at x.
+template <typename M>
+struct Part {
+  const M* x;
+  size_t n;
+};
 
 // T is the training dtype (float, double, bf16): weights as the GEMMs read
 // them, activations, messages. M = master_t<T> holds what must not be
@@ -50,7 +58,9 @@ class DeviceKernels {
   virtual void narrow(const M* x, T* out, size_t n) = 0;                     // out = x rounded to T
   virtual void add_bias(T* out, const T* bias, long rows, long n) = 0;      // out[i, j] += bias[j]
   virtual void bias_grad(const T* dout, M* dbias, long rows, long n) = 0;   // dbias[j] += Σ_i dout[i, j]
-  virtual double sum_of_squares(const M* x, size_t n) = 0;                  // returned to the host
+  // Σ x² over every part (the gradient norm's arrays), in double, returned
+  // to the host: one pass over all of them, one wait.
+  virtual double sum_of_squares(const std::vector<Part<M>>& parts) = 0;
 
   // A micro-batch's tokens where the device reads them: the host's own array
   // on the cpu, a copy in activation slot `slot`'s buffer on a GPU.
@@ -147,7 +157,11 @@ class CpuKernels final : public DeviceKernels<T> {
     for (long i = 0; i < rows; ++i)
       for (long j = 0; j < n; ++j) dbias[j] += M(dout[i * n + j]);
   }
-  double sum_of_squares(const M* x, size_t n) override { return engine::sum_of_squares(x, n); }
+  double sum_of_squares(const std::vector<Part<M>>& parts) override {
+    double s = 0;
+    for (const Part<M>& p : parts) s += engine::sum_of_squares(p.x, p.n);
+    return s;
+  }
   const int* tokens(const int* host, size_t, int) override { return host; }
   void targets(const int* tokens, int* targets, long t, long S) override {
     for (long i = 0; i < t; ++i) targets[i] = tokens[(i / S) * (S + 1) + i % S + 1];

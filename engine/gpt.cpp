@@ -238,7 +238,7 @@ void Gpt<T>::sum_tied_gradient() {
   M* g = &shard_g_[p.offset];
   // Gradients in T: sent as T from their wire copy, the sum in M rounded once.
   T* gt = grads_in_t_ ? &wire_[p.offset] : nullptr;
-  if (gt) elementwise(0, [&] { k_->narrow(g, gt, p.shard_n); });
+  if (gt) elementwise(KernelClass::Copy, 0, [&] { k_->narrow(g, gt, p.shard_n); });
   auto exchange = [&](const auto* mine, auto* theirs) {
     Comm::Ticket recv = 0, send = 0;
     if (layout_.first) {
@@ -253,12 +253,12 @@ void Gpt<T>::sum_tied_gradient() {
   };
   if (gt) {
     exchange(static_cast<const T*>(gt), tied_received_t_.data());
-    elementwise(double(p.shard_n) * (2.0 * sizeof(M) + sizeof(T)),
+    elementwise(KernelClass::Accumulate, double(p.shard_n) * (2.0 * sizeof(M) + sizeof(T)),
                 [&] { k_->accumulate(g, tied_received_t_.data(), p.shard_n); });
     round_matrix_grad(mi);
   } else {
     exchange(static_cast<const M*>(g), tied_received_.data());
-    elementwise(3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });
+    elementwise(KernelClass::Accumulate, 3.0 * double(p.shard_n) * sizeof(M), [&] { k_->accumulate_master(g, tied_received_.data(), p.shard_n); });
   }
   gradient_done(mi);
 }
@@ -331,7 +331,7 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot, bool done) {
     if (first) dest = acc;
   auto accumulate = [this, mi, acc, &slot, first, done, last = last_micro_, n = p.shard_n]() {
     if (!first)
-      elementwise(n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
+      elementwise(KernelClass::Accumulate, n * (2.0 * sizeof(M) + sizeof(T)), [&] { k_->accumulate(acc, slot.part.data(), n); });
     if (grads_in_t_) round_matrix_grad(mi);
     if (done) gradient_done(mi, last);
     slot.busy = false;
@@ -354,7 +354,7 @@ void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, in
   if (m == 0 || n == 0) return;
   const double flops = 2.0 * m * n * k;
   double blas_s = 0;
-  const double device_s = dev_.launch(Kernel{flops, 0}, [&] {
+  const double device_s = dev_.launch(Kernel{KernelClass::Gemm, flops, 0}, [&] {
     if constexpr (std::is_same_v<C, T>) blas_s = k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
     else blas_s = k_->gemm_to_master(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
   });
@@ -386,7 +386,7 @@ void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out, bool tie
     comm_.all_reduce(transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
   }
   if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
-    elementwise(0, [&] { k_->add_bias(out, bias, rows, n); });
+    elementwise(KernelClass::Bias, 0, [&] { k_->add_bias(out, bias, rows, n); });
 }
 
 template <typename T>
@@ -405,7 +405,7 @@ std::vector<int> Gpt<T>::norm_vectors() const {
 template <typename T>
 void Gpt<T>::sum_norm_gradients() {
   auto move = [&](bool pack) {
-    elementwise(0, [&] {
+    elementwise(KernelClass::Copy, 0, [&] {
       size_t at = 0;
       for (int v : norm_ids_) {
         const VectorParam& p = layout_.vectors[size_t(v)];
@@ -449,7 +449,7 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbia
     dout = sp_full_.data();
   }
   if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
-    elementwise(0, [&] { k_->bias_grad(dout, dbias, t_, n); });
+    elementwise(KernelClass::Bias, 0, [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
   const Axis in_axis = transposed ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
@@ -500,7 +500,7 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   const T* E = acquire(layout_.embedding);
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   T* lookup = sp() ? sp_full_.data() : h0;
-  elementwise(2.0 * t_ * hx_ * sizeof(T), [&] { k_->embedding_lookup(tokens, E, p.block_cols, lookup, t_, S, hx_, vy_, v0); });
+  elementwise(KernelClass::Embedding, 2.0 * t_ * hx_ * sizeof(T), [&] { k_->embedding_lookup(tokens, E, p.block_cols, lookup, t_, S, hx_, vy_, v0); });
   if (sp()) comm_.reduce_scatter(Axis::Y, lookup, h0, size_t(ts_) * hx_);
   else comm_.all_reduce(Axis::Y, h0, size_t(t_) * hx_);
   if (layout_.positions < 0) return;  // rotary positions: applied to Q and K in each block
@@ -508,7 +508,7 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
   // add_positions counts positions from 0: the tokens up to the next
   // sequence's start, then whole sequences from there.
   const long first = sp() ? (comm_.coord(Axis::Y) * ts_) % S : 0, head = std::min(ts_, (S - first) % S);
-  elementwise(double(ts_) * hx_ * sizeof(T), [&] {
+  elementwise(KernelClass::Embedding, double(ts_) * hx_ * sizeof(T), [&] {
     if (head > 0) k_->add_positions(h0, pos + first * hx_, head, S, hx_);
     if (ts_ > head) k_->add_positions(h0 + head * hx_, pos, ts_ - head, S, hx_);
   });
@@ -533,7 +533,7 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
     comm_.all_gather(Axis::Y, dh0, sp_full_.data(), size_t(ts_) * hx_);
     dh0 = sp_full_.data();
   }
-  elementwise((gpos ? 3.0 : 2.0) * t_ * hx_ * sizeof(T), [&] {
+  elementwise(KernelClass::Embedding, (gpos ? 3.0 : 2.0) * t_ * hx_ * sizeof(T), [&] {
     if (slot) k_->zero(dE, p.block_n() * sizeof(M));
     k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
     if (slot && kMasterCopy) k_->narrow(dE, slot->full.data(), p.block_n());
@@ -557,16 +557,16 @@ void Gpt<T>::norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xh
   const long H = m_.hidden;
   const double values = double(ts_) * hx_ * sizeof(T);
   if (m_.norm == Norm::RmsNorm) {
-    elementwise(values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), ts_, hx_); });
+    elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), ts_, hx_); });
     comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(ts_));
-    elementwise(values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, ts_, hx_, H); });
+    elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, ts_, hx_, H); });
     return;
   }
-  elementwise(values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), ts_, hx_); });
+  elementwise(KernelClass::Norm, values, [&] { k_->layernorm_row_sums(x, ln_sum_.data(), ts_, hx_); });
   comm_.all_reduce(Axis::X, ln_sum_.data(), size_t(ts_));
-  elementwise(0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), ts_, hx_, H); });
+  elementwise(KernelClass::Norm, 0, [&] { k_->layernorm_centred_squares(x, ln_sum_.data(), ln_mean_.data(), ln_sq_.data(), ts_, hx_, H); });
   comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(ts_));
-  elementwise(values, [&] {
+  elementwise(KernelClass::Norm, values, [&] {
     k_->layernorm_normalize(x, ln_mean_.data(), ln_sq_.data(), gamma, beta, y, xhat, rstd, ts_, hx_, H);
   });
 }
@@ -576,16 +576,16 @@ void Gpt<T>::norm_backward(const T* dy, const T* xhat, const M* rstd, const T* g
   const long H = m_.hidden;
   const double values = double(ts_) * hx_ * sizeof(T);
   if (m_.norm == Norm::RmsNorm) {
-    elementwise(values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
+    elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
     comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(ts_));
-    elementwise(2 * values, [&] {
+    elementwise(KernelClass::Norm, 2 * values, [&] {
       k_->rmsnorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, ts_, hx_, H);
     });
     return;
   }
-  elementwise(values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
+  elementwise(KernelClass::Norm, values, [&] { k_->layernorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
   comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(2 * ts_));
-  elementwise(2 * values, [&] {
+  elementwise(KernelClass::Norm, 2 * values, [&] {
     k_->layernorm_backward_apply(dy, xhat, rstd, gamma, ln_grad_stat_.data(), dx, dgamma, dbeta, ts_, hx_, H);
   });
 }
@@ -596,15 +596,15 @@ template <typename T>
 double Gpt<T>::cross_entropy(M grad_scale) {
   const long v0 = long(comm_.coord(Axis::Y)) * vy_, valid = vocab_valid(vy_, v0, long(m_.vocab));
   const double values = 2.0 * t_ * vy_ * sizeof(M);
-  elementwise(0, [&] { k_->cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
+  elementwise(KernelClass::CrossEntropy, 0, [&] { k_->cross_entropy_row_max(logits_.data(), ce_max_.data(), t_, vy_, valid); });
   comm_.all_reduce(Axis::Y, ce_max_.data(), size_t(t_), ReduceOp::Max);
-  elementwise(values, [&] {
+  elementwise(KernelClass::CrossEntropy, values, [&] {
     k_->cross_entropy_exp_sums(logits_.data(), targets_.data(), ce_max_.data(), dlogits_.data(), ce_stat_.data(), t_,
                                vy_, v0, valid);
   });
   comm_.all_reduce(Axis::Y, ce_stat_.data(), size_t(2 * t_));
   double loss = 0;
-  elementwise(values, [&] {
+  elementwise(KernelClass::CrossEntropy, values, [&] {
     loss = k_->cross_entropy_finish(targets_.data(), ce_max_.data(), ce_stat_.data(), dlogits_.data(), t_, vy_, v0,
                                     valid, grad_scale);
   });
@@ -623,7 +623,8 @@ template <typename T>
 void Gpt<T>::attention_forward(BlockActs& a) {
   const long seqs = c_.micro_batch, S = m_.seq_len;
   const double scores = double(seqs) * heads_y_ * S * S;
-  const Kernel k = flash_ ? Kernel{2.0 * scores * head_dim_, 0} : Kernel{4.0 * scores * head_dim_, 2 * scores * sizeof(T)};
+  const Kernel k = flash_ ? Kernel{KernelClass::Attention, 2.0 * scores * head_dim_, 0}
+                          : Kernel{KernelClass::Attention, 4.0 * scores * head_dim_, 2 * scores * sizeof(T), 3};
   double blas_s = 0;
   const double device_s = dev_.launch(k, [&] {
     blas_s = flash_ ? k_->flash_attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), seqs, S, heads_y_, kv_y_,
@@ -639,7 +640,8 @@ template <typename T>
 void Gpt<T>::attention_backward(BlockActs& a) {
   const long seqs = c_.micro_batch, S = m_.seq_len;
   const double scores = double(seqs) * heads_y_ * S * S;
-  const Kernel k = flash_ ? Kernel{7.0 * scores * head_dim_, 0} : Kernel{8.0 * scores * head_dim_, 3 * scores * sizeof(T)};
+  const Kernel k = flash_ ? Kernel{KernelClass::Attention, 7.0 * scores * head_dim_, 0, 3}
+                          : Kernel{KernelClass::Attention, 8.0 * scores * head_dim_, 3 * scores * sizeof(T), 5};
   double blas_s = 0;
   const double device_s = dev_.launch(k, [&] {
     blas_s = flash_ ? k_->flash_attention_backward(a.qkv.data(), a.att.data(), a.lse.data(), datt_.data(),
@@ -657,7 +659,7 @@ template <typename T>
 void Gpt<T>::rope(T* qkv, bool inverse) {
   if (m_.positions != Positions::Rope) return;
   const double bytes = 2.0 * t_ * (heads_y_ + kv_y_) * head_dim_ * sizeof(T);
-  elementwise(bytes, [&] { k_->rope_rotate(qkv, t_, m_.seq_len, heads_y_, kv_y_, head_dim_, inverse); });
+  elementwise(KernelClass::Rope, bytes, [&] { k_->rope_rotate(qkv, t_, m_.seq_len, heads_y_, kv_y_, head_dim_, inverse); });
 }
 
 template <typename T>
@@ -670,15 +672,15 @@ void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   rope(a.qkv.data(), false);
   attention_forward(a);
   linear_forward(b.out, a.att.data(), vw_or_null(b.out_b), tmp_hx_.data());
-  elementwise(residual, [&] { k_->add(a.h_in.data(), tmp_hx_.data(), a.h_mid.data(), size_t(n_hx)); });
+  elementwise(KernelClass::Residual, residual, [&] { k_->add(a.h_in.data(), tmp_hx_.data(), a.h_mid.data(), size_t(n_hx)); });
   norm_forward(a.h_mid.data(), vw(b.ln2_g), vw_or_null(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
   linear_forward(b.fc1, a.a2.data(), vw_or_null(b.fc1_b), a.f.data());
   if (m_.mlp == Mlp::SwiGlu)
-    elementwise(3.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_forward(a.f.data(), a.g.data(), t_, fy_); });
+    elementwise(KernelClass::Activation, 3.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_forward(a.f.data(), a.g.data(), t_, fy_); });
   else
-    elementwise(2.0 * t_ * fy_ * sizeof(T), [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
+    elementwise(KernelClass::Activation, 2.0 * t_ * fy_ * sizeof(T), [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
   linear_forward(b.fc2, a.g.data(), vw_or_null(b.fc2_b), tmp_hx_.data());
-  elementwise(residual, [&] { k_->add(a.h_mid.data(), tmp_hx_.data(), h_out, size_t(n_hx)); });
+  elementwise(KernelClass::Residual, residual, [&] { k_->add(a.h_mid.data(), tmp_hx_.data(), h_out, size_t(n_hx)); });
 }
 
 // dh: the gradient of the block's output on entry, of its input on exit.
@@ -688,13 +690,13 @@ void Gpt<T>::block_backward(int l, BlockActs& a, T* dh) {
   const long n_hx = ts_ * hx_;
   const double residual = 3.0 * n_hx * sizeof(T);
   auto add_residual = [&] {
-    elementwise(residual, [&] { k_->add(dh, dtmp_.data(), dh, size_t(n_hx)); });
+    elementwise(KernelClass::Residual, residual, [&] { k_->add(dh, dtmp_.data(), dh, size_t(n_hx)); });
   };
   linear_backward(b.fc2, a.g.data(), dh, dffn_.data(), vg_or_null(b.fc2_b));
   if (m_.mlp == Mlp::SwiGlu)
-    elementwise(5.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_, fy_); });
+    elementwise(KernelClass::Activation, 5.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_, fy_); });
   else
-    elementwise(3.0 * t_ * fy_ * sizeof(T),
+    elementwise(KernelClass::Activation, 3.0 * t_ * fy_ * sizeof(T),
                 [&] { k_->gelu_backward(a.f.data(), dffn_.data(), dffn2_.data(), t_ * fy_); });
   linear_backward(b.fc1, a.a2.data(), dffn2_.data(), tmp_hx_.data(), vg_or_null(b.fc1_b));
   norm_backward(tmp_hx_.data(), a.xhat2.data(), a.rstd2.data(), vw(b.ln2_g), dtmp_.data(), vg(b.ln2_g),
@@ -723,7 +725,7 @@ void Gpt<T>::set_grads_zero() {
 template <typename T>
 void Gpt<T>::zero_grad() {
   if (grads_zero_) return;
-  elementwise(double(shard_g_.size() + rep_g_.size()) * sizeof(M), [&] {
+  elementwise(KernelClass::Copy, double(shard_g_.size() + rep_g_.size()) * sizeof(M), [&] {
     k_->zero(shard_g_.data(), shard_g_.size() * sizeof(M));  // (empty until the first micro-step)
     k_->zero(rep_g_.data(), rep_g_.size() * sizeof(M));
   });
@@ -751,14 +753,14 @@ void Gpt<T>::forward(int slot, const T* received, const int* tokens, int chunk) 
   if (layout_.first && chunk == 0) {
     embedding_forward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), h0);
   } else {  // a GPU would receive in place; the copy is the host's bookkeeping
-    elementwise(0, [&] { k_->copy(received, h0, size_t(ts_ * hx_) * sizeof(T)); });
+    elementwise(KernelClass::Copy, 0, [&] { k_->copy(received, h0, size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received` again
   }
   T* out = layout_.last && chunk == layout_.chunks - 1 ? h_final_.data() : out_[size_t(slot)].data();
   for (long l = 0; l < L; ++l) {
     BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
     if (full_recompute())  // a GPU could read the kept input in place
-      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
     block_forward(int(l0 + l), a, l + 1 < L ? acts[size_t(l + 1)].h_in.data() : out);
   }
 }
@@ -788,7 +790,7 @@ void Gpt<T>::begin_backward(bool last_of_step) {
 // backward (interleaved: other chunks run in between).
 template <typename T>
 void Gpt<T>::keep_output_grad(int slot) {
-  elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
+  elementwise(KernelClass::Copy, 0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
 }
 
 template <typename T>
@@ -796,7 +798,7 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
   // Without `received_grad` the gradient is head()'s, which began backward.
   if (received_grad) {
     begin_backward(last_of_step);
-    elementwise(0, [&] { k_->copy(received_grad, dresid_.data(), size_t(ts_ * hx_) * sizeof(T)); });
+    elementwise(KernelClass::Copy, 0, [&] { k_->copy(received_grad, dresid_.data(), size_t(ts_ * hx_) * sizeof(T)); });
     if (dev_.deferred()) dev_.synchronize();  // the pipeline receives into `received_grad` again
   }
   std::vector<BlockActs>& acts = acts_[size_t(slot)];
@@ -804,7 +806,7 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
   for (long l = long(acts.size()) - 1; l >= 0; --l) {
     BlockActs& a = full_recompute() ? scratch_ : acts[size_t(l)];
     if (full_recompute()) {
-      elementwise(0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->copy(acts[size_t(l)].h_in.data(), a.h_in.data(), a.h_in.size() * sizeof(T)); });
       block_forward(int(l0 + l), a, dtmp_.data());  // the output is not needed again
     }
     block_backward(int(l0 + l), a, dresid_.data());
@@ -812,7 +814,7 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
   if (layout_.first && chunk == 0)
     embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
   else
-    elementwise(0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
+    elementwise(KernelClass::Copy, 0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
   if (grads_in_t_) round_vector_grads();  // the biases', norms' and positions' of this micro-step
 }
 
@@ -826,7 +828,7 @@ void Gpt<T>::allocate_grads() {
 // g rounded to T in place, through `scratch` (n values of the wire).
 template <typename T>
 void Gpt<T>::round_grads(M* g, T* scratch, size_t n) {
-  elementwise(0, [&] {
+  elementwise(KernelClass::Copy, 0, [&] {
     k_->narrow(g, scratch, n);
     k_->widen(scratch, g, n);
   });

@@ -211,7 +211,10 @@ class Gpt {
   void submit_weight_grad(int mi, GradSlot& slot, bool done = true);
   bool tied_across_stages() const { return layout_.tied && c_.grid.p > 1; }
   void sum_tied_gradient();
-  double shard_squares(size_t lo, size_t hi);
+  // The gradient norm's parts of the shard arena in [lo, hi) (the tied copy
+  // left out: its gradient is the embedding's).
+  void shard_parts(size_t lo, size_t hi, std::vector<Part<M>>& parts);
+  static void add_part(std::vector<Part<M>>& parts, const M* x, size_t n);
 
   template <typename C>
   void gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta, C* Cp,
@@ -239,8 +242,8 @@ class Gpt {
   // An element-wise kernel moving `bytes` (what MODEL.md's compute model
   // charges for it, device.hpp).
   template <class Body>
-  void elementwise(double bytes, Body&& body) {
-    dev_.launch(Kernel{0, bytes}, body);
+  void elementwise(KernelClass cls, double bytes, Body&& body) {
+    dev_.launch(Kernel{cls, 0, bytes}, body);
   }
 
   Comm& comm_;

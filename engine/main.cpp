@@ -102,16 +102,26 @@ int run(const Cli& cli, const RunOptions& opts, int ranks, int rank, const std::
     std::printf("\n%-34s %12s\n", "bench (steps after the first)", "value");
     std::printf("%-34s %12s\n", "tokens/s", fixed(tokens / time, 0).c_str());
     std::printf("%-34s %12s\n", "BLAS peak per rank (GFLOP/s)", fixed(peak / 1e9, 2).c_str());
-    std::printf("%-34s %12s\n", "GEMM rate per rank (GFLOP/s)", fixed(rate / 1e9, 2).c_str());
-    std::printf("%-34s %11s%%\n", "GEMM rate / BLAS peak", fixed(100 * rate / peak, 1).c_str());
+    // A GPU's kernel times come from events, which only --profile-kernels records.
+    const std::string untimed = "-";
+    auto timed = [&](const std::string& v) { return res.kernels_timed ? v : untimed; };
+    std::printf("%-34s %12s\n", "GEMM rate per rank (GFLOP/s)", timed(fixed(rate / 1e9, 2)).c_str());
+    std::printf("%-34s %11s%%\n", "GEMM rate / BLAS peak", timed(fixed(100 * rate / peak, 1)).c_str());
     // The GEMMs' FLOPs over the whole step: a model-FLOPs utilisation that
     // counts the model's matrix products alone (attention's are in its kernels).
     std::printf("%-34s %11s%%\n", "GEMM FLOPs / step time / peak", fixed(100 * flops / time / peak, 1).c_str());
-    std::printf("%-34s %11s%%\n", "step in GEMM", fixed(100 * gemm / time, 1).c_str());
-    std::printf("%-34s %11s%%\n", "step in other compute", fixed(100 * (compute - gemm) / time, 1).c_str());
+    std::printf("%-34s %11s%%\n", "step in GEMM", timed(fixed(100 * gemm / time, 1)).c_str());
+    std::printf("%-34s %11s%%\n", "step in other compute", timed(fixed(100 * (compute - gemm) / time, 1)).c_str());
     std::printf("%-34s %11s%%\n", "step blocked in communication", fixed(100 * (1 - compute / time), 1).c_str());
     std::printf("%-34s %12s\n", "start-up before step 0 (s)", fixed(res.startup_s, 2).c_str());
     std::printf("%-34s %12s\n", "  of it CPU time (s)", fixed(res.startup_cpu_s, 2).c_str());
+    if (res.kernels_timed) {
+      std::printf("\n%-34s %12s %12s\n", "kernels per step, by class", "launches", "ms");
+      for (int c = 0; c < kKernelClasses; ++c)
+        if (res.class_launches[size_t(c)] > 0)
+          std::printf("%-34s %12s %12s\n", kernel_class_name(KernelClass(c)), fixed(res.class_launches[size_t(c)], 0).c_str(),
+                      fixed(res.class_s[size_t(c)] * 1e3, 2).c_str());
+    }
   }
   if (!cli.quiet && !res.steps.empty()) {
     PerAxis<double> comm{};
@@ -202,6 +212,7 @@ int main(int argc, char** argv) {
     opts.seed = cli.seed;
     opts.opt.lr = cli.lr;
     opts.trace_comm = !cli.trace_comm.empty();
+    opts.profile_kernels = cli.profile_kernels;
     micro_steps_of(opts);
     engine::check_divisible(opts.model, c.grid);
     TokenSource probe(opts.data, opts.model.vocab, opts.model.seq_len, opts.seed);

@@ -87,13 +87,13 @@ void Gpt<T>::post_bucket(Bucket& b) {
     // As T on the wire; widened back when waited for (optimizer_step), or
     // sharded, this rank's part as it arrives.
     T* wire = &wire_[b.lo];
-    elementwise(0, [&] { k_->narrow(&shard_g_[b.lo], wire, n); });
+    elementwise(KernelClass::Copy, 0, [&] { k_->narrow(&shard_g_[b.lo], wire, n); });
     if (!sharded()) {
       b.ticket = comm_.iall_reduce(Axis::D, wire, n);
       return;
     }
     b.ticket = comm_.ireduce_scatter_parts(Axis::D, static_cast<const T*>(wire), b.part_t.data(), n, [this, &b, dst] {
-      elementwise(0, [&] { k_->widen(b.part_t.data(), dst, b.part_t.size()); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->widen(b.part_t.data(), dst, b.part_t.size()); });
     });
     return;
   }
@@ -103,7 +103,7 @@ void Gpt<T>::post_bucket(Bucket& b) {
   }
   b.ticket = comm_.ireduce_scatter_parts(Axis::D, &shard_g_[b.lo], b.part.data(), n, [this, &b, dst] {
     const double bytes = double(b.part.size()) * sizeof(M);
-    elementwise(2 * bytes, [&] { k_->copy(b.part.data(), dst, size_t(bytes)); });
+    elementwise(KernelClass::Copy, 2 * bytes, [&] { k_->copy(b.part.data(), dst, size_t(bytes)); });
   });
 }
 
@@ -118,15 +118,23 @@ double Gpt<T>::adamw_bytes(size_t n, const T* w) {
 // Σ g² over shard_g_[lo, hi), but the last stage's tied copy: its gradient
 // is the first stage's embedding's, counted there.
 template <typename T>
-double Gpt<T>::shard_squares(size_t lo, size_t hi) {
+void Gpt<T>::shard_parts(size_t lo, size_t hi, std::vector<Part<M>>& parts) {
   size_t skip_lo = hi, skip_hi = hi;
   if (layout_.tied_copy >= 0) {
     const MatrixParam& c = layout_.matrices[size_t(layout_.tied_copy)];
     skip_lo = std::clamp(c.offset, lo, hi);
     skip_hi = std::clamp(c.offset + c.shard_n, lo, hi);
   }
-  return k_->sum_of_squares(shard_g_.data() + lo, skip_lo - lo) +
-         k_->sum_of_squares(shard_g_.data() + skip_hi, hi - skip_hi);
+  add_part(parts, shard_g_.data() + lo, skip_lo - lo);
+  add_part(parts, shard_g_.data() + skip_hi, hi - skip_hi);
+}
+
+// Runs that continue the last one extend it: one rank's arenas are a part each.
+template <typename T>
+void Gpt<T>::add_part(std::vector<Part<M>>& parts, const M* x, size_t n) {
+  if (n == 0) return;
+  if (!parts.empty() && parts.back().x + parts.back().n == x) parts.back().n += n;
+  else parts.push_back({x, n});
 }
 
 template <typename T>
@@ -151,7 +159,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     if (c_.offload) dev_.allocate_on_host(state);
     else state();
     if (kMasterCopy) {
-      elementwise(0, [&] {
+      elementwise(KernelClass::Copy, 0, [&] {
         for (const Bucket& b : buckets_)
           k_->widen(&shard_w_[b.own_lo], &shard_master_[b.moment], b.own_hi - b.own_lo);
         k_->widen(&rep_w_[rep_lo_], rep_master_.data(), vectors);
@@ -183,7 +191,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // AdamW on n parameters, or offloaded, through the bucket buffers.
   auto adam = [&](M* master, M* g, M* m, M* v, T* w, size_t n) {
     if (c_.offload) update_offloaded(master, g, m, v, w, n, s);
-    else elementwise(adamw_bytes(n, w), [&] { k_->adamw_update(master, g, m, v, w, n, s); });
+    else elementwise(KernelClass::Optimizer, adamw_bytes(n, w), [&] { k_->adamw_update(master, g, m, v, w, n, s); });
   };
   auto adam_bucket = [&](const Bucket& b) {
     adam(shard_master(b.own_lo, b.moment), &shard_g_[b.own_lo], &shard_m_[b.moment], &shard_v_[b.moment],
@@ -195,16 +203,16 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     // The replicated gradients as T over Z, then D (MODEL.md §13).
     T* wire = rep_wire();
     const size_t n = rep_g_.size();
-    elementwise(0, [&] { k_->narrow(rep_g_.data(), wire, n); });
+    elementwise(KernelClass::Copy, 0, [&] { k_->narrow(rep_g_.data(), wire, n); });
     comm_.all_reduce(Axis::Z, wire, n);
     if (sharded()) {
       M* dst = &rep_g_[rep_lo_];
       comm_.wait(comm_.ireduce_scatter_parts(Axis::D, static_cast<const T*>(wire), rep_part_t_.data(), n, [&] {
-        elementwise(0, [&] { k_->widen(rep_part_t_.data(), dst, rep_part_t_.size()); });
+        elementwise(KernelClass::Copy, 0, [&] { k_->widen(rep_part_t_.data(), dst, rep_part_t_.size()); });
       }));
     } else {
       comm_.all_reduce(Axis::D, wire, n);
-      elementwise(0, [&] { k_->widen(wire, rep_g_.data(), n); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->widen(wire, rep_g_.data(), n); });
     }
   } else {
     comm_.all_reduce(Axis::Z, rep_g_.data(), rep_g_.size());
@@ -212,7 +220,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
       M* dst = &rep_g_[rep_lo_];
       comm_.wait(comm_.ireduce_scatter_parts(Axis::D, rep_g_.data(), rep_part_.data(), rep_g_.size(), [&] {
         const double bytes = double(rep_part_.size()) * sizeof(M);
-        elementwise(2 * bytes, [&] { k_->copy(rep_part_.data(), dst, size_t(bytes)); });
+        elementwise(KernelClass::Copy, 2 * bytes, [&] { k_->copy(rep_part_.data(), dst, size_t(bytes)); });
       }));
     } else {
       comm_.all_reduce(Axis::D, rep_g_.data(), rep_g_.size());
@@ -232,9 +240,9 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
       }
       M* g = &shard_g_[p->offset];
       T* wire = &wire_[p->offset];
-      elementwise(0, [&] { k_->narrow(g, wire, p->shard_n); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->narrow(g, wire, p->shard_n); });
       comm_.all_reduce(Axis::D, wire, p->shard_n);
-      elementwise(0, [&] { k_->widen(wire, g, p->shard_n); });
+      elementwise(KernelClass::Copy, 0, [&] { k_->widen(wire, g, p->shard_n); });
     }
   }
 
@@ -243,29 +251,38 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
   // than replica 0 all of it while the others wait; replicated vectors by
   // one rank of their replicas. (Its traffic is in AdamW's count below: the
   // norm reads the gradients AdamW reads, as one fused clipping pass does.)
+  // The squares in one pass over every part, one wait for the sum (a GPU's
+  // squares and their sum: two kernels); per bucket where AdamW updates it
+  // (and zeroes its gradient) as it arrives.
   const Coords& co = comm_.coords();
   const int gd = comm_.size(Axis::D), d = comm_.coord(Axis::D);
   double sq = 0;
+  std::vector<Part<M>> parts;
+  auto squares = [&] {
+    if (parts.empty()) return;
+    dev_.launch(Kernel{KernelClass::Optimizer, 0, 0, 2}, [&] { sq += k_->sum_of_squares(parts); });
+    parts.clear();
+  };
   for (const Bucket& b : buckets_) {
     comm_.wait(b.ticket);  // 0, nothing to wait for, where the reduction was blocking
     if (grads_in_t_ && bucketed && !sharded())
-      elementwise(0, [&] { k_->widen(&wire_[b.lo], &shard_g_[b.lo], b.hi - b.lo); });
-    elementwise(0, [&] {
-      const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
-      const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
-      sq += shard_squares(lo, hi);
-    });
-    if (update_per_chunk) adam_bucket(b);
-  }
-  elementwise(0, [&] {
-    // Sharded, the part of each vector this D rank holds reduced.
-    Coords first = co;
-    first[int(Axis::D)] = 0;
-    for (const VectorParam& p : layout_.vectors) {
-      const size_t lo = std::max(p.offset, rep_lo_), hi = std::min(p.offset + p.n, rep_hi_);
-      if (owns_vector(p, sharded() ? first : co) && lo < hi) sq += k_->sum_of_squares(&rep_g_[lo], hi - lo);
+      elementwise(KernelClass::Copy, 0, [&] { k_->widen(&wire_[b.lo], &shard_g_[b.lo], b.hi - b.lo); });
+    const size_t lo = sharded() ? b.own_lo : b.lo + part_begin(b.hi - b.lo, gd, d);
+    const size_t hi = sharded() ? b.own_hi : b.lo + part_begin(b.hi - b.lo, gd, d + 1);
+    shard_parts(lo, hi, parts);
+    if (update_per_chunk) {
+      squares();
+      adam_bucket(b);
     }
-  });
+  }
+  // Sharded, the part of each vector this D rank holds reduced.
+  Coords first = co;
+  first[int(Axis::D)] = 0;
+  for (const VectorParam& p : layout_.vectors) {
+    const size_t lo = std::max(p.offset, rep_lo_), hi = std::min(p.offset + p.n, rep_hi_);
+    if (owns_vector(p, sharded() ? first : co) && lo < hi) add_part(parts, &rep_g_[lo], hi - lo);
+  }
+  squares();
   const double norm = std::sqrt(comm_.sum_all(sq));
   if (clipping) s.clip = M(std::min(1.0, opt.clip / (norm + 1e-6)));
 
@@ -277,7 +294,7 @@ double Gpt<T>::optimizer_step(const AdamW& opt) {
     // The parts other ranks updated come back with their weights; their
     // gradients here are partial sums AdamW did not consume: zeroed (a
     // memset MODEL.md does not price: 1/8 of AdamW's traffic per value).
-    elementwise(0, [&] {
+    elementwise(KernelClass::Copy, 0, [&] {
       for (const Bucket& b : buckets_) {
         k_->zero(&shard_g_[b.lo], (b.own_lo - b.lo) * sizeof(M));
         k_->zero(&shard_g_[b.own_hi], (b.hi - b.own_hi) * sizeof(M));
@@ -322,7 +339,7 @@ void Gpt<T>::update_offloaded(M* master, M* g, M* m, M* v, T* w, size_t n, const
     dev_.stream_wait(sl.in);
     M* const mw = kMasterCopy ? sl.master.data() : master + lo;  // T = M: the weight itself, on the device
     T* const wk = w ? w + lo : nullptr;
-    elementwise(adamw_bytes(k, wk), [&] { k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), wk, k, s); });
+    elementwise(KernelClass::Optimizer, adamw_bytes(k, wk), [&] { k_->adamw_update(mw, g + lo, sl.m.data(), sl.v.data(), wk, k, s); });
     sl.out = offload_copy(arena, lo, sl, k, CopyWay::ToHost, dev_.record(), last_chunk);
     ++offload_stats.buckets;
     dev_.progress();

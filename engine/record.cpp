@@ -53,6 +53,19 @@ nlohmann::json device_json(const RunOptions& o, const RunResult& r) {
   return d;
 }
 
+// Per kernel class that launched, per step after the first, mean over ranks:
+// launches, and seconds where the device timed them.
+nlohmann::json kernels_json(const RunResult& r) {
+  nlohmann::json classes = nlohmann::json::object();
+  for (int c = 0; c < kKernelClasses; ++c) {
+    if (r.class_launches[size_t(c)] == 0) continue;
+    nlohmann::json k = {{"launches", r.class_launches[size_t(c)]}};
+    if (r.kernels_timed) k["seconds"] = r.class_s[size_t(c)];
+    classes[kernel_class_name(KernelClass(c))] = k;
+  }
+  return {{"timed", r.kernels_timed}, {"per_step", classes}};
+}
+
 // Per pipeline stage, per step after the first, mean over the stage's ranks.
 nlohmann::json stages_json(const RunResult& r) {
   nlohmann::json out = nlohmann::json::array();
@@ -147,6 +160,7 @@ nlohmann::json run_record(const RunOptions& o, const std::string& dtype, int ran
           {"bytes_per_step", per_axis_json(r.bytes_per_step)},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"attention", r.attention},
+          {"kernels", kernels_json(r)},
           {"memory_predicted_bytes", predicted_memory_json(o, dtype, ranks, r)},
           {"memory_note", memory_note(o, dtype)},
           {"final_loss", r.steps.empty() ? 0.0 : r.steps.back().loss},

@@ -147,7 +147,7 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
   MPI_CHECK(MPI_Comm_size(world, &ranks));
   const bool paced = o.device == "paced";
   std::unique_ptr<Device> device = paced                  ? make_paced_device(o.pace, std::is_same_v<T, double>)
-                                   : o.device == "cuda" ? make_cuda_device()
+                                   : o.device == "cuda" ? make_cuda_device(o.profile_kernels)
                                                         : make_cpu_device();
   if (paced) set_fine_timer_slack();
   const int world_rank = rank_in(world);
@@ -253,6 +253,15 @@ RunResult train(MPI_Comm world, const RunOptions& o, bool want_parameters,
     sum->assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);
     MPI_CHECK(MPI_Gather(&v, 1, MPI_DOUBLE, sum->data(), 1, MPI_DOUBLE, 0, world));
   }
+
+  res.kernels_timed = !device->deferred() || o.profile_kernels;
+  for (size_t c = 0; c < size_t(kKernelClasses); ++c) {
+    res.class_launches[c] = (ds.class_launches[c] - from.class_launches[c]) / timed;
+    res.class_s[c] = (ds.class_s[c] - from.class_s[c]) / timed;
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, res.class_launches.data(), kKernelClasses, MPI_DOUBLE, MPI_SUM, world));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, res.class_s.data(), kKernelClasses, MPI_DOUBLE, MPI_SUM, world));
+  for (size_t c = 0; c < size_t(kKernelClasses); ++c) res.class_launches[c] /= ranks, res.class_s[c] /= ranks;
 
   if (device->deferred()) {
     res.device_peak_bytes.assign(world_rank == 0 ? size_t(ranks) : 0, 0.0);

@@ -33,6 +33,7 @@ struct RunOptions {
   DevicePace pace;             // the paced device's
   BucketSizes buckets;         // ODP's gradient buckets, offload's buckets and chunks
   bool trace_comm = false;     // every rank's communication events, to RunResult::comm_trace
+  bool profile_kernels = false;  // cuda: every kernel timed (CudaDevice)
 };
 
 struct StepRecord {
@@ -68,6 +69,10 @@ struct RunResult {
   std::vector<double> device_peak_bytes;  // cuda, per rank on world rank 0: the engine's arrays on the GPU
   std::string device;
   std::string attention;                   // "flash" or "unfused": what ran (Gpt::flash)
+  // Per kernel class, per step after the first, mean over ranks: the GPU
+  // kernels launched and, where timed (kernels_timed), their device time.
+  std::array<double, kKernelClasses> class_launches{}, class_s{};
+  bool kernels_timed = false;
   double inflight_s = 0;                   // non-blocking collectives, post to completion, mean per rank per step
   double nonblocking_exposed_s = 0;        // of that, spent inside MPI
   long micro_steps = 0;

@@ -138,6 +138,7 @@ std::vector<std::string> engine_argv(const EngineArgs& a) {
   if (a.lr != d.lr) v.insert(v.end(), {"--lr", real(a.lr)});
   if (a.seed != d.seed) v.insert(v.end(), {"--seed", num(a.seed)});
   if (a.bench) v.push_back("--bench");
+  if (a.profile_kernels) v.push_back("--profile-kernels");
   if (a.quiet) v.push_back("--quiet");
   return v;
 }
@@ -184,6 +185,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--clip", a.clip, "Clip gradients to this global norm; 0: no clipping")->capture_default_str();
   app.add_option("--seed", a.seed, "Seed of parameters and data order")->capture_default_str();
   app.add_flag("--bench", a.bench, "Measure the BLAS peak in this run and report GEMM share and efficiency");
+  app.add_flag("--profile-kernels", a.profile_kernels,
+               "cuda: time every kernel between two events and record the time per kernel class (slows a "
+               "launch-bound step; without it the device's busy and GEMM times are not measured)");
   app.add_flag("--quiet", a.quiet, "No per-step output");
 }
 

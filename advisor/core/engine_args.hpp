@@ -47,6 +47,7 @@ struct EngineArgs : ConfigFlags, PaceFlags {
   double lr = 1e-3;
   uint64_t seed = kDefaultSeed;
   bool bench = false;
+  bool profile_kernels = false;  // cuda: every kernel timed, the time per kernel class in the record
   bool quiet = false;
   bool operator==(const EngineArgs&) const = default;
 };

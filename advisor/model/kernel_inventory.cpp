@@ -2,24 +2,6 @@
 
 namespace ff {
 
-const char* kernel_class_name(KernelClass c) {
-  switch (c) {
-    case KernelClass::Gemm: return "gemm";
-    case KernelClass::Attention: return "attention";
-    case KernelClass::Norm: return "norm";
-    case KernelClass::Activation: return "activation";
-    case KernelClass::Residual: return "residual";
-    case KernelClass::Bias: return "bias";
-    case KernelClass::Rope: return "rope";
-    case KernelClass::Embedding: return "embedding";
-    case KernelClass::CrossEntropy: return "cross_entropy";
-    case KernelClass::Accumulate: return "accumulate";
-    case KernelClass::Optimizer: return "optimizer";
-    case KernelClass::LaunchBound: return "launch_bound";
-  }
-  return "?";
-}
-
 BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
                            const std::array<double, 4>& bias_columns, int b) {
   BlockKernels k;

@@ -8,14 +8,11 @@
 #include <cstdint>
 
 #include "advisor/core/fusion.hpp"
+#include "advisor/core/kernel_class.hpp"
 #include "advisor/core/model_spec.hpp"
 
 namespace ff {
 
-enum class KernelClass : uint8_t {
-  Gemm, Attention, Norm, Activation, Residual, Bias, Rope, Embedding, CrossEntropy, Accumulate, Optimizer, LaunchBound
-};
-const char* kernel_class_name(KernelClass c);
 
 // Memory-bound kernels: bytes moved and launches, per occurrence.
 struct MemoryKernels {

@@ -90,9 +90,11 @@ struct CudaDevice::Impl {
   };
   std::deque<Marker> markers;  // recorded, not yet waited for, in stream order
   double next_id = 1;
+  bool profile = false;
   struct Timed {
     cudaEvent_t start, stop;
     bool flops;
+    KernelClass cls;
   };
   std::deque<Timed> timed;  // kernels whose time is not yet read
   cudaEvent_t start = nullptr;
@@ -122,6 +124,7 @@ struct CudaDevice::Impl {
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, timed.front().start, timed.front().stop));
       st.busy_s += ms * 1e-3;
+      st.class_s[size_t(timed.front().cls)] += ms * 1e-3;
       if (timed.front().flops) st.gemm_s += ms * 1e-3;
       spare.push_back(timed.front().start);
       spare.push_back(timed.front().stop);
@@ -152,7 +155,8 @@ struct CudaDevice::Impl {
   }
 };
 
-CudaDevice::CudaDevice() : impl_(std::make_unique<Impl>()) {
+CudaDevice::CudaDevice(bool profile) : impl_(std::make_unique<Impl>()) {
+  impl_->profile = profile;
   install_buffer_memory(&kManaged);
   CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   impl_->blas = engine_blas_handle();
@@ -261,21 +265,22 @@ void CudaDevice::stream_wait(Event e) {
 // A kernel launched while another is being launched (a completion callback)
 // is inside the outer one's events.
 double CudaDevice::begin() {
-  if (impl_->depth++ == 0) {
+  if (impl_->depth++ == 0 && impl_->profile) {
     impl_->start = impl_->event();
     CUDA_CHECK(cudaEventRecord(impl_->start, impl_->stream));
   }
   return now_s();
 }
 
-// The device time is known later (collect): 0 here.
+// The device time is known later (collect), under profiling alone: 0 here.
 double CudaDevice::end(const Kernel& k, double t0) {
   stats.host_s += now_s() - t0;
   if (--impl_->depth > 0) return 0;
+  count(k, -1);
+  if (!impl_->profile) return 0;
   cudaEvent_t stop = impl_->event();
   CUDA_CHECK(cudaEventRecord(stop, impl_->stream));
-  impl_->timed.push_back({impl_->start, stop, k.flops > 0});
-  ++stats.kernels;
+  impl_->timed.push_back({impl_->start, stop, k.flops > 0, k.cls});
   return 0;
 }
 
@@ -288,7 +293,7 @@ class CudaKernels final : public DeviceKernels<T> {
  public:
   using M = master_t<T>;
   explicit CudaKernels(CudaDevice& dev) : s_(dev.stream()), blas_(dev.blas()) {
-    CUDA_CHECK(cudaMalloc(&scalar_, cuda::kSumOfSquaresWorkspace * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&scalar_, (cuda::kSumOfSquaresWorkspace + 1) * sizeof(double)));
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(s_);
@@ -324,11 +329,16 @@ class CudaKernels final : public DeviceKernels<T> {
   void narrow(const M* x, T* out, size_t n) override { cuda::narrow(x, out, n, s_); }
   void add_bias(T* out, const T* bias, long rows, long n) override { cuda::add_bias(out, bias, rows, n, s_); }
   void bias_grad(const T* dout, M* dbias, long rows, long n) override { cuda::bias_grad(dout, dbias, rows, n, s_); }
-  double sum_of_squares(const M* x, size_t n) override {
-    if (n == 0) return 0;
-    cuda::sum_of_squares(x, n, scalar_, s_);
+  double sum_of_squares(const std::vector<Part<M>>& parts) override {
+    if (parts.empty()) return 0;
+    for (size_t k0 = 0; k0 < parts.size(); k0 += cuda::kSquaresParts) {
+      cuda::SquaresParts<M> p{};
+      p.count = int(std::min(parts.size() - k0, size_t(cuda::kSquaresParts)));
+      for (int k = 0; k < p.count; ++k) p.x[k] = parts[k0 + size_t(k)].x, p.n[k] = parts[k0 + size_t(k)].n;
+      cuda::sum_of_squares(p, k0 > 0, scalar_, s_);
+    }
     double v = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&v, scalar_, sizeof v, cudaMemcpyDeviceToHost, s_));
+    CUDA_CHECK(cudaMemcpyAsync(&v, scalar_ + cuda::kSumOfSquaresWorkspace, sizeof v, cudaMemcpyDeviceToHost, s_));
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return v;
   }

@@ -21,8 +21,10 @@ namespace ff::engine {
 class CudaDevice final : public Device {
  public:
   // On the current GPU (ff::cuda::select_local_gpu first). Installs managed
-  // memory for the engine's arrays: make it before any of them.
-  CudaDevice();
+  // memory for the engine's arrays: make it before any of them. `profile`:
+  // two events around every kernel, its time to its class and to busy_s
+  // (without, a launch-bound step pays nothing for timing it: no busy_s).
+  explicit CudaDevice(bool profile = false);
   ~CudaDevice() override;
   std::string name() const override { return "cuda"; }
   Event record() override;

@@ -50,18 +50,20 @@ __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) 
 // Σ x² in double in two passes, deterministic: each block's strided partial
 // sums and tree into part[block], then one block sums the parts.
 template <typename T>
-__global__ void squares_partial_kernel(const T* x, size_t n, double* part) {
+__global__ void squares_partial_kernel(SquaresParts<T> p, double* part) {
   const size_t stride = size_t(gridDim.x) * kThreads;
   double s = 0;
-  for (size_t i = size_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) s += double(x[i]) * double(x[i]);
+  for (int k = 0; k < p.count; ++k)
+    for (size_t i = size_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n[k]; i += stride)
+      s += double(p.x[k][i]) * double(p.x[k][i]);
   s = block_reduce(s, Add{});
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
-__global__ void sum_parts_kernel(double* part, int parts) {
+__global__ void sum_parts_kernel(double* part, int parts, bool accumulate) {
   double s = 0;
   for (int i = int(threadIdx.x); i < parts; i += kThreads) s += part[i];
   s = block_reduce(s, Add{});
-  if (threadIdx.x == 0) part[0] = s;
+  if (threadIdx.x == 0) part[kSumOfSquaresWorkspace] = accumulate ? part[kSumOfSquaresWorkspace] + s : s;
 }
 
 }  // namespace
@@ -107,10 +109,12 @@ void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);
 }
 template <typename M>
-void sum_of_squares(const M* x, size_t n, double* out, Stream s) {
-  const int parts = int(std::min<long>(long(blocks_for(long(n))), long(kSumOfSquaresWorkspace)));
-  squares_partial_kernel<<<unsigned(std::max(parts, 1)), kThreads, 0, s>>>(x, n, out);
-  sum_parts_kernel<<<1, kThreads, 0, s>>>(out, std::max(parts, 1));
+void sum_of_squares(const SquaresParts<M>& p, bool accumulate, double* out, Stream s) {
+  size_t most = 0;
+  for (int k = 0; k < p.count; ++k) most = std::max(most, p.n[k]);
+  const int blocks = int(std::min<long>(long(blocks_for(long(most))), long(kSumOfSquaresWorkspace)));
+  squares_partial_kernel<<<unsigned(std::max(blocks, 1)), kThreads, 0, s>>>(p, out);
+  sum_parts_kernel<<<1, kThreads, 0, s>>>(out, std::max(blocks, 1), accumulate);
 }
 
 #define FF_GLUE(T, M)                                                    \
@@ -124,7 +128,7 @@ FF_GLUE(float, float)
 FF_GLUE(double, double)
 FF_GLUE(bf16, float)
 // Of the master type only: float (fp32's and bf16's) and double.
-template void sum_of_squares<float>(const float*, size_t, double*, Stream);
-template void sum_of_squares<double>(const double*, size_t, double*, Stream);
+template void sum_of_squares<float>(const SquaresParts<float>&, bool, double*, Stream);
+template void sum_of_squares<double>(const SquaresParts<double>&, bool, double*, Stream);
 
 }  // namespace ff::cuda

@@ -143,9 +143,7 @@ void flash_attention_backward(const T* qkv, const T* out, const master_t<T>* lse
 // The schedule's glue (device_kernels.hpp): out = a + b; acc += x; x widened
 // to M and narrowed (rounded) to T; out[i, j] += bias[j]; dbias[j] += Σ_i
 // dout[i, j] in M (chunks of 64 rows, then the chunks in order: reduce.cuh);
-// the targets of sequences of S + 1 tokens; Σ x² of an M array (float or
-// double) in double into out[0] (device memory, a workspace of
-// kSumOfSquaresWorkspace doubles).
+// the targets of sequences of S + 1 tokens.
 template <typename T> void add(const T* a, const T* b, T* out, size_t n, Stream s);
 template <typename T> void accumulate(master_t<T>* acc, const T* x, size_t n, Stream s);
 template <typename T> void widen(const T* x, master_t<T>* out, size_t n, Stream s);
@@ -154,7 +152,19 @@ template <typename T> void add_bias(T* out, const T* bias, long rows, long n, St
 template <typename T> void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s);
 void targets(const int* tokens, int* targets, long t, long S, Stream s);
 constexpr size_t kSumOfSquaresWorkspace = 1024;
-template <typename M> void sum_of_squares(const M* x, size_t n, double* out, Stream s);
+// The gradient norm's arrays, up to kSquaresParts a launch, by value (kernel
+// arguments: no copy of the list to the device, no wait for one). Σ x² over
+// all of them in double into out[kSumOfSquaresWorkspace] (the workspace is
+// one double longer), added to what is there where `accumulate`: a longer
+// list is several launches and one read.
+constexpr int kSquaresParts = 32;
+template <typename M>
+struct SquaresParts {
+  const M* x[kSquaresParts];
+  size_t n[kSquaresParts];
+  int count;
+};
+template <typename M> void sum_of_squares(const SquaresParts<M>& parts, bool accumulate, double* out, Stream s);
 
 // AdamW on n master parameters; the gradient is left zero, as on the cpu.
 // w, where not nullptr, receives each updated master rounded to T.

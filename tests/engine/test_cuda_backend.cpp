@@ -137,7 +137,16 @@ TEST_CASE("the glue kernels: cuda against cpu, fp64") {
   CHECK(both([&](K& k, Out& out) { k.accumulate(out.data(), a.data(), out.size()); }) <= 1e-15);
   CHECK(both([&](K& k, Out& out) { k.widen(a.data(), out.data(), out.size()); }) == 0);
   CHECK(both([&](K& k, Out& out) { k.narrow(a.data(), out.data(), out.size()); }) == 0);
-  const double sq_cpu = on_cpu.sum_of_squares(a.data(), a.size()), sq_gpu = on_gpu->sum_of_squares(a.data(), a.size());
+  // The gradient norm's parts: 40 of them (two launches of 32 and 8), one
+  // empty, summed as one.
+  std::vector<ff::engine::Part<double>> parts;
+  for (size_t k = 0; k < 40; ++k) parts.push_back({a.data() + 7 * k, k == 5 ? 0 : 3 + k % 4});
+  double by_hand = 0;
+  for (const auto& p : parts)
+    for (size_t i = 0; i < p.n; ++i) by_hand += p.x[i] * p.x[i];
+  CHECK(std::abs(on_gpu->sum_of_squares(parts) - by_hand) <= 1e-12 * by_hand);
+  CHECK(std::abs(on_cpu.sum_of_squares(parts) - by_hand) <= 1e-12 * by_hand);
+  const double sq_cpu = on_cpu.sum_of_squares({{a.data(), a.size()}}), sq_gpu = on_gpu->sum_of_squares({{a.data(), a.size()}});
   CHECK(std::abs(sq_gpu - sq_cpu) <= 1e-12 * sq_cpu);
   CHECK(sq_cpu > 0);
 
@@ -192,8 +201,8 @@ TEST_CASE("the glue kernels: cuda against cpu, bf16") {
   CHECK(both(acc, [&](K& k, OutM& o) { k.zero(o.data() + 7, 300 * sizeof(float)); }) == 0);
   // 150 rows summed in fp32 in another order (chunks of 64 on the GPU).
   CHECK(both(acc, [&](K& k, OutM& o) { k.bias_grad(a.data(), o.data(), rows, n); }) <= 2e-5);
-  const double sq_cpu = on_cpu.sum_of_squares(fa.data(), fa.size()),
-               sq_gpu = on_gpu->sum_of_squares(fa.data(), fa.size());
+  const double sq_cpu = on_cpu.sum_of_squares({{fa.data(), fa.size()}}),
+               sq_gpu = on_gpu->sum_of_squares({{fa.data(), fa.size()}});
   CHECK(std::abs(sq_gpu - sq_cpu) <= 1e-12 * sq_cpu);  // fp32 squares are exact in double
   CHECK(sq_cpu > 0);
 }
