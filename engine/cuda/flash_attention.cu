@@ -299,29 +299,76 @@ __global__ void __launch_bounds__(kSimtThreads)
 }
 
 // ---------------------------------------------------------------------------
-// Tensor cores, bf16, dh = DH ∈ {64, 128}: 128 threads, four warps of 16
-// rows each (queries forward and for dQ, keys for dK and dV) over 64-row
-// tiles. mma.sync m16n8k16 (sm_80 and sm_90): with g = lane/4, t = lane%4,
-// A (16×16, row-major) is four registers of two bf16, rows g and g + 8,
-// columns 2t, 2t + 1 and those + 8; B (16×8) two, rows (k) 2t, 2t + 1 and
-// + 8 of column g; C (16×8, fp32) c0, c1 in row g, c2, c3 in row g + 8, both
-// at columns 2t, 2t + 1. So a C tile of scores, two 8-column blocks side by
-// side, is already P's A fragment once packed to bf16: P never leaves
-// registers. Every B operand is read from shared memory stored n-major
-// (B(k, n) at [n][k]): K for QKᵀ, V transposed for P·V, and so on; a row of
-// 8 mod 64 bf16 puts the eight g rows of a fragment read 4 banks apart.
+// Tensor cores, bf16, dh = DH ∈ {64, 128}, mma.sync m16n8k16 (sm_80 and
+// sm_90), one warp per 16 rows (queries forward and for dQ, keys for dK and
+// dV). Fragment layout, g = lane/4, t = lane%4: A (16×16, row-major) is four
+// registers of two bf16, rows g and g + 8, columns 2t, 2t + 1 and those + 8;
+// B (16×8) two, rows (k) 2t, 2t + 1 and + 8 of column g; C (16×8, fp32) c0,
+// c1 in row g, c2, c3 in row g + 8, both at columns 2t, 2t + 1. So a C tile
+// of scores, two 8-column blocks side by side, is already P's A fragment
+// once packed to bf16: P never leaves registers.
+//
+// Every tile lies in shared memory as it does in global memory, token-major
+// rows of DH, padded by 16 bytes so that the eight 16-byte rows an ldmatrix
+// phase reads fall in distinct banks. That makes the loads plain 16-byte
+// cp.async copies (zero-filled past S, so tails need no other care), and
+// ldmatrix hands out fragments four 8×8 matrices at a time: plain for A and
+// for a B stored n-major (K in QKᵀ, Q and dO in the transposed score
+// products), .trans for a B stored k-major (V in P·V, dO and Q in dV and dK,
+// K in dS·K), which is what a transposed copy in shared memory used to be
+// for. The streamed tiles are double-buffered: tile n + 1's copies are in
+// flight while tile n is computed, one barrier a tile.
+//
+// Blocks are 8 warps over 128 rows against 64-key (or 64-query) streamed
+// tiles: each streamed tile feeds twice the rows of a 64-row block. The key
+// tile stays 64 forward, the cpu twin's: the online softmax's running maxima
+// are taken at its boundaries. A warp skips a streamed tile that lies wholly
+// above the diagonal for its 16 rows (the same tiles the twin never visits)
+// and tests the causal mask only on tiles that cross it; softmax runs in
+// base 2 with scale·log2 e folded into one FMA per score.
 namespace tc {
 
 using bf = __nv_bfloat16;
 using u32 = std::uint32_t;
-constexpr int kThreads = 128;
-constexpr int kTile = 64;
-constexpr int kTransLd = kTile + 8;  // a transposed tile's row: 64 tokens
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // a block's own rows
+constexpr int kTile = 64;           // a streamed tile's rows
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 template <int DH>
-constexpr int kRowLd = DH + 8;  // a token-major tile's row
+constexpr int kLd = DH + 8;  // a tile's row in shared memory
 
-__device__ inline u32 ld32(const bf* p) { return *reinterpret_cast<const u32*>(p); }
+__device__ inline u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global → shared, asynchronously; zeros where !valid (src is
+// then not read, but must be a valid address all the same).
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ inline void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ inline void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Four 8×8 bf16 matrices; lane l gives the address of row l%8 of matrix l/8
+// and receives, of each matrix, row l/4 columns 2(l%4), +1 (.trans: rows
+// 2(l%4), +1 of column l/4).
+__device__ inline void ldsm(u32 (&r)[4], const bf* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ inline void ldsm_t(u32 (&r)[4], const bf* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
 
 __device__ inline u32 pack(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
@@ -336,135 +383,163 @@ __device__ inline void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// A fragment of rows r0.., columns k0.. of row-major X.
+// The A fragment of rows r0.., columns k0.. of row-major X: matrices (rows
+// +0, +8) × (columns +0, +8) in a0..a3's order.
 __device__ inline void load_a(u32 (&a)[4], const bf* X, int ld, int r0, int k0) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const bf* p = X + (r0 + g) * ld + k0 + 2 * t;
-  a[0] = ld32(p);
-  a[1] = ld32(p + 8 * ld);
-  a[2] = ld32(p + 8);
-  a[3] = ld32(p + 8 * ld + 8);
+  const int l = threadIdx.x % 32;
+  ldsm(a, X + (r0 + (l & 15)) * ld + k0 + 8 * (l >> 4));
 }
 
-// acc[n] (columns 8n..8n + 7) += A(rows r0.., KC·16 columns) · B, B n-major.
-template <int NT, int KC>
-__device__ void warp_mma(float (&acc)[NT][4], const bf* A, int lda, int r0, const bf* B, int ldb) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+// acc[n] (columns 8n..) += A(16 rows from r0, 16·KC columns) · B with B
+// stored n-major (B(k, n) at X[n][k]): QKᵀ-like, 64 columns.
+template <int KC>
+__device__ inline void mma_ab_nmajor(float (&acc)[8][4], const bf* A, int r0, const bf* B, int ld) {
+  const int l = threadIdx.x % 32;
+  // B: lane l addresses n = 16np + l%8 + 8(l/16), k = 16kc + 8((l/8)%2), so
+  // the four matrices are (n +0, k +0), (n +0, k +8), (n +8, k +0), (n +8, k +8).
+  const bf* bp = B + ((l & 7) + 8 * (l >> 4)) * ld + 8 * ((l >> 3) & 1);
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
     u32 a[4];
-    load_a(a, A, lda, r0, 16 * kc);
+    load_a(a, A, ld, r0, 16 * kc);
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const bf* p = B + (8 * n + g) * ldb + 16 * kc + 2 * t;
-      mma(acc[n], a, ld32(p), ld32(p + 8));
+    for (int np = 0; np < 4; ++np) {
+      u32 b[4];
+      ldsm(b, bp + 16 * np * ld + 16 * kc);
+      mma(acc[2 * np], a, b[0], b[1]);
+      mma(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
 }
 
-// acc += round_bf16(X)·B with X a 16×64 C tile in registers (x[n] its
-// columns 8n..), B n-major with 64 k.
+// acc[n] (columns 8n.., NT of them) += round_bf16(X) · B, X a 16×64 C tile in
+// registers, B (64 × 8·NT) stored k-major (B(k, n) at V[k][n]): lane l
+// addresses k = 16kc + l%16, n = 16np + 8(l/16), whose .trans matrices are
+// (k +0, n +0), (k +8, n +0), (k +0, n +8), (k +8, n +8).
 template <int NT>
-__device__ void warp_mma_regs(float (&acc)[NT][4], const float (&x)[8][4], const bf* B, int ldb) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+__device__ inline void mma_regs_kmajor(float (&acc)[NT][4], const float (&x)[8][4], const bf* B, int ld) {
+  const int l = threadIdx.x % 32;
+  const bf* bp = B + (l & 15) * ld + 8 * (l >> 4);
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc) {
     const u32 a[4] = {pack(x[2 * kc][0], x[2 * kc][1]), pack(x[2 * kc][2], x[2 * kc][3]),
                       pack(x[2 * kc + 1][0], x[2 * kc + 1][1]), pack(x[2 * kc + 1][2], x[2 * kc + 1][3])};
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const bf* p = B + (8 * n + g) * ldb + 16 * kc + 2 * t;
-      mma(acc[n], a, ld32(p), ld32(p + 8));
+    for (int np = 0; np < NT / 2; ++np) {
+      u32 b[4];
+      ldsm_t(b, bp + 16 * kc * ld + 16 * np);
+      mma(acc[2 * np], a, b[0], b[1]);
+      mma(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
 }
 
-// 64 token rows of DH bf16 from src (row stride lds) into Xs [64][DH + 8]
-// and/or Xt [DH][72] transposed; rows from `valid` on zero, 16 bytes a
-// thread. Transposing, a warp's lanes take consecutive rows so its 2-byte
-// stores are consecutive; else consecutive chunks of a row (coalesced).
-template <int DH>
-__device__ void load_tile(bf* Xs, bf* Xt, const bf* src, long lds, long valid) {
+// R token rows of DH bf16 from src (row stride lds) into X [R][DH + 8],
+// asynchronously; rows from `valid` on zero. Consecutive threads take
+// consecutive 16-byte chunks of a row: coalesced.
+template <int DH, int R>
+__device__ inline void load_tile(bf* X, const bf* src, long lds, long valid) {
   constexpr int chunks = DH / 8;
-  for (int x = threadIdx.x; x < kTile * chunks; x += kThreads) {
-    const int r = Xt ? x % kTile : x / chunks, c = Xt ? x / kTile : x % chunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < valid) v = *reinterpret_cast<const uint4*>(src + r * lds + 8 * c);
-    if (Xs) *reinterpret_cast<uint4*>(Xs + r * kRowLd<DH> + 8 * c) = v;
-    if (Xt) {
-      const bf* e = reinterpret_cast<const bf*>(&v);
+  static_assert(R * chunks % kThreads == 0);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) Xt[(8 * c + k) * kTransLd + r] = e[k];
-    }
+  for (int i = 0; i < R * chunks / kThreads; ++i) {
+    const int x = int(threadIdx.x) + i * kThreads, r = x / chunks, c = x % chunks;
+    const bool ok = r < valid;
+    cp_async16(X + r * kLd<DH> + 8 * c, src + (ok ? r : 0) * lds + 8 * c, ok);
   }
 }
 
-// Rows r of a C tile's register e: e / 2; its column within an 8-block.
+// Column of a C tile's register e within 8-column block n; its row is g + 8·(e / 2).
 __device__ inline int c_col(int n, int e) { return 8 * n + 2 * (threadIdx.x % 4) + (e & 1); }
 
 template <int DH>
 constexpr size_t forward_smem() {
-  return size_t(2 * kTile * kRowLd<DH> + DH * kTransLd) * sizeof(bf);
+  return size_t(kRows + 4 * kTile) * kLd<DH> * sizeof(bf);
 }
 
-// Forward, one block per (64 queries, query head, sequence): Q fragments in
-// registers, K and Vᵀ tiles through shared memory.
+// Forward, one block per (128 queries, query head, sequence): Q through
+// shared memory into registers once, K and V tiles double-buffered.
 template <int DH>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     flash_forward_tc(const bf* qkv, bf* out, float* lse, long S, long heads, long kv) {
-  constexpr int LD = kRowLd<DH>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf* Qs = reinterpret_cast<bf*>(smem_raw);  // [64][LD]
-  bf* Ks = Qs + kTile * LD;                   // [64][LD]
-  bf* Vt = Ks + kTile * LD;                   // [DH][72]
+  constexpr int LD = kLd<DH>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf* Qs = reinterpret_cast<bf*>(smem_raw);  // [128][LD]
+  bf* Ks = Qs + kRows * LD;                   // [2][64][LD]
+  bf* Vs = Ks + 2 * kTile * LD;               // [2][64][LD]
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const long q = blockIdx.z, h = blockIdx.y, qt = gridDim.x - 1 - blockIdx.x, q0 = qt * kTile;  // long rows first
+  const long q = blockIdx.z, h = blockIdx.y, q0 = long(gridDim.x - 1 - blockIdx.x) * kRows;  // long rows first
   const long ld = (heads + 2 * kv) * DH, hy = heads * DH, b = h / (heads / kv);
   const bf* base = qkv + q * S * ld;
-  const float scale = 1.0f / sqrtf(float(DH));
-  load_tile<DH>(Qs, nullptr, base + q0 * ld + h * DH, ld, S - q0);
-  __syncthreads();
+  const bf* kbase = base + hy + b * DH;
+  const bf* vbase = base + hy + (kv + b) * DH;
+  const float sl2e = kLog2e / sqrtf(float(DH));  // scores to log2 units
+  const long w0 = q0 + 16 * warp;                // the warp's first row
+  const long last = min(q0 + kRows - 1, S - 1) / kTile;
+  load_tile<DH, kRows>(Qs, base + q0 * ld + h * DH, ld, S - q0);
+  load_tile<DH, kTile>(Ks, kbase, ld, S);
+  load_tile<DH, kTile>(Vs, vbase, ld, S);
+  cp_commit();
+  const long row[2] = {w0 + g, w0 + g + 8};
   u32 qf[DH / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < DH / 16; ++kc) load_a(qf[kc], Qs, LD, 16 * warp, 16 * kc);
-  const long row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  float o[DH / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
-  for (long kt = 0; kt <= qt; ++kt) {
+  float o[DH / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};  // m in log2 units
+  for (long kt = 0; kt <= last; ++kt) {
     const long k0 = kt * kTile;
-    __syncthreads();  // the last tile's K and Vᵀ (and Q's fragments) read
-    load_tile<DH>(Ks, nullptr, base + k0 * ld + hy + b * DH, ld, S - k0);
-    load_tile<DH>(nullptr, Vt, base + k0 * ld + hy + (kv + b) * DH, ld, S - k0);
-    __syncthreads();
+    cp_wait_all();
+    __syncthreads();  // tile kt in; tile kt − 1's buffers read by every warp
+    if (kt == 0) {
+#pragma unroll
+      for (int kc = 0; kc < DH / 16; ++kc) load_a(qf[kc], Qs, LD, 16 * warp, 16 * kc);
+    }
+    if (kt < last) {
+      const int nb = int(kt + 1) & 1;
+      load_tile<DH, kTile>(Ks + nb * kTile * LD, kbase + (k0 + kTile) * ld, ld, S - k0 - kTile);
+      load_tile<DH, kTile>(Vs + nb * kTile * LD, vbase + (k0 + kTile) * ld, ld, S - k0 - kTile);
+      cp_commit();
+    }
+    if (k0 > w0 + 15) continue;  // above the diagonal for all 16 rows: never visited
+    const bf* K = Ks + (kt & 1) * kTile * LD;
+    const bf* V = Vs + (kt & 1) * kTile * LD;
     float s[8][4] = {};
+    {
+      const int l = threadIdx.x % 32;
+      const bf* bp = K + ((l & 7) + 8 * (l >> 4)) * LD + 8 * ((l >> 3) & 1);
 #pragma unroll
-    for (int kc = 0; kc < DH / 16; ++kc)
+      for (int kc = 0; kc < DH / 16; ++kc)
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const bf* p = Ks + (8 * n + g) * LD + 16 * kc + 2 * t;
-        mma(s[n], qf[kc], ld32(p), ld32(p + 8));
-      }
+        for (int np = 0; np < 4; ++np) {
+          u32 bb[4];
+          ldsm(bb, bp + 16 * np * LD + 16 * kc);
+          mma(s[2 * np], qf[kc], bb[0], bb[1]);
+          mma(s[2 * np + 1], qf[kc], bb[2], bb[3]);
+        }
+    }
+    if (k0 + kTile - 1 > w0) {  // crosses the diagonal (rows ≥ S need no mask: never written)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (k0 + c_col(n, e) > row[e / 2]) s[n][e] = -INFINITY;
+    }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long j = k0 + c_col(n, e);
-        s[n][e] = j <= row[e / 2] && j < S ? s[n][e] * scale : -INFINITY;
-        mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
-      }
-    float alpha[2], sum[2] = {0, 0};
+      for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+    float alpha[2], nm[2], sum[2] = {0, 0};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {  // the quad of lanes 4g.. holds row g's 64 columns
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);  // finite: key k0 ≤ every row, k0 < S
-      alpha[r] = expf(m[r] - m_new);
+      const float m_new = fmaxf(m[r], mx[r] * sl2e);  // finite: key k0 ≤ every row of a visited tile
+      alpha[r] = exp2f(m[r] - m_new);
       m[r] = m_new;
+      nm[r] = -m_new;
     }
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sum[e / 2] += (s[n][e] = expf(s[n][e] - m[e / 2]));
+      for (int e = 0; e < 4; ++e) sum[e / 2] += (s[n][e] = exp2f(fmaf(s[n][e], sl2e, nm[e / 2])));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
@@ -475,85 +550,105 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < DH / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
-    warp_mma_regs<DH / 8>(o, s, Vt, kTransLd);
+    mma_regs_kmajor<DH / 8>(o, s, V, LD);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const long i = row[r];
     if (i >= S) continue;
     bf* dst = out + (q * S + i) * hy + h * DH + 2 * t;
+    const float inv = 1.0f / l[r];
 #pragma unroll
     for (int n = 0; n < DH / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) =
-          __floats2bfloat162_rn(o[n][2 * r] / l[r], o[n][2 * r + 1] / l[r]);
-    if (t == 0) lse[(q * heads + h) * S + i] = m[r] + logf(l[r]);
+      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) = __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    if (t == 0) lse[(q * heads + h) * S + i] = (m[r] + log2f(l[r])) * kLn2;
   }
 }
 
 template <int DH>
 constexpr size_t backward_kv_smem() {
-  return size_t(4 * kTile * kRowLd<DH> + 2 * DH * kTransLd) * sizeof(bf) + 2 * kTile * sizeof(float);
+  return size_t(2 * kRows + 4 * kTile) * kLd<DH> * sizeof(bf) + 4 * kTile * sizeof(float);
 }
 
-// dK and dV of 64 keys (16 a warp) of KV head b: one block per (key tile,
-// KV head, sequence), over the group's query heads in order and the query
-// tiles from the diagonal on. Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ put the warp's keys
-// in C rows, so Pᵀ and dSᵀ are A fragments for dV += Pᵀ·dO, dK += dSᵀ·Q.
+// dK and dV of 128 keys (16 a warp) of KV head b: one block per (key block,
+// KV head, sequence), over the group's query heads in order and, for each,
+// the 64-query tiles from the block's diagonal on, streamed with their lse
+// and δ. Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ put the warp's keys in C rows, so Pᵀ and
+// dSᵀ are A fragments for dV += Pᵀ·dO, dK += dSᵀ·Q.
 template <int DH>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     flash_backward_kv_tc(const bf* qkv, const float* lse, const float* delta, const bf* dout, bf* dqkv, long S,
                          long heads, long kv) {
-  constexpr int LD = kRowLd<DH>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf* Ks = reinterpret_cast<bf*>(smem_raw);  // [64][LD] each
-  bf* Vs = Ks + kTile * LD;
-  bf* Qs = Vs + kTile * LD;
-  bf* dOs = Qs + kTile * LD;
-  bf* Qt = dOs + kTile * LD;  // [DH][72] each
-  bf* dOt = Qt + DH * kTransLd;
-  float* lse_s = reinterpret_cast<float*>(dOt + DH * kTransLd);  // [64] each
-  float* delta_s = lse_s + kTile;
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const long q = blockIdx.z, b = blockIdx.y, kt = blockIdx.x, k0 = kt * kTile;
+  constexpr int LD = kLd<DH>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf* Ks = reinterpret_cast<bf*>(smem_raw);  // [128][LD] each
+  bf* Vs = Ks + kRows * LD;
+  bf* Qs = Vs + kRows * LD;  // [2][64][LD] each
+  bf* dOs = Qs + 2 * kTile * LD;
+  float* lse_s = reinterpret_cast<float*>(dOs + 2 * kTile * LD);  // [2][64] each
+  float* delta_s = lse_s + 2 * kTile;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const long q = blockIdx.z, b = blockIdx.y, k0 = long(blockIdx.x) * kRows;
   const long ld = (heads + 2 * kv) * DH, hy = heads * DH, group = heads / kv, tiles = (S + kTile - 1) / kTile;
+  const long it0 = k0 / kTile, per = tiles - it0, count = group * per;  // query tiles per head, in all
   const bf* base = qkv + q * S * ld;
-  const float scale = 1.0f / sqrtf(float(DH));
-  load_tile<DH>(Ks, nullptr, base + k0 * ld + hy + b * DH, ld, S - k0);
-  load_tile<DH>(Vs, nullptr, base + k0 * ld + hy + (kv + b) * DH, ld, S - k0);
-  const long key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
+  const float scale = 1.0f / sqrtf(float(DH)), sl2e = scale * kLog2e;
+  const long w0 = k0 + 16 * warp;  // the warp's first key
+  load_tile<DH, kRows>(Ks, base + k0 * ld + hy + b * DH, ld, S - k0);
+  load_tile<DH, kRows>(Vs, base + k0 * ld + hy + (kv + b) * DH, ld, S - k0);
+  // Query tile n (head b·group + n / per, tile it0 + n % per) into buffer n % 2.
+  const auto issue = [&](long n) {
+    const long h = b * group + n / per, i0 = (it0 + n % per) * kTile;
+    const int nb = int(n & 1);
+    load_tile<DH, kTile>(Qs + nb * kTile * LD, base + i0 * ld + h * DH, ld, S - i0);
+    load_tile<DH, kTile>(dOs + nb * kTile * LD, dout + (q * S + i0) * hy + h * DH, hy, S - i0);
+    if (threadIdx.x < kTile) {
+      const long i = i0 + threadIdx.x, at = (q * heads + h) * S + (i < S ? i : i0);
+      cp_async4(lse_s + nb * kTile + threadIdx.x, lse + at, i < S);
+      cp_async4(delta_s + nb * kTile + threadIdx.x, delta + at, i < S);
+    }
+    cp_commit();
+  };
+  issue(0);
+  const long key[2] = {w0 + g, w0 + g + 8};
   float dk[DH / 8][4] = {}, dv[DH / 8][4] = {};
-  for (long h = b * group; h < (b + 1) * group; ++h)
-    for (long it = kt; it < tiles; ++it) {
-      const long i0 = it * kTile;
-      __syncthreads();  // the last tile's Q, dO and statistics read
-      load_tile<DH>(Qs, Qt, base + i0 * ld + h * DH, ld, S - i0);
-      load_tile<DH>(dOs, dOt, dout + (q * S + i0) * hy + h * DH, hy, S - i0);
-      if (threadIdx.x < kTile) {
-        const long i = i0 + threadIdx.x;
-        lse_s[threadIdx.x] = i < S ? lse[(q * heads + h) * S + i] : 0.0f;
-        delta_s[threadIdx.x] = i < S ? delta[(q * heads + h) * S + i] : 0.0f;
-      }
-      __syncthreads();
-      float p[8][4] = {};
-      warp_mma<8, DH / 16>(p, Ks, LD, 16 * warp, Qs, LD);  // Sᵀ
+  for (long n = 0; n < count; ++n) {
+    cp_wait_all();
+    __syncthreads();  // tile n in; tile n − 1's buffers read by every warp
+    if (n + 1 < count) issue(n + 1);
+    const long i0 = (it0 + n % per) * kTile;
+    if (i0 + kTile - 1 < w0) continue;  // every query before every key of the warp
+    const int nb = int(n & 1);
+    const bf* Q = Qs + nb * kTile * LD;
+    const bf* dO = dOs + nb * kTile * LD;
+    const float* ls = lse_s + nb * kTile;
+    const float* ds_ = delta_s + nb * kTile;
+    float p[8][4] = {};
+    mma_ab_nmajor<DH / 16>(p, Ks, 16 * warp, Q, LD);  // Sᵀ
+    if (i0 < w0 + 15 || i0 + kTile > S) {  // crosses the diagonal, or the last queries are past S
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n8 = 0; n8 < 8; ++n8)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int c = c_col(n, e);
+          const int c = c_col(n8, e);
           const long i = i0 + c;
-          p[n][e] = i >= key[e / 2] && i < S ? expf(p[n][e] * scale - lse_s[c]) : 0.0f;
+          p[n8][e] = i >= key[e / 2] && i < S ? exp2f(fmaf(p[n8][e], sl2e, -ls[c] * kLog2e)) : 0.0f;
         }
-      warp_mma_regs<DH / 8>(dv, p, dOt, kTransLd);
-      float ds[8][4] = {};
-      warp_mma<8, DH / 16>(ds, Vs, LD, 16 * warp, dOs, LD);  // dPᵀ
+    } else {
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+      for (int n8 = 0; n8 < 8; ++n8)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - delta_s[c_col(n, e)]) * scale;
-      warp_mma_regs<DH / 8>(dk, ds, Qt, kTransLd);
+        for (int e = 0; e < 4; ++e) p[n8][e] = exp2f(fmaf(p[n8][e], sl2e, -ls[c_col(n8, e)] * kLog2e));
     }
-  const int t = threadIdx.x % 4;
+    mma_regs_kmajor<DH / 8>(dv, p, dO, LD);  // Pᵀ·dO
+    float ds[8][4] = {};
+    mma_ab_nmajor<DH / 16>(ds, Vs, 16 * warp, dO, LD);  // dPᵀ
+#pragma unroll
+    for (int n8 = 0; n8 < 8; ++n8)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n8][e] = p[n8][e] * (ds[n8][e] - ds_[c_col(n8, e)]) * scale;
+    mma_regs_kmajor<DH / 8>(dk, ds, Q, LD);  // dSᵀ·Q
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (key[r] >= S) continue;
@@ -569,55 +664,69 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int DH>
 constexpr size_t backward_q_smem() {
-  return size_t(4 * kTile * kRowLd<DH> + DH * kTransLd) * sizeof(bf);
+  return size_t(2 * kRows + 4 * kTile) * kLd<DH> * sizeof(bf);
 }
 
-// dQ of 64 queries (16 a warp) of query head h, over the key tiles to the
-// diagonal: S = Q·Kᵀ, dP = dO·Vᵀ, then dQ += dS·K.
+// dQ of 128 queries (16 a warp) of query head h, over the key tiles to the
+// diagonal, K and V double-buffered: S = Q·Kᵀ, dP = dO·Vᵀ, then dQ += dS·K.
 template <int DH>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     flash_backward_q_tc(const bf* qkv, const float* lse, const float* delta, const bf* dout, bf* dqkv, long S,
                         long heads, long kv) {
-  constexpr int LD = kRowLd<DH>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf* Qs = reinterpret_cast<bf*>(smem_raw);  // [64][LD] each
-  bf* dOs = Qs + kTile * LD;
-  bf* Ks = dOs + kTile * LD;
-  bf* Vs = Ks + kTile * LD;
-  bf* Kt = Vs + kTile * LD;  // [DH][72]
+  constexpr int LD = kLd<DH>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf* Qs = reinterpret_cast<bf*>(smem_raw);  // [128][LD] each
+  bf* dOs = Qs + kRows * LD;
+  bf* Ks = dOs + kRows * LD;  // [2][64][LD] each
+  bf* Vs = Ks + 2 * kTile * LD;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const long q = blockIdx.z, h = blockIdx.y, qt = gridDim.x - 1 - blockIdx.x, q0 = qt * kTile;  // long rows first
+  const long q = blockIdx.z, h = blockIdx.y, q0 = long(gridDim.x - 1 - blockIdx.x) * kRows;  // long rows first
   const long ld = (heads + 2 * kv) * DH, hy = heads * DH, b = h / (heads / kv);
   const bf* base = qkv + q * S * ld;
-  const float scale = 1.0f / sqrtf(float(DH));
-  load_tile<DH>(Qs, nullptr, base + q0 * ld + h * DH, ld, S - q0);
-  load_tile<DH>(dOs, nullptr, dout + (q * S + q0) * hy + h * DH, hy, S - q0);
-  const long row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  float row_lse[2], row_delta[2];
+  const bf* kbase = base + hy + b * DH;
+  const bf* vbase = base + hy + (kv + b) * DH;
+  const float scale = 1.0f / sqrtf(float(DH)), sl2e = scale * kLog2e;
+  const long w0 = q0 + 16 * warp;
+  const long last = min(q0 + kRows - 1, S - 1) / kTile;
+  load_tile<DH, kRows>(Qs, base + q0 * ld + h * DH, ld, S - q0);
+  load_tile<DH, kRows>(dOs, dout + (q * S + q0) * hy + h * DH, hy, S - q0);
+  load_tile<DH, kTile>(Ks, kbase, ld, S);
+  load_tile<DH, kTile>(Vs, vbase, ld, S);
+  cp_commit();
+  const long row[2] = {w0 + g, w0 + g + 8};
+  float nlse[2], row_delta[2];  // −lse in log2 units
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    row_lse[r] = row[r] < S ? lse[(q * heads + h) * S + row[r]] : 0.0f;
+    nlse[r] = row[r] < S ? -lse[(q * heads + h) * S + row[r]] * kLog2e : 0.0f;
     row_delta[r] = row[r] < S ? delta[(q * heads + h) * S + row[r]] : 0.0f;
   }
   float dq[DH / 8][4] = {};
-  for (long kt = 0; kt <= qt; ++kt) {
+  for (long kt = 0; kt <= last; ++kt) {
     const long k0 = kt * kTile;
-    __syncthreads();  // the last tile's K, V and Kᵀ read
-    load_tile<DH>(Ks, Kt, base + k0 * ld + hy + b * DH, ld, S - k0);
-    load_tile<DH>(Vs, nullptr, base + k0 * ld + hy + (kv + b) * DH, ld, S - k0);
-    __syncthreads();  // (the first time, Q and dO too)
+    cp_wait_all();
+    __syncthreads();  // tile kt in; tile kt − 1's buffers read by every warp
+    if (kt < last) {
+      const int nb = int(kt + 1) & 1;
+      load_tile<DH, kTile>(Ks + nb * kTile * LD, kbase + (k0 + kTile) * ld, ld, S - k0 - kTile);
+      load_tile<DH, kTile>(Vs + nb * kTile * LD, vbase + (k0 + kTile) * ld, ld, S - k0 - kTile);
+      cp_commit();
+    }
+    if (k0 > w0 + 15) continue;  // above the diagonal for all 16 rows
+    const bf* K = Ks + (kt & 1) * kTile * LD;
+    const bf* V = Vs + (kt & 1) * kTile * LD;
     float p[8][4] = {}, ds[8][4] = {};
-    warp_mma<8, DH / 16>(p, Qs, LD, 16 * warp, Ks, LD);    // S
-    warp_mma<8, DH / 16>(ds, dOs, LD, 16 * warp, Vs, LD);  // dP
+    mma_ab_nmajor<DH / 16>(p, Qs, 16 * warp, K, LD);    // S
+    mma_ab_nmajor<DH / 16>(ds, dOs, 16 * warp, V, LD);  // dP
+    const bool diagonal = k0 + kTile - 1 > w0;  // rows < S see keys < S only
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const long j = k0 + c_col(n, e), i = row[e / 2];
-        const float pe = j <= i && i < S ? expf(p[n][e] * scale - row_lse[e / 2]) : 0.0f;
+        float pe = exp2f(fmaf(p[n][e], sl2e, nlse[e / 2]));
+        if (diagonal && k0 + c_col(n, e) > row[e / 2]) pe = 0.0f;
         ds[n][e] = pe * (ds[n][e] - row_delta[e / 2]) * scale;
       }
-    warp_mma_regs<DH / 8>(dq, ds, Kt, kTransLd);
+    mma_regs_kmajor<DH / 8>(dq, ds, K, LD);  // dS·K
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -668,7 +777,7 @@ size_t simt_backward_smem(long dh, int tiles) {
 template <int DH>
 void forward_tc(const bf16* qkv, bf16* out, float* lse, long seqs, long S, long heads, long kv, Stream s) {
   const auto* x = reinterpret_cast<const tc::bf*>(qkv);
-  const dim3 grid(unsigned((S + tc::kTile - 1) / tc::kTile), unsigned(heads), unsigned(seqs));
+  const dim3 grid(unsigned((S + tc::kRows - 1) / tc::kRows), unsigned(heads), unsigned(seqs));
   constexpr size_t smem = tc::forward_smem<DH>();
   launch_config(tc::flash_forward_tc<DH>, smem);
   tc::flash_forward_tc<DH><<<grid, tc::kThreads, smem, s>>>(x, reinterpret_cast<tc::bf*>(out), lse, S, heads, kv);
@@ -681,7 +790,7 @@ void backward_tc(const bf16* qkv, const float* lse, const float* delta, const bf
   const auto* x = reinterpret_cast<const tc::bf*>(qkv);
   const auto* dO = reinterpret_cast<const tc::bf*>(dout);
   auto* dx = reinterpret_cast<tc::bf*>(dqkv);
-  const unsigned tiles = unsigned((S + tc::kTile - 1) / tc::kTile);
+  const unsigned tiles = unsigned((S + tc::kRows - 1) / tc::kRows);  // key blocks, then query blocks
   constexpr size_t kv_smem = tc::backward_kv_smem<DH>(), q_smem = tc::backward_q_smem<DH>();
   launch_config(tc::flash_backward_kv_tc<DH>, kv_smem);
   tc::flash_backward_kv_tc<DH><<<dim3(tiles, unsigned(kv), unsigned(seqs)), tc::kThreads, kv_smem, s>>>(

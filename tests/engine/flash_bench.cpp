@@ -2,7 +2,8 @@
 // gpt-1.3b's shape (4 sequences of 2048 tokens, 16 heads of 128, bf16):
 // not a test, a number to read. TFLOP/s count FlashAttention's way: forward
 // 4·seqs·heads·S²·dh / 2 (two products, the causal half), backward 2.5×
-// that. Exits 77 where no GPU is usable, as the kernel tests do.
+// that (the same count for 32 heads of 64). Exits 77 where no GPU is
+// usable, as the kernel tests do.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -80,8 +81,8 @@ int main() {
   auto* dout = device_random<bf16>(tokens * size_t(hy), 2);
   auto* out = device_buffer<bf16>(tokens * size_t(hy));
   auto* dqkv = device_buffer<bf16>(tokens * size_t(ld));
-  auto* lse = device_buffer<float>(rows);
-  auto* delta = device_buffer<float>(rows);
+  auto* lse = device_buffer<float>(2 * rows);  // room for dh 64's twice the heads
+  auto* delta = device_buffer<float>(2 * rows);
   const double forward_flops = 4.0 * seqs * heads * double(S) * S * dh / 2, backward_flops = 2.5 * forward_flops;
   std::printf("bf16, %ld sequences of %ld tokens, %ld heads of %ld\n", seqs, S, heads, dh);
   report("flash forward", median_seconds([&] {
@@ -92,6 +93,18 @@ int main() {
            ff::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, delta, seqs, S, heads, kv, dh, nullptr);
          }),
          backward_flops);
+  {  // the same width as 32 heads of 64, the other tensor-core size
+    const long heads64 = 2 * heads, dh64 = dh / 2;
+    report("flash forward, 32 heads of 64", median_seconds([&] {
+             ff::cuda::flash_attention_forward(qkv, out, lse, seqs, S, heads64, heads64, dh64, nullptr);
+           }),
+           forward_flops);
+    report("flash backward, 32 heads of 64", median_seconds([&] {
+             ff::cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, delta, seqs, S, heads64, heads64, dh64,
+                                                nullptr);
+           }),
+           backward_flops);
+  }
   // The unfused path computes both triangles and keeps S² probabilities;
   // counted with the same flops, so the rates compare times.
   auto* probs = device_buffer<bf16>(SS);
