@@ -219,12 +219,20 @@ TEST_CASE("three training steps: cuda against cpu, fp64 to 1e-10") {
                           Variant{2, Recompute::Selective, false}, Variant{1, Recompute::None, true}}) {
     INFO(m.name << ", micro-batch " << v.micro_batch << ", recompute " << recompute_name(v.recompute)
                 << (v.offload ? ", offload" : ""));
+    // Kernel times come from events under --profile-kernels alone: half the runs.
+    const bool profile = v.micro_batch == 1;
     auto run = [&](const char* device) {
-      return train<double>(MPI_COMM_WORLD, options(device, v.micro_batch, v.recompute, {}, v.offload, m), true);
+      RunOptions o = options(device, v.micro_batch, v.recompute, {}, v.offload, m);
+      o.profile_kernels = profile;
+      return train<double>(MPI_COMM_WORLD, o, true);
     };
     const RunResult cpu = run("cpu"), gpu = run("cuda");
     check_fp64(gpu, cpu);
-    CHECK(gpu.steps.back().gemm_s > 0);  // from the device's events
+    CHECK(gpu.kernels_timed == profile);
+    CHECK((gpu.steps.back().gemm_s > 0) == profile);
+    // One schedule: the same launches, class by class, on both devices.
+    CHECK(gpu.class_launches == cpu.class_launches);
+    CHECK(gpu.class_launches[size_t(KernelClass::Gemm)] > 0);
     REQUIRE(gpu.device_peak_bytes.size() == 1);
     CHECK(gpu.device_peak_bytes[0] > 0);
   }
