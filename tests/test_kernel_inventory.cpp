@@ -71,8 +71,9 @@ TEST_CASE("kernels: launches per iteration of the toy, by hand, at each level") 
   const double fused = 2 * (2 * (10 + 16) + 5 + 3 + 3 + 3) + 1;
   // Engine: LayerNorm forward 3 launches, 4 bias kernels each way, and flash
   // attention's backward as 3 (dO·O, dK and dV, dQ): block 18 + 22; the
-  // embedding 2 + 1, the final LayerNorm 3 + 2, the loss 2 + 1.
-  const double engine = 2 * (2 * (18 + 22) + 3 + 5 + 3 + 3) + 1;
+  // embedding 2 + 1, the final LayerNorm 3 + 2, the loss 2 + 1; the
+  // optimizer as 4 (the norm's squares and their sum, AdamW on each arena).
+  const double engine = 2 * (2 * (18 + 22) + 3 + 5 + 3 + 3) + 4;
   // Unfused: 4 bias kernels each way (block 14 + 20), the embedding 3 + 2,
   // the loss as eight ops forward and three backward.
   const double unfused = 2 * (2 * (14 + 20) + 5 + 3 + 3 + 11) + 1;

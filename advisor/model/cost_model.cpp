@@ -308,9 +308,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   comm("replicated", "grad all-reduce (biases, norms, positions)", Axis::D, Coll::AllReduce, lp.replicated,
        grad_bytes, 1, true);
   // Master, m, v read and written, the gradient read and zeroed, the bf16 copy.
+  // One multi-tensor kernel; the engine's launches are the norm's squares
+  // over every part and their sum, then AdamW on the sharded arena and on
+  // the replicated one (one per ODP bucket of the arena: not counted here).
   const double adam_bytes = 24 + 2 * grad_bytes + (low_precision(dt) ? 2 : 0);
-  mem("optimizer", "AdamW step + clipping", KernelClass::Optimizer, {(lp.sharded + lp.replicated) * adam_bytes, 1}, 1,
-      true);
+  mem("optimizer", "AdamW step + clipping", KernelClass::Optimizer,
+      {(lp.sharded + lp.replicated) * adam_bytes, job.fusion == Fusion::Engine ? 4.0 : 1.0}, 1, true);
   const double params = lp.sharded + lp.replicated;
   plan.host_copy_bytes = params * offload_host_bytes(dt);
   plan.host_bw = p.has_host ? p.host_bw_per_gpu() : 0;

@@ -7,33 +7,50 @@ namespace ff::cuda {
 
 namespace {
 
-template <typename T, typename M = master_t<T>>
-__global__ void gelu_forward_kernel(const T* x, T* y, long n) {
-  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const M c = M(0.7978845608028654), k = M(0.044715), v = load(x + i);
-  store(y + i, M(0.5) * v * (M(1) + tanh(c * (v + k * v * v * v))));
+template <typename M>
+__device__ inline M gelu(M v) {
+  const M c = M(0.7978845608028654), k = M(0.044715);
+  return M(0.5) * v * (M(1) + tanh(c * (v + k * v * v * v)));
+}
+template <typename M>
+__device__ inline M gelu_grad(M v) {
+  const M c = M(0.7978845608028654), k = M(0.044715);
+  const M th = tanh(c * (v + k * v * v * v));
+  const M dth = (M(1) - th * th) * c * (M(1) + M(3) * k * v * v);
+  return M(0.5) * (M(1) + th) + M(0.5) * v * dth;
 }
 
 template <typename T, typename M = master_t<T>>
-__global__ void gelu_backward_kernel(const T* x, const T* dy, T* dx, long n) {
-  const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const M c = M(0.7978845608028654), k = M(0.044715), v = load(x + i);
-  const M th = tanh(c * (v + k * v * v * v));
-  const M dth = (M(1) - th * th) * c * (M(1) + M(3) * k * v * v);
-  store(dx + i, load(dy + i) * (M(0.5) * (M(1) + th) + M(0.5) * v * dth));
+__global__ void gelu_forward_kernel(const T* x, T* y, long n, bool aligned) {
+  const Pack<T> p(size_t(n), aligned);
+  M v[kPack<T>];
+  load_pack(x + p.i0, v, p.count, p.vec);
+  for (int k = 0; k < p.count; ++k) v[k] = gelu(v[k]);
+  store_pack(y + p.i0, v, p.count, p.vec);
+}
+
+template <typename T, typename M = master_t<T>>
+__global__ void gelu_backward_kernel(const T* x, const T* dy, T* dx, long n, bool aligned) {
+  const Pack<T> p(size_t(n), aligned);
+  M v[kPack<T>], d[kPack<T>];
+  load_pack(x + p.i0, v, p.count, p.vec);
+  load_pack(dy + p.i0, d, p.count, p.vec);
+  for (int k = 0; k < p.count; ++k) v[k] = d[k] * gelu_grad(v[k]);
+  store_pack(dx + p.i0, v, p.count, p.vec);
 }
 
 }  // namespace
 
 template <typename T>
 void gelu_forward(const T* x, T* y, long n, Stream s) {
-  if (n > 0) gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  if (n > 0)
+    gelu_forward_kernel<<<pack_blocks<T>(size_t(n)), kThreads, 0, s>>>(x, y, n, aligned16({x, y}));
 }
 template <typename T>
 void gelu_backward(const T* x, const T* dy, T* dx, long n, Stream s) {
-  if (n > 0) gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, dy, dx, n);
+  if (n > 0)
+    gelu_backward_kernel<<<pack_blocks<T>(size_t(n)), kThreads, 0, s>>>(x, dy, dx, n,
+                                                                                          aligned16({x, dy, dx}));
 }
 
 #define FF_GELU(T)                                                    \

@@ -12,34 +12,58 @@ namespace ff::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void add_kernel(const T* a, const T* b, T* out, size_t n) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) store(out + i, load(a + i) + load(b + i));
+template <typename T, typename M = master_t<T>>
+__global__ void add_kernel(const T* a, const T* b, T* out, size_t n, bool aligned) {
+  const Pack<T> p(n, aligned);
+  M x[kPack<T>], y[kPack<T>];
+  load_pack(a + p.i0, x, p.count, p.vec);
+  load_pack(b + p.i0, y, p.count, p.vec);
+  for (int k = 0; k < p.count; ++k) x[k] += y[k];
+  store_pack(out + p.i0, x, p.count, p.vec);
 }
 
 template <typename T, typename M = master_t<T>>
-__global__ void accumulate_kernel(M* acc, const T* x, size_t n) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] += load(x + i);
+__global__ void accumulate_kernel(M* acc, const T* x, size_t n, bool aligned) {
+  const Pack<T> p(n, aligned);
+  M a[kPack<T>], v[kPack<T>];
+  load_pack(acc + p.i0, a, p.count, p.vec);
+  load_pack(x + p.i0, v, p.count, p.vec);
+  for (int k = 0; k < p.count; ++k) a[k] += v[k];
+  store_pack(acc + p.i0, a, p.count, p.vec);
 }
 
 template <typename T, typename M = master_t<T>>
-__global__ void widen_kernel(const T* x, M* out, size_t n) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = load(x + i);
+__global__ void widen_kernel(const T* x, M* out, size_t n, bool aligned) {
+  const Pack<T> p(n, aligned);
+  M v[kPack<T>];
+  load_pack(x + p.i0, v, p.count, p.vec);
+  store_pack(out + p.i0, v, p.count, p.vec);
 }
 
 template <typename T, typename M = master_t<T>>
-__global__ void narrow_kernel(const M* x, T* out, size_t n) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) store(out + i, x[i]);
+__global__ void narrow_kernel(const M* x, T* out, size_t n, bool aligned) {
+  const Pack<T> p(n, aligned);
+  M v[kPack<T>];
+  load_pack(x + p.i0, v, p.count, p.vec);
+  store_pack(out + p.i0, v, p.count, p.vec);
 }
 
-template <typename T>
-__global__ void add_bias_kernel(T* out, const T* bias, long rows, long n) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < size_t(rows) * size_t(n)) store(out + i, load(out + i) + load(bias + i % size_t(n)));
+// Aligned only where a row is whole chunks (n a multiple of kPack): a
+// thread's values then share a row, and the bias's columns are a chunk.
+template <typename T, typename M = master_t<T>>
+__global__ void add_bias_kernel(T* out, const T* bias, long rows, long n, bool aligned) {
+  const Pack<T> p(size_t(rows) * size_t(n), aligned);
+  if (p.count == 0) return;
+  M x[kPack<T>], b[kPack<T>];
+  load_pack(out + p.i0, x, p.count, p.vec);
+  const size_t j0 = p.i0 % size_t(n);
+  if (p.vec) {
+    load_pack(bias + j0, b, p.count, true);
+  } else {
+    for (int k = 0; k < p.count; ++k) b[k] = load(bias + (p.i0 + size_t(k)) % size_t(n));
+  }
+  for (int k = 0; k < p.count; ++k) x[k] += b[k];
+  store_pack(out + p.i0, x, p.count, p.vec);
 }
 
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
@@ -83,23 +107,26 @@ void* column_sum_workspace(size_t bytes) {
 
 template <typename T>
 void add(const T* a, const T* b, T* out, size_t n, Stream s) {
-  if (n > 0) add_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(a, b, out, n);
+  if (n > 0) add_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(a, b, out, n, aligned16({a, b, out}));
 }
 template <typename T>
 void accumulate(master_t<T>* acc, const T* x, size_t n, Stream s) {
-  if (n > 0) accumulate_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(acc, x, n);
+  if (n > 0) accumulate_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(acc, x, n, aligned16({acc, x}));
 }
 template <typename T>
 void widen(const T* x, master_t<T>* out, size_t n, Stream s) {
-  if (n > 0) widen_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(x, out, n);
+  if (n > 0) widen_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
 }
 template <typename T>
 void narrow(const master_t<T>* x, T* out, size_t n, Stream s) {
-  if (n > 0) narrow_kernel<<<blocks_for(long(n)), kThreads, 0, s>>>(x, out, n);
+  if (n > 0) narrow_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
 }
 template <typename T>
 void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
-  if (rows * n > 0) add_bias_kernel<<<blocks_for(rows * n), kThreads, 0, s>>>(out, bias, rows, n);
+  const size_t total = size_t(rows) * size_t(n);
+  if (total > 0)
+    add_bias_kernel<<<pack_blocks<T>(total), kThreads, 0, s>>>(out, bias, rows, n,
+                                                                n % kPack<T> == 0 && aligned16({out, bias}));
 }
 template <typename T>
 void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {

@@ -31,6 +31,12 @@ struct Max {
 };
 
 inline unsigned blocks_for(long n) { return unsigned((n + kThreads - 1) / kThreads); }
+// Blocks for n values at kPack<T> a thread (scalar.cuh).
+template <typename T>
+inline unsigned pack_blocks(size_t n) {
+  return blocks_for(long((n + kPack<T> - 1) / kPack<T>));
+}
+
 
 // out[j] += Σ_i value(i, j) over the rows of a rows×n matrix (a bias's or
 // LayerNorm's parameter gradient), deterministic without atomics: each

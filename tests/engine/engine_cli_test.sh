@@ -309,6 +309,34 @@ assert r["attention"] == "unfused", r["attention"]
 assert abs(r["steps"][-1]["device_s"] / p - 1) < 1e-9, (r["steps"][-1]["device_s"], p)
 ' "$tmp/paced_l.json" "$tmp/predict_paced_l.json"
 
+# --- kernels by class: the engine's launches are the advisor's inventory ------
+# Each run's launches per step, class by class (the record's kernels), equal
+# what advisor predict counts at the engine's fusion level (MODEL.md §2,
+# "Kernels"): every compute term's launches × its occurrences per step. The
+# engine's glue (class copy: stage and recompute copies) has no advisor
+# term, and the advisor's launch-bound wait no kernel. GPT and the
+# Llama-style model, on one rank (whole rows) and split over X and Y, with
+# each kind of recompute.
+for spec in "$tiny|1|1,1,1,1|none" "$tiny|1|1,1,1,1|full" "$llama|1|1,1,1,1|selective" "$tiny|4|2,2,1,1|none" \
+  "$llama|4|2,2,1,1|full"; do
+  IFS='|' read -r m n grid rc <<<"$spec"
+  expect 0 'final loss' -- $run "$n" "$engine" --model "$m" --grid "$grid" --micro-batch 2 --batch 4 --recompute "$rc" \
+    --steps 2 --record "$tmp/classes.json"
+  "$advisor" predict --model "$m" --gpus "$n" --grid "$grid" --micro-batch 2 --batch 4 --recompute "$rc" \
+    --fusion engine --machine perlmutter --json >"$tmp/classes_p.json"
+  check "launches by class equal advisor predict's: $(basename "$m") on $grid, recompute $rc" '
+import json, sys, collections
+got = {k: v["launches"] for k, v in json.load(open(sys.argv[1]))["kernels"]["per_step"].items()}
+want = collections.Counter()
+for c in json.load(open(sys.argv[2]))["compute"]:
+    want[c["class"]] += c["launches_each"] * c["per_iteration"]
+for k in set(got) | set(want):
+    if k not in ("copy", "launch_bound"):
+        assert got.get(k, 0) == want.get(k, 0), (k, got.get(k, 0), want.get(k, 0))
+assert got["gemm"] > 0 and got["attention"] > 0, got
+' "$tmp/classes.json" "$tmp/classes_p.json"
+done
+
 # --- bf16: fp32 masters, statistics and gradient reductions ------------------
 # What each axis carries in bf16 (weights, activations and messages in 2
 # bytes; LayerNorm and cross-entropy statistics, and the per-step gradient

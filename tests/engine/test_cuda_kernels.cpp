@@ -195,6 +195,65 @@ TEST_CASE_TEMPLATE("gelu forward and backward", T, float, double, bf16) {
   CHECK(rel_diff(ddx.get(), dx) < tolerance<T>());
 }
 
+// The element-wise kernels take 16 bytes a thread where every array is
+// aligned (scalar.cuh), one value at a time otherwise and in the tail: each
+// against the cpu on lengths around a chunk and a long one, from aligned
+// arrays and from ones a value past alignment, outputs poisoned with 9.
+TEST_CASE_TEMPLATE("element-wise kernels in 16-byte chunks: tails and arrays off alignment", T, float, double, bf16) {
+  using M = master_t<T>;
+  for (long n : {1L, 7L, 8L, 9L, 1003L})
+    for (long off : {0L, 1L}) {
+      INFO(n << " values, " << off << " past alignment");
+      const size_t len = size_t(n + off);
+      auto a = uniform<T>(len, -6, 6, 41), b = uniform<T>(len, -1, 1, 42);
+      auto am = uniform<M>(len, -1, 1, 43);
+      DeviceArray<T> da(a), db(b), dout{std::vector<T>(len, T(9))};
+      DeviceArray<M> dm(am);
+      std::vector<T> want(a);
+      ff::engine::gelu_forward(a.data() + off, want.data() + off, n);
+      ff::cuda::gelu_forward(da.p + off, dout.p + off, n, nullptr);
+      auto got = dout.get();
+      std::copy(a.begin(), a.begin() + off, got.begin());  // before the array: not written
+      CHECK(rel_diff(got, want) < tolerance<T>());
+      ff::engine::gelu_backward(a.data() + off, b.data() + off, want.data() + off, n);
+      ff::cuda::gelu_backward(da.p + off, db.p + off, dout.p + off, n, nullptr);
+      got = dout.get();
+      std::copy(want.begin(), want.begin() + off, got.begin());
+      CHECK(rel_diff(got, want) < tolerance<T>());
+      for (long i = off; i < long(len); ++i) want[size_t(i)] = T(M(a[size_t(i)]) + M(b[size_t(i)]));
+      ff::cuda::add(da.p + off, db.p + off, dout.p + off, size_t(n), nullptr);
+      got = dout.get();
+      std::copy(want.begin(), want.begin() + off, got.begin());
+      CHECK(rel_diff(got, want) == 0);
+      std::vector<M> acc(am);
+      for (long i = off; i < long(len); ++i) acc[size_t(i)] += M(a[size_t(i)]);
+      ff::cuda::accumulate(dm.p + off, da.p + off, size_t(n), nullptr);
+      CHECK(rel_diff(dm.get(), acc) == 0);
+      for (long i = off; i < long(len); ++i) want[size_t(i)] = T(am[size_t(i)]);
+      ff::cuda::narrow(DeviceArray<M>(am).p + off, dout.p + off, size_t(n), nullptr);
+      got = dout.get();
+      std::copy(want.begin(), want.begin() + off, got.begin());
+      CHECK(rel_diff(got, want) == 0);
+      std::vector<M> wide(am);
+      for (long i = off; i < long(len); ++i) wide[size_t(i)] = M(a[size_t(i)]);
+      dm.set(am);
+      ff::cuda::widen(da.p + off, dm.p + off, size_t(n), nullptr);
+      CHECK(rel_diff(dm.get(), wide) == 0);
+    }
+  // A bias over rows of 8 (whole chunks), 16 and 7 (chunks across rows) columns.
+  for (long cols : {8L, 16L, 7L}) {
+    const long rows = 13;
+    INFO(rows << " rows of " << cols);
+    auto out = uniform<T>(size_t(rows * cols), -1, 1, 44), bias = uniform<T>(size_t(cols), -1, 1, 45);
+    std::vector<T> want(out);
+    for (long i = 0; i < rows; ++i)
+      for (long j = 0; j < cols; ++j) want[size_t(i * cols + j)] = T(M(out[size_t(i * cols + j)]) + M(bias[size_t(j)]));
+    DeviceArray<T> dout(out), dbias(bias);
+    ff::cuda::add_bias(dout.p, dbias.p, rows, cols, nullptr);
+    CHECK(rel_diff(dout.get(), want) == 0);
+  }
+}
+
 TEST_CASE_TEMPLATE("rmsnorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double,
                    bf16) {
   using M = master_t<T>;
