@@ -26,6 +26,7 @@
 #include "measure/backend.hpp"
 #include "measure/engine_step.hpp"
 #include "measure/gemm.hpp"
+#include "measure/gpu_kernels.hpp"
 #include "measure/groups.hpp"
 #include "measure/harness.hpp"
 #include "measure/host_link.hpp"
@@ -737,6 +738,28 @@ void time_engine_step(const Plan& p, double memory_per_rank, ff::Measurement& m)
   }
 }
 
+// The engine's own kernels on GPU ranks with --model (every rank its own
+// GPU at once): flash attention at 512, 1,024 and 4,096 tokens (the model's
+// 2,048 left out, so that a step priced from the curve is priced out of
+// sample), a block's memory-bound kernels, a launch.
+void time_engine_kernels(const Plan& p, ff::Measurement& m) {
+  const Options& o = p.o;
+  if (!p.gpu || o.model.empty()) return;
+  const std::vector<double> seqs = o.quick ? std::vector<double>{512, 1024} : std::vector<double>{512, 1024, 4096};
+  m.gpu_kernels = time_gpu_kernels(p.model, o.micro_batch, seqs, std::max(3, o.repeats));
+  m.launch_s = time_launch(std::max(3, o.repeats));
+  if (m.gpu_kernels.empty()) {
+    say("gpu kernels: skipped, this measure was built without the engine's GPU kernels (nvcc)");
+    return;
+  }
+  for (const auto& k : m.gpu_kernels)
+    say("gpu kernel: " + k.kernel + (k.kernel == "flash_attention" ? " S " + fmt("%g", k.seq) : "") + ": " +
+        fmt("%.4g", k.median_s() * 1e6) + " us" +
+        (k.flops > 0 ? ", " + fmt("%.4g", k.flops / k.median_s() / 1e12) + " TFLOP/s"
+                     : ", " + fmt("%.4g", k.bytes / k.median_s() / 1e9) + " GB/s"));
+  say("gpu kernel: a launch behind another " + fmt("%.3g", m.launch_s * 1e6) + " us");
+}
+
 // The record; rank 0 holds the same maxima as everyone and writes
 // (write_outputs).
 void fill_record(const Plan& p, const Rig& rig, const std::vector<Row>& rows, int argc, char** argv,
@@ -803,6 +826,7 @@ int run(int argc, char** argv, int rank, int ranks) {
   time_gemms(p, m);
   time_memory(p, m);
   time_engine_step(p, rig.memory_per_rank, m);
+  time_engine_kernels(p, m);
   fill_record(p, rig, rows, argc, argv, m);
   MPI_CHECK(MPI_Comm_free(&p.node.comm));
   if (rank != 0) return 0;

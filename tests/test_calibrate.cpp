@@ -517,6 +517,41 @@ TEST_CASE("with a base profile: measured sections replace, the rest stays, unmea
   CHECK(j["raw"]["backend"] == "nccl");
 }
 
+// A GPU's own kernels (measure --model on the nccl backend), made from a
+// curve and bandwidths chosen here: calibrate recovers them.
+TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the element-wise efficiency, the launch") {
+  nlohmann::json base = ff::profile_json("dgx-h100");
+  ff::Measurement m = run_of("nccl", 1, 1, "measure --backend nccl --model gpt-1.3b");
+  m.stream_bytes_per_s = 3000 * GB;
+  // efficiency_max 0.4 of the 989 TFLOP/s peak, half of it at 300 tokens.
+  const double peak = 989e12, e = 0.4, h = 300, flops = 1e12;
+  for (double S : {512.0, 1024.0, 4096.0})
+    m.gpu_kernels.push_back({"flash_attention", S, 128, flops, 0, {flops / (e * peak * S / (S + h))}});
+  // 2,000, 2,400 and 2,800 GB/s: the median is 0.8 of the copy's 3,000.
+  for (double gbps : {2000.0, 2800.0, 2400.0}) m.gpu_kernels.push_back({"gelu forward", 0, 0, 0, 1e9, {1e9 / (gbps * GB)}});
+  m.launch_s = 2.5e-6;
+  const nlohmann::json j = ff::calibrate_profile(base, m, "h100-kernels");
+  const ff::MachineProfile p = ff::machine_from_json(j, "h100-kernels.json");
+  const ff::AttentionCurve* causal128 = nullptr;
+  for (const auto& c : p.flash_attention)
+    if (c.head_dim == 128 && c.causal) causal128 = &c;
+  REQUIRE(causal128);
+  CHECK(causal128->efficiency_max == rel(e, 1e-9));
+  CHECK(causal128->half_seq == rel(h, 1e-9));
+  CHECK(p.flash_attention.size() == 4);  // the base's other three curves kept
+  CHECK(j["compute"]["flash_attention"]["kind"] == "measured");
+  CHECK(p.elementwise_efficiency == rel(0.8, 1e-12));
+  CHECK(p.launch_s == rel(2.5e-6, 1e-12));
+  // The record keeps the samples: read back, the same.
+  const ff::Measurement back = ff::measurement_from_json(ff::to_json(m), "record");
+  REQUIRE(back.gpu_kernels.size() == 6);
+  CHECK(back.gpu_kernels[1].seq == 1024);
+  CHECK(back.gpu_kernels[1].head_dim == 128);
+  CHECK(back.gpu_kernels[4].bytes == 1e9);
+  CHECK(back.gpu_kernels[2].median_s() == rel(m.gpu_kernels[2].median_s(), 1e-9));
+  CHECK(back.launch_s == rel(2.5e-6, 1e-9));
+}
+
 TEST_CASE("a machine faster than its base's peak raises the peak; one group per node sets the node") {
   ff::Measurement m = run_of("nccl", 8, 4, "srun -N 2 measure");
   add_sweep(m, ff::Coll::AllReduce, inter(1, 2), 8 * us, 45 * GB);

@@ -741,6 +741,59 @@ void fit_elementwise_section(nlohmann::json& p, const Measurement& m, const std:
   mem["kind"] = "measured";
 }
 
+// The engine's own kernels, timed alone on this GPU (measure --model with
+// the nccl backend), replace what the profile assumed of everything but
+// the GEMMs: the causal flash-attention curve at each head size timed
+// (rates at the engine level's FLOP count, of the bf16 peak above), the
+// element-wise efficiency (the median memory-bound kernel's bytes per
+// second over the device copy's), and the launch cost.
+void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
+  const std::string src = measured_source(m);
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> attention;  // head_dim: S, rate
+  std::vector<double> bandwidth;
+  for (const GpuKernelSample& k : m.gpu_kernels) {
+    const double t = k.median_s();
+    if (!(t > 0)) continue;
+    if (k.kernel == "flash_attention") {
+      attention[k.head_dim].first.push_back(k.seq);
+      attention[k.head_dim].second.push_back(k.flops / t);
+    } else {
+      bandwidth.push_back(k.bytes / t);
+    }
+  }
+  nlohmann::json& compute = p["compute"];
+  const double peak = compute["peak_tflops"].value("bf16", 0.0) * TFLOPS;
+  for (const auto& [head_dim, points] : attention) {
+    const AttentionCurve c = fit_attention_curve(points.first, points.second, peak, head_dim, true);
+    nlohmann::json& fa = compute["flash_attention"];
+    nlohmann::json curves = nlohmann::json::array();
+    for (const auto& old : fa.value("curves", nlohmann::json::array()))
+      if (!(old.value("head_dim", 0) == head_dim && old.value("causal", false))) curves.push_back(old);
+    curves.push_back({{"head_dim", head_dim}, {"causal", true}, {"efficiency_max", c.efficiency_max},
+                      {"half_seq", c.half_seq}});
+    std::string lengths;
+    for (double s : points.first) lengths += (lengths.empty() ? "" : ", ") + fmt(s);
+    fa["curves"] = curves;
+    fa["source"] = src + ": the causal curve at head_dim " + std::to_string(head_dim) +
+                   " fitted on the engine's own flash attention (bf16, forward + backward at " + lengths +
+                   " tokens, FLOPs at the engine level's count: backward 3.5 x forward); the other curves " +
+                   fa.value("source", std::string("from the base"));
+    fa["kind"] = "measured";
+  }
+  if (!bandwidth.empty()) {
+    nlohmann::json& mem = p["memory"];
+    const double hbm = mem.value("hbm_GBps", 0.0) * GB;
+    if (hbm > 0) {
+      const double eff = std::min(1.0, median(bandwidth) / hbm);
+      mem["elementwise_efficiency"] = eff;
+      mem["source"] = mem.value("source", std::string("")) + " elementwise_efficiency " + fmt(eff) +
+                      " measured: the median of the engine's own memory-bound kernels (a block's residual add, GELU "
+                      "each way, bias add, AdamW; bf16, the model's sizes), timed alone, over the device copy.";
+    }
+  }
+  if (m.launch_s > 0) compute["launch_us"] = m.launch_s * 1e6;
+}
+
 nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const std::string& name) {
   if (m.gpus_per_node < 1) input_error("measurement: gpus_per_node must be >= 1");
   MachineProfile base_profile;
@@ -772,6 +825,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);
   if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
+  if (!m.gpu_kernels.empty() || m.launch_s > 0) fit_gpu_kernels_section(p, m);
   // How the links were waited for: a paced validation (advisor validate
   // --device paced) needs them measured with its engine's Δ; and whether
   // each operation followed idle time. A base's do not describe this

@@ -112,6 +112,23 @@ EngineStepSample engine_step_from(const Fields& e) {
   return s;
 }
 
+GpuKernelSample gpu_kernel_from(const Fields& g) {
+  GpuKernelSample s;
+  s.kernel = g.string("kernel");
+  if (s.kernel == "flash_attention") {
+    s.seq = g.number("seq");
+    s.head_dim = int(g.integer("head_dim", 1));
+    s.flops = g.number("flops");
+    if (!(s.seq > 0)) g.fail("seq", "tokens > 0");
+    if (!(s.flops > 0)) g.fail("flops", "a number > 0");
+  } else {
+    s.bytes = g.number("bytes");
+    if (!(s.bytes > 0)) g.fail("bytes", "a number > 0");
+  }
+  s.times_s = times_from(g, "times_us");
+  return s;
+}
+
 Measurement measurement_from(const Fields& f) {
   if (f.string("format") != kMeasurementFormat)
     f.fail("format", std::string("\"") + kMeasurementFormat + "\"");
@@ -152,6 +169,13 @@ Measurement measurement_from(const Fields& f) {
     for (size_t i = 0; i < a.size(); ++i)
       m.engine_steps.push_back(engine_step_from(Fields(a[i], f.origin(), f.path("engine_steps") + "[" + std::to_string(i) + "]")));
   }
+  if (f.has("gpu_kernels")) {
+    const auto& a = f.array("gpu_kernels");
+    for (size_t i = 0; i < a.size(); ++i)
+      m.gpu_kernels.push_back(gpu_kernel_from(Fields(a[i], f.origin(), f.path("gpu_kernels") + "[" + std::to_string(i) + "]")));
+  }
+  m.launch_s = f.number_or("launch_us", 0) * us;
+  if (m.launch_s < 0) f.fail("launch_us", "microseconds >= 0");
   if (f.has("p2p")) {
     const auto& a = f.array("p2p");
     for (size_t i = 0; i < a.size(); ++i)
@@ -187,6 +211,7 @@ double TimedSize::median_s() const { return median(times_s); }
 double TimedSize::min_s() const { return times_s.empty() ? 0 : *std::min_element(times_s.begin(), times_s.end()); }
 double TimedSize::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
 double GemmSample::median_s() const { return median(times_s); }
+double GpuKernelSample::median_s() const { return median(times_s); }
 
 std::string host_link_description(const std::string& kind) {
   if (kind == "cuda-pinned") return "pinned cudaMemcpyAsync between host memory and the GPU";
@@ -285,6 +310,8 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     }
     out.gemm_peak_flops = std::max(out.gemm_peak_flops, m.gemm_peak_flops);
     out.engine_steps.insert(out.engine_steps.end(), m.engine_steps.begin(), m.engine_steps.end());
+    out.gpu_kernels.insert(out.gpu_kernels.end(), m.gpu_kernels.begin(), m.gpu_kernels.end());
+    if (!(out.launch_s > 0)) out.launch_s = m.launch_s;
     if (!(out.stream_bytes_per_s > 0)) out.stream_bytes_per_s = m.stream_bytes_per_s;
     if (!(out.memory_bytes_per_rank > 0)) out.memory_bytes_per_rank = m.memory_bytes_per_rank;
     if (!(out.host_memory_bytes > 0)) out.host_memory_bytes = m.host_memory_bytes;
@@ -357,6 +384,17 @@ nlohmann::json to_json(const Measurement& m) {
       j["engine_steps"].push_back({{"model", to_json(e.model)}, {"micro_batch", e.micro_batch},
                                    {"compute_us", micros(e.compute_s)}, {"gemm_us", micros(e.gemm_s)}});
   }
+  if (!m.gpu_kernels.empty()) {
+    j["gpu_kernels"] = nlohmann::json::array();
+    for (const auto& k : m.gpu_kernels) {
+      nlohmann::json r = {{"kernel", k.kernel}};
+      if (k.kernel == "flash_attention") r.update({{"seq", k.seq}, {"head_dim", k.head_dim}, {"flops", k.flops}});
+      else r["bytes"] = k.bytes;
+      r["times_us"] = micros(k.times_s);
+      j["gpu_kernels"].push_back(r);
+    }
+  }
+  if (m.launch_s > 0) j["launch_us"] = m.launch_s / us;
   if (!m.p2p.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& c : m.p2p) {

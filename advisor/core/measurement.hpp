@@ -72,6 +72,20 @@ struct EngineStepSample {
   std::vector<double> compute_s, gemm_s;
 };
 
+// One of the engine's own kernels timed alone on a GPU (measure --backend
+// nccl --model): "flash_attention" (causal, bf16, forward then backward at
+// sequence length `seq`, `flops` the engine level's count: 2·S²·d_h per
+// sequence and head forward, 3.5 times that backward) or a memory-bound
+// kernel by name with the bytes it reads and writes. Times per call.
+struct GpuKernelSample {
+  std::string kernel;
+  double seq = 0;
+  int head_dim = 0;
+  double flops = 0, bytes = 0;
+  std::vector<double> times_s;
+  double median_s() const;
+};
+
 // One message size on one pair geometry (`size` 2): every pair of it
 // exchanging `bytes` each way at once, each rank posting MPI_Irecv and
 // MPI_Isend to its partner (ncclRecv/ncclSend in one group) and waiting for
@@ -110,6 +124,8 @@ struct Measurement {
   double stream_bytes_per_s = 0;  // per rank, triad-like copy with the node's ranks all running; 0 if not measured
   double memory_bytes_per_rank = 0;  // node memory / ranks per node; 0 if unknown
   std::vector<EngineStepSample> engine_steps;  // CPU ranks with a model given; empty otherwise
+  std::vector<GpuKernelSample> gpu_kernels;    // GPU ranks with a model given; empty otherwise
+  double launch_s = 0;  // GPU: a kernel launched back to back after another, per launch; 0 if not measured
   std::vector<P2PSample> p2p;             // pairs (send-recv); empty if not measured
   std::vector<HostLinkSample> host_link;  // empty if not measured
   // What the host-link samples time: "cuda-pinned" (cudaMemcpyAsync between

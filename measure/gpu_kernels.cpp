@@ -1,0 +1,117 @@
+#include "measure/gpu_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "engine/adamw.hpp"
+#include "engine/cuda/kernels.hpp"
+#include "engine/runtime/bf16.hpp"
+#include "engine/runtime/cuda_check.hpp"
+
+namespace ff::measure {
+
+namespace {
+
+using engine::bf16;
+
+// Device memory of n values, set to a small bf16/fp32 pattern: timings, not
+// results, are wanted, and no value grows to inf or NaN.
+template <typename T>
+struct Array {
+  T* p = nullptr;
+  explicit Array(size_t n) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    CUDA_CHECK(cudaMemset(p, 0x3c, std::max<size_t>(n, 1) * sizeof(T)));
+  }
+  Array(const Array&) = delete;
+  ~Array() { cudaFree(p); }
+};
+
+// `calls` back to back on one stream between two events, `repeats` times
+// after one warm-up call: seconds per call, each timing.
+std::vector<double> time_calls(const std::function<void(cudaStream_t)>& call, int calls, int repeats) {
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  call(s);
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    CUDA_CHECK(cudaEventRecord(a, s));
+    for (int c = 0; c < calls; ++c) call(s);
+    CUDA_CHECK(cudaEventRecord(b, s));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms * 1e-3 / calls);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  CUDA_CHECK(cudaStreamDestroy(s));
+  return times;
+}
+
+// Forward and backward at S tokens: the engine level's FLOP count (MODEL.md
+// §2: 2·S²·d_h a sequence and head forward, backward 3.5 times that).
+ff::GpuKernelSample flash_sample(const ff::ModelSpec& m, int micro_batch, long S, int repeats) {
+  const long heads = m.heads, kv = m.kv_head_count(), dh = m.head_size(), t = micro_batch * S;
+  Array<bf16> qkv(size_t(t * (heads + 2 * kv) * dh)), out(size_t(t * heads * dh)), dout(size_t(t * heads * dh)),
+      dqkv(size_t(t * (heads + 2 * kv) * dh));
+  Array<float> lse(size_t(micro_batch * heads * S)), delta(size_t(micro_batch * heads * S));
+  auto step = [&](cudaStream_t s) {
+    cuda::flash_attention_forward(qkv.p, out.p, lse.p, micro_batch, S, heads, kv, dh, s);
+    cuda::flash_attention_backward(qkv.p, out.p, lse.p, dout.p, dqkv.p, delta.p, micro_batch, S, heads, kv, dh, s);
+  };
+  const double forward = 2.0 * double(micro_batch) * double(heads) * double(S) * double(S) * double(dh);
+  return {"flash_attention", double(S), int(dh), 4.5 * forward, 0, time_calls(step, 3, repeats)};
+}
+
+}  // namespace
+
+std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& m, int micro_batch,
+                                                  const std::vector<double>& seqs, int repeats) {
+  std::vector<ff::GpuKernelSample> out;
+  for (double S : seqs) out.push_back(flash_sample(m, micro_batch, long(S), repeats));
+  // A block's memory-bound kernels at the model's sizes, bf16 as the engine
+  // runs them: the residual add over [t, H], GELU each way over [t, F], the
+  // four biases' add, and AdamW over a block's weights (fp32 master, m, v
+  // and gradient; the bf16 weight).
+  const size_t t = size_t(micro_batch) * size_t(m.seq_len), H = size_t(m.hidden), F = size_t(m.ffn);
+  {
+    Array<bf16> a(t * H), b(t * H), c(t * H);
+    out.push_back({"residual add", 0, 0, 0, 6.0 * double(t * H),
+                   time_calls([&](cudaStream_t s) { cuda::add(a.p, b.p, c.p, t * H, s); }, 5, repeats)});
+  }
+  {
+    Array<bf16> f(t * F), g(t * F), dg(t * F);
+    out.push_back({"gelu forward", 0, 0, 0, 4.0 * double(t * F),
+                   time_calls([&](cudaStream_t s) { cuda::gelu_forward(f.p, g.p, long(t * F), s); }, 5, repeats)});
+    out.push_back({"gelu backward", 0, 0, 0, 6.0 * double(t * F),
+                   time_calls([&](cudaStream_t s) { cuda::gelu_backward(f.p, dg.p, g.p, long(t * F), s); }, 5,
+                              repeats)});
+    Array<bf16> bias(F);
+    out.push_back({"bias add", 0, 0, 0, 4.0 * double(t * F),
+                   time_calls([&](cudaStream_t s) { cuda::add_bias(g.p, bias.p, long(t), long(F), s); }, 5, repeats)});
+  }
+  {
+    const size_t n = 12 * H * H;
+    Array<float> master(n), g(n), mo(n), v(n);
+    Array<bf16> w(n);
+    const engine::AdamWStep<float> st{1, 0.9f, 0.95f, 1e-4f, 1e-8f, 0.1f, 0.05f, 0.1f};
+    out.push_back({"adamw", 0, 0, 0, double(n) * (4 * 4 + 4 * 4 + 2),
+                   time_calls([&](cudaStream_t s) { cuda::adamw_update<bf16>(master.p, g.p, mo.p, v.p, w.p, n, st, s); },
+                              3, repeats)});
+  }
+  return out;
+}
+
+double time_launch(int repeats) {
+  Array<bf16> a(1);
+  return ff::median(time_calls([&](cudaStream_t s) { cuda::add(a.p, a.p, a.p, 1, s); }, 1000, repeats));
+}
+
+}  // namespace ff::measure
