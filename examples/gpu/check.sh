@@ -15,9 +15,11 @@
 #    at micro-batch 4 in bf16 (and with --offload), each writing its record
 #    to OUT_DIR/<run>.json;
 # 4. measure --backend nccl on this one GPU: its GEMMs (cuBLAS bf16, the
-#    grid and gpt-1.3b's shapes), memory and host link, the links from
-#    --base (BASE, default dgx-h100), into OUT_DIR/profile.json, for
-#    `advisor predict --machine OUT_DIR/profile.json` with the runs' flags.
+#    grid and gpt-1.3b's shapes), the engine's own kernels timed alone
+#    (flash attention, memory-bound kernels, a launch), memory and host
+#    link, the links from --base (BASE, default dgx-h100), into
+#    OUT_DIR/profile.json, for `advisor predict --machine
+#    OUT_DIR/profile.json --fusion engine` with the runs' flags.
 #
 # One GPU, one rank: each binary starts as an MPI singleton (no mpirun;
 # NCCL refuses two ranks on one GPU, so the two-rank test is not run here:
@@ -64,8 +66,10 @@ fi
 
 # The benchmark runs: name, limit, then the engine's flags. With OLD set to
 # another engine binary (the commit before a change, built for this GPU),
-# each runs with it too, as old-NAME, in the same job on the same GPU. ONLY
-# (names, space-separated) keeps those runs alone; KERNEL_TESTS=0 skips 1-2.
+# each runs with it too, as old-NAME, in the same job on the same GPU (OLD_ONLY:
+# only those names). ONLY (names, space-separated) keeps those runs alone;
+# KERNEL_TESTS=0 skips 1-2, PROFILE=0 skips 4. PROFILED (names) runs those
+# again with --profile-kernels, as prof-NAME: time per kernel class.
 small=(--model examples/models/gpt-small.json --micro-batch 16 --batch 16 --steps "$steps")
 large=(--model examples/models/gpt-1.3b.json --steps "${STEPS_LARGE:-4}")
 bench() {
@@ -73,8 +77,13 @@ bench() {
   shift 2
   case " ${ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   run "$name" "$limit" "$build/engine/engine" --device cuda "$@" --bench --data synthetic --record "$out/$name.json"
-  [ -z "${OLD:-}" ] || run "old-$name" "$limit" "$OLD" --device cuda "$@" --bench --data synthetic \
-    --record "$out/old-$name.json"
+  case " ${PROFILED:-} " in *" $name "*)
+    run "prof-$name" "$limit" "$build/engine/engine" --device cuda "$@" --bench --profile-kernels --data synthetic \
+      --record "$out/prof-$name.json" ;;
+  esac
+  [ -n "${OLD:-}" ] || return 0
+  case " ${OLD_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  run "old-$name" "$limit" "$OLD" --device cuda "$@" --bench --data synthetic --record "$out/old-$name.json"
 }
 bench gpt-small "${LIMIT_SMALL:-60}" "${small[@]}"
 bench gpt-small-offload "${LIMIT_SMALL:-60}" "${small[@]}" --offload
@@ -85,7 +94,8 @@ bench gpt-small-offload-bf16 "${LIMIT_SMALL:-60}" "${small[@]}" --offload --dtyp
 bench gpt-1.3b-mb4-bf16 "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 4 --batch 8 --dtype bf16
 bench gpt-1.3b-mb4-offload-bf16 "${LIMIT_LARGE:-150}" "${large[@]}" --micro-batch 4 --batch 8 --offload --dtype bf16
 [ "${PROFILE:-1}" = 0 ] || run profile "${LIMIT_PROFILE:-150}" "$build/measure/measure" --backend nccl --base "${BASE:-dgx-h100}" \
-  --model examples/models/gpt-1.3b.json --gemm-grids 1x1 --out "$out/profile.json" --raw "$out/profile-raw.json"
+  --model examples/models/gpt-1.3b.json --micro-batch 4 --gemm-grids 1x1 --out "$out/profile.json" \
+  --raw "$out/profile-raw.json"
 
 echo
 printf '%s\n' "${summary[@]}"
