@@ -81,7 +81,9 @@ class DeviceKernels {
   virtual void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
                                 long v0) = 0;
   virtual void add_positions(T* h0, const T* pos, long t, long S, long hx) = 0;
-  virtual void embedding_scatter_add(const int* tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S,
+  // Backward reads the host's tokens (not tokens()'s copy): a GPU groups
+  // them by row before it launches.
+  virtual void embedding_scatter_add(const int* host_tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S,
                                      long hx, long vy, long v0) = 0;
   // Both return the host's seconds in BLAS, as gemm does.
   virtual double attention_forward(const T* qkv, T* out, T* probs, long seqs, long S, long heads, long kv,

@@ -515,7 +515,7 @@ void Gpt<T>::embedding_forward(const int* tokens, T* h0) {
 }
 
 template <typename T>
-void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
+void Gpt<T>::embedding_backward(const int* host_tokens, const T* dh0) {
   const MatrixParam& p = layout_.matrices[layout_.embedding];
   const long S = m_.seq_len, v0 = long(comm_.coord(Axis::Y)) * vy_;
   // Rows of tokens seen, added straight into the accumulator when the block
@@ -535,7 +535,7 @@ void Gpt<T>::embedding_backward(const int* tokens, const T* dh0) {
   }
   elementwise(KernelClass::Embedding, (gpos ? 3.0 : 2.0) * t_ * hx_ * sizeof(T), [&] {
     if (slot) k_->zero(dE, p.block_n() * sizeof(M));
-    k_->embedding_scatter_add(tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
+    k_->embedding_scatter_add(host_tokens, dh0, dE, p.block_cols, gpos, t_, S, hx_, vy_, v0);
     if (slot && kMasterCopy) k_->narrow(dE, slot->full.data(), p.block_n());
   });
   if (!slot && grads_in_t_) round_matrix_grad(layout_.embedding);
@@ -812,7 +812,7 @@ void Gpt<T>::backward(int slot, const T* received_grad, const int* tokens, bool 
     block_backward(int(l0 + l), a, dresid_.data());
   }
   if (layout_.first && chunk == 0)
-    embedding_backward(k_->tokens(tokens, size_t(c_.micro_batch) * (m_.seq_len + 1), slot), dresid_.data());
+    embedding_backward(tokens, dresid_.data());  // the host's (embedding_scatter_add)
   else
     elementwise(KernelClass::Copy, 0, [&] { k_->copy(dresid_.data(), grad_out_[size_t(slot)].data(), dresid_.size() * sizeof(T)); });
   if (grads_in_t_) round_vector_grads();  // the biases', norms' and positions' of this micro-step

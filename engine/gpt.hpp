@@ -222,7 +222,7 @@ class Gpt {
   void linear_forward(int mi, const T* in, const T* bias, T* out, bool tied = false);
   void linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias, bool tied = false);
   void embedding_forward(const int* tokens, T* h0);
-  void embedding_backward(const int* tokens, const T* dh0);
+  void embedding_backward(const int* host_tokens, const T* dh0);
   void block_forward(int l, BlockActs& a, T* h_out);  // l: the stage's local block
   void block_backward(int l, BlockActs& a, T* dh);
   // The layers with reductions: their kernels and collectives (layers.hpp).

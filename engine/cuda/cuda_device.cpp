@@ -299,6 +299,7 @@ class CudaKernels final : public DeviceKernels<T> {
     cudaStreamSynchronize(s_);
     cudaFree(scalar_);
     for (auto& b : tokens_) cudaFree(b.p);
+    cudaFree(csr_);
     cudaFree(delta_);
     cudaFree(scores_);
     cudaFree(dscores_);
@@ -381,9 +382,14 @@ class CudaKernels final : public DeviceKernels<T> {
   void add_positions(T* h0, const T* pos, long t, long S, long hx) override {
     cuda::add_positions(h0, pos, t, S, hx, s_);
   }
-  void embedding_scatter_add(const int* tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S, long hx,
+  // The grouping's copy is in stream order, as tokens()'s: the last
+  // scatter-add has read the buffer before it is rewritten.
+  void embedding_scatter_add(const int* host_tokens, const T* dh0, M* dE, long ldE, M* dpos, long t, long S, long hx,
                              long vy, long v0) override {
-    cuda::embedding_scatter_add(tokens, dh0, dE, ldE, dpos, t, S, hx, vy, v0, s_);
+    rows_.build(host_tokens, t, S, vy, v0);
+    int* csr = grow(csr_, csr_n_, rows_.csr.size());
+    CUDA_CHECK(cudaMemcpyAsync(csr, rows_.csr.data(), rows_.csr.size() * sizeof(int), cudaMemcpyHostToDevice, s_));
+    cuda::embedding_scatter_add(csr, rows_.rows, dh0, dE, ldE, dpos, t, S, hx, s_);
   }
   // Where T = M the softmax works in place (scores = probs forward, dS over
   // dP backward), as before bf16: one workspace of probs' size, backward's.
@@ -483,6 +489,9 @@ class CudaKernels final : public DeviceKernels<T> {
   cublasHandle_t blas_;
   double* scalar_ = nullptr;
   std::vector<DeviceArray> tokens_;
+  cuda::EmbeddingRows rows_;  // the embedding's backward
+  int* csr_ = nullptr;
+  size_t csr_n_ = 0;
   M* delta_ = nullptr;  // flash attention's backward
   size_t delta_n_ = 0;
   M* scores_ = nullptr;  // bf16's only

@@ -11,6 +11,7 @@
 // Declared for plain C++ callers: no CUDA types but the stream and the
 // cuBLAS handle.
 #include <cstddef>
+#include <vector>
 
 #include "engine/adamw.hpp"  // AdamWStep
 #include "engine/runtime/bf16.hpp"
@@ -88,16 +89,34 @@ void cross_entropy_finish(const int* targets, const master_t<T>* mx, const maste
                           master_t<T>* loss, long t, long vy, long v0, long valid, master_t<T> grad_scale, Stream s);
 
 // The embedding over a Y block of the vocabulary (layers.hpp): lookup,
-// positions added, and backward's scatter-add into dE and dpos (one thread a
-// column, tokens in order: deterministic, no atomics) into M gradients;
-// dpos nullptr where the model has no position table (rotary positions).
+// positions added, and backward's scatter-add into dE and dpos into M
+// gradients; dpos nullptr where the model has no position table (rotary
+// positions).
 template <typename T>
 void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy, long v0,
                       Stream s);
 template <typename T> void add_positions(T* h0, const T* pos, long t, long S, long hx, Stream s);
+
+// The scatter-add reads the tokens grouped by row, grouped on the host,
+// where they are before the step: a block per row hit then adds its tokens
+// in order, deterministic without atomics and parallel over rows as well as
+// columns. `csr` (host) holds offsets [rows + 1], the rows hit (of this
+// block, from 0) [rows], then the token indices i of each row in increasing
+// order [offsets[rows]], each row's from its offset; build() rewrites it.
+struct EmbeddingRows {
+  std::vector<int> csr;
+  long rows = 0;
+  void build(const int* tokens, long t, long S, long vy, long v0);
+
+ private:
+  // vy counts, zero between calls; the rows hit, in order of first hit,
+  // then most-hit first; the counting sort's buckets.
+  std::vector<int> count_, hit_, order_, by_count_;
+};
+// `csr`, `rows`: a device copy of an EmbeddingRows' of the tokens.
 template <typename T>
-void embedding_scatter_add(const int* tokens, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos, long t,
-                           long S, long hx, long vy, long v0, Stream s);
+void embedding_scatter_add(const int* csr, long rows, const T* dh0, master_t<T>* dE, long ldE, master_t<T>* dpos,
+                           long t, long S, long hx, Stream s);
 
 // Causal attention on whole local heads, `heads` query heads over `kv`
 // key/value heads (grouped-query; kv = heads is multi-head), the layouts of

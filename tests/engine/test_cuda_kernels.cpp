@@ -487,15 +487,50 @@ TEST_CASE_TEMPLATE("embedding lookup, positions and scatter-add on the second Y 
   ff::engine::add_positions(h0.data(), pos.data(), t, S, hx);
   ff::cuda::add_positions(dh.p, dpos_.p, t, S, hx, nullptr);
   CHECK(rel_diff(dh.get(), h0) < tolerance<T>());
+  ff::cuda::EmbeddingRows rows;
+  rows.build(tokens.data(), t, S, vy, v0);
+  DeviceArray<int> dcsr(rows.csr);
   ff::engine::embedding_scatter_add(tokens.data(), dh0.data(), dE.data(), ldE, dpos.data(), t, S, hx, vy, v0);
-  ff::cuda::embedding_scatter_add(dtok.p, ddh0.p, ddE.p, ldE, ddpos.p, t, S, hx, vy, v0, nullptr);
+  ff::cuda::embedding_scatter_add(dcsr.p, rows.rows, ddh0.p, ddE.p, ldE, ddpos.p, t, S, hx, nullptr);
   CHECK(rel_diff(ddE.get(), dE) == 0);  // the same additions in the same order
   CHECK(rel_diff(ddpos.get(), dpos) == 0);
   // No position table (rotary positions): dE alone.
   ff::engine::embedding_scatter_add(tokens.data(), dh0.data(), dE.data(), ldE, static_cast<M*>(nullptr), t, S, hx, vy,
                                     v0);
-  ff::cuda::embedding_scatter_add(dtok.p, ddh0.p, ddE.p, ldE, static_cast<M*>(nullptr), t, S, hx, vy, v0, nullptr);
+  ff::cuda::embedding_scatter_add(dcsr.p, rows.rows, ddh0.p, ddE.p, ldE, static_cast<M*>(nullptr), t, S, hx, nullptr);
   CHECK(rel_diff(ddE.get(), dE) == 0);
+}
+
+// A micro-batch's worth: rows hit hundreds of times (longer than the loads
+// run ahead, and not a multiple of them), rows hit once, tokens of other
+// blocks, a row stride wider than the block's columns, and a second
+// micro-batch grouped into the same EmbeddingRows (its scratch zero again).
+TEST_CASE_TEMPLATE("embedding scatter-add of 4096 tokens on a Y block of 1000 rows, bit for bit the cpu's", T, float,
+                   double, bf16) {
+  using M = master_t<T>;
+  const long S = 1024, seqs = 4, t = seqs * S, hx = 2048, vy = 1000, v0 = 3000, ldE = hx + 64;
+  ff::cuda::EmbeddingRows rows;
+  auto dE = uniform<M>(vy * ldE, -1, 1, 31), dpos = uniform<M>(S * hx, -1, 1, 32);
+  DeviceArray<M> ddE(dE), ddpos(dpos);
+  for (unsigned batch = 0; batch < 2; ++batch) {
+    INFO("micro-batch " << batch);
+    std::vector<int> tokens(seqs * (S + 1));
+    std::mt19937 rng(33 + batch);
+    for (int& x : tokens) {
+      const unsigned k = rng() % 8;
+      if (k < 3) x = int(v0 + rng() % 4);  // a few rows most tokens hit
+      else if (k < 6) x = int(v0 + rng() % vy);
+      else x = int(rng() % 8000);  // mostly other blocks'
+    }
+    const auto dh0 = uniform<T>(t * hx, -1, 1, 34 + batch);
+    DeviceArray<T> ddh0(dh0);
+    rows.build(tokens.data(), t, S, vy, v0);
+    DeviceArray<int> dcsr(rows.csr);
+    ff::engine::embedding_scatter_add(tokens.data(), dh0.data(), dE.data(), ldE, dpos.data(), t, S, hx, vy, v0);
+    ff::cuda::embedding_scatter_add(dcsr.p, rows.rows, ddh0.p, ddE.p, ldE, ddpos.p, t, S, hx, nullptr);
+    CHECK(rel_diff(ddE.get(), dE) == 0);
+    CHECK(rel_diff(ddpos.get(), dpos) == 0);
+  }
 }
 
 TEST_CASE_TEMPLATE("cross-entropy on the second Y shard, with padding and targets on other shards", T, float, double,
