@@ -76,6 +76,12 @@ class DeviceKernels {
   virtual void layernorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) = 0;
   virtual void layernorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat,
                                         T* dx, M* dgamma, M* dbeta, long t, long hx, long H) = 0;
+  // The same on whole rows (hx = H, no reduction between the steps): one
+  // kernel forward, one backward (dγ, dβ included).
+  virtual void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd, long t,
+                                 long H) = 0;
+  virtual void layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma,
+                                  M* dbeta, long t, long H) = 0;
   virtual void gelu_forward(const T* x, T* y, long n) = 0;
   virtual void gelu_backward(const T* x, const T* dy, T* dx, long n) = 0;
   virtual void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
@@ -105,6 +111,9 @@ class DeviceKernels {
   virtual void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, M* stat, long t, long hx) = 0;
   virtual void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
                                       M* dgamma, long t, long hx, long H) = 0;
+  virtual void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, M* rstd, long t, long H) = 0;
+  virtual void rmsnorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, long t,
+                                long H) = 0;
   virtual void swiglu_forward(const T* f, T* g, long t, long fy) = 0;
   virtual void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) = 0;
   virtual void rope_rotate(T* qkv, long t, long S, long heads, long kv, long dh, bool inverse) = 0;
@@ -183,6 +192,13 @@ class CpuKernels final : public DeviceKernels<T> {
                                 M* dgamma, M* dbeta, long t, long hx, long H) override {
     engine::layernorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, dbeta, t, hx, H);
   }
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd, long t, long H) override {
+    engine::layernorm_forward(x, gamma, beta, y, xhat, rstd, t, H);
+  }
+  void layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta, long t,
+                          long H) override {
+    engine::layernorm_backward(dy, xhat, rstd, gamma, dx, dgamma, dbeta, t, H);
+  }
   void gelu_forward(const T* x, T* y, long n) override { engine::gelu_forward(x, y, n); }
   void gelu_backward(const T* x, const T* dy, T* dx, long n) override { engine::gelu_backward(x, dy, dx, n); }
   void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
@@ -224,6 +240,13 @@ class CpuKernels final : public DeviceKernels<T> {
   void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
                               M* dgamma, long t, long hx, long H) override {
     engine::rmsnorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, t, hx, H);
+  }
+  void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, M* rstd, long t, long H) override {
+    engine::rmsnorm_forward(x, gamma, y, xhat, rstd, t, H);
+  }
+  void rmsnorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, long t,
+                        long H) override {
+    engine::rmsnorm_backward(dy, xhat, rstd, gamma, dx, dgamma, t, H);
   }
   void swiglu_forward(const T* f, T* g, long t, long fy) override { engine::swiglu_forward(f, g, t, fy); }
   void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) override {

@@ -549,14 +549,26 @@ void Gpt<T>::embedding_backward(const int* host_tokens, const T* dh0) {
 
 // The norms' kernels move 2·t·hx (forward) and 3·t·hx (backward) values in
 // all, MODEL.md's count: a GPU reads x once and keeps its statistics, however
-// many passes the host makes. LayerNorm reduces twice over X forward (the
-// sum, then the centred squares) and once (2t) backward; RMSNorm once (t)
-// each way. `beta` and `dbeta` are LayerNorm's.
+// many passes the host makes. Split over X (hx < H), LayerNorm reduces twice
+// over X forward (the sum, then the centred squares) and once (2t) backward;
+// RMSNorm once (t) each way. On whole rows (G_x = 1, under sequence
+// parallelism too: its ts_ tokens are whole rows) nothing is reduced between
+// the steps: one kernel forward, one backward, whose dγ (dβ) is a second GPU
+// kernel on the cuda device (the chunks' partial column sums added in order).
+// `beta` and `dbeta` are LayerNorm's.
 template <typename T>
 void Gpt<T>::norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd) {
   const long H = m_.hidden;
   const double values = double(ts_) * hx_ * sizeof(T);
-  if (m_.norm == Norm::RmsNorm) {
+  const bool rms = m_.norm == Norm::RmsNorm;
+  if (hx_ == H) {
+    elementwise(KernelClass::Norm, 2 * values, [&] {
+      if (rms) k_->rmsnorm_forward(x, gamma, y, xhat, rstd, ts_, H);
+      else k_->layernorm_forward(x, gamma, beta, y, xhat, rstd, ts_, H);
+    });
+    return;
+  }
+  if (rms) {
     elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_row_squares(x, ln_sq_.data(), ts_, hx_); });
     comm_.all_reduce(Axis::X, ln_sq_.data(), size_t(ts_));
     elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_normalize(x, ln_sq_.data(), gamma, y, xhat, rstd, ts_, hx_, H); });
@@ -575,7 +587,15 @@ template <typename T>
 void Gpt<T>::norm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta) {
   const long H = m_.hidden;
   const double values = double(ts_) * hx_ * sizeof(T);
-  if (m_.norm == Norm::RmsNorm) {
+  const bool rms = m_.norm == Norm::RmsNorm;
+  if (hx_ == H) {
+    dev_.launch(Kernel{KernelClass::Norm, 0, 3 * values, kFusedNormBackwardKernels}, [&] {
+      if (rms) k_->rmsnorm_backward(dy, xhat, rstd, gamma, dx, dgamma, ts_, H);
+      else k_->layernorm_backward(dy, xhat, rstd, gamma, dx, dgamma, dbeta, ts_, H);
+    });
+    return;
+  }
+  if (rms) {
     elementwise(KernelClass::Norm, values, [&] { k_->rmsnorm_backward_sums(dy, xhat, gamma, ln_grad_stat_.data(), ts_, hx_); });
     comm_.all_reduce(Axis::X, ln_grad_stat_.data(), size_t(ts_));
     elementwise(KernelClass::Norm, 2 * values, [&] {

@@ -103,6 +103,34 @@ void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rst
   }
 }
 
+// LayerNorm on whole rows (hx = H: no reduction over X between the steps),
+// one row at a time through the steps above: the split sequence's results
+// bit for bit, without its per-token statistics arrays.
+template <typename T>
+void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, master_t<T>* rstd, long t, long H) {
+  using M = master_t<T>;
+  for (long i = 0; i < t; ++i) {
+    M sum, mean, sq;
+    const long at = i * H;
+    layernorm_row_sums(x + at, &sum, 1, H);
+    layernorm_centred_squares(x + at, &sum, &mean, &sq, 1, H, H);
+    layernorm_normalize(x + at, &mean, &sq, gamma, beta, y + at, xhat + at, rstd + i, 1, H, H);
+  }
+}
+
+// dγ, dβ accumulate row by row, in the split sequence's order.
+template <typename T>
+void layernorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx,
+                        master_t<T>* dgamma, master_t<T>* dbeta, long t, long H) {
+  using M = master_t<T>;
+  for (long i = 0; i < t; ++i) {
+    M stat[2];
+    const long at = i * H;
+    layernorm_backward_sums(dy + at, xhat + at, gamma, stat, 1, H);
+    layernorm_backward_apply(dy + at, xhat + at, rstd + i, gamma, stat, dx + at, dgamma, dbeta, 1, H, H);
+  }
+}
+
 // tanh through one exponential: libm's tanh is several times slower (and a
 // call, which keeps the loop scalar); GELU is the largest element-wise cost
 // of the block.

@@ -66,6 +66,29 @@ void rmsnorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd,
   }
 }
 
+// RMSNorm on whole rows (hx = H), a row at a time through the steps above,
+// as layernorm_forward and layernorm_backward (layers.hpp).
+template <typename T>
+void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, master_t<T>* rstd, long t, long H) {
+  for (long i = 0; i < t; ++i) {
+    master_t<T> sq;
+    const long at = i * H;
+    rmsnorm_row_squares(x + at, &sq, 1, H);
+    rmsnorm_normalize(x + at, &sq, gamma, y + at, xhat + at, rstd + i, 1, H, H);
+  }
+}
+
+template <typename T>
+void rmsnorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx, master_t<T>* dgamma,
+                      long t, long H) {
+  for (long i = 0; i < t; ++i) {
+    master_t<T> stat;
+    const long at = i * H;
+    rmsnorm_backward_sums(dy + at, xhat + at, gamma, &stat, 1, H);
+    rmsnorm_backward_apply(dy + at, xhat + at, rstd + i, gamma, &stat, dx + at, dgamma, 1, H, H);
+  }
+}
+
 // σ(v) through exp_poly, as GELU's tanh (layers.hpp).
 template <typename M>
 inline M sigmoid(M v) {

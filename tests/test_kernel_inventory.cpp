@@ -32,12 +32,13 @@ Job one_gpu_job(Fusion f) {
 }  // namespace
 
 TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand") {
-  // t = 8 tokens, hx = 4, fy = 16, output columns 12 + 4 + 16 + 4 = 36, 2 bytes.
+  // t = 8 tokens, hx = 4 (H = 64 over G_x = 16), fy = 16, output columns
+  // 12 + 4 + 16 + 4 = 36, 2 bytes.
   const std::array<double, 4> n{12, 4, 16, 4};
   const ModelSpec gpt = fftest::toy_model();
-  const BlockKernels u = block_kernels(Fusion::Unfused, gpt, 8, 4, 16, 0, n, 2);
-  const BlockKernels f = block_kernels(Fusion::Fused, gpt, 8, 4, 16, 0, n, 2);
-  const BlockKernels e = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 0, n, 2);
+  const BlockKernels u = block_kernels(Fusion::Unfused, gpt, 8, 4, 16, 16, 0, n, 2);
+  const BlockKernels f = block_kernels(Fusion::Fused, gpt, 8, 4, 16, 16, 0, n, 2);
+  const BlockKernels e = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 16, 0, n, 2);
   for (const BlockKernels* k : {&u, &f, &e}) {
     CHECK(k->norm_fwd.bytes == 2 * 8 * 4 * 2);  // read x, write y
     CHECK(k->norm_bwd.bytes == 3 * 8 * 4 * 2);  // read dy and x, write dx
@@ -48,7 +49,16 @@ TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand
   }
   CHECK(u.norm_fwd.launches == 1);
   CHECK(f.norm_fwd.launches == 1);
-  CHECK(e.norm_fwd.launches == 3);  // sums, centred squares, normalise
+  CHECK(e.norm_fwd.launches == 3);  // sums, centred squares, normalise: split over X
+  // The engine on whole rows (G_x = 1, hx = H = 64): nothing reduced between
+  // the steps, one fused kernel forward; backward still 2 (dx with each
+  // chunk's partial dγ, dβ, then the chunks added), as at G_x > 1 (the sums,
+  // then dx with dγ, dβ). The other levels count the same on whole rows.
+  const BlockKernels whole = block_kernels(Fusion::Engine, gpt, 8, 64, 1, 16, 0, n, 2);
+  CHECK(whole.norm_fwd.launches == 1);
+  CHECK(whole.norm_bwd.launches == 2);
+  CHECK(whole.norm_fwd.bytes == 2 * 8 * 64 * 2);
+  CHECK(block_kernels(Fusion::Fused, gpt, 8, 64, 1, 16, 0, n, 2).norm_fwd.launches == 1);
   // Unfused: each bias added in its own pass (read, write) and summed (read).
   CHECK(u.bias_fwd.bytes == 2 * 8 * 36 * 2);
   CHECK(u.bias_bwd.bytes == 8 * 36 * 2);
@@ -69,11 +79,13 @@ TEST_CASE("kernels: launches per iteration of the toy, by hand, at each level") 
   // LayerNorm 1 + 2, the head's 3 GEMMs, the loss 2 + 1; no accumulation
   // pass without Z. Then the optimizer, once.
   const double fused = 2 * (2 * (10 + 16) + 5 + 3 + 3 + 3) + 1;
-  // Engine: LayerNorm forward 3 launches, 4 bias kernels each way, and flash
-  // attention's backward as 3 (dO·O, dK and dV, dQ): block 18 + 22; the
-  // embedding 2 + 1, the final LayerNorm 3 + 2, the loss 2 + 1; the
-  // optimizer as 4 (the norm's squares and their sum, AdamW on each arena).
-  const double engine = 2 * (2 * (18 + 22) + 3 + 5 + 3 + 3) + 4;
+  // Engine, one GPU (G_x = 1: each LayerNorm's forward one fused kernel, its
+  // backward 2 as fused's): 4 bias kernels each way, and flash attention's
+  // backward as 3 (dO·O, dK and dV, dQ): block 10 + 4 = 14 forward, 16 + 4
+  // + 2 = 22 backward; the embedding 2 + 1, the final LayerNorm 1 + 2, the
+  // loss 2 + 1; the optimizer as 4 (the norm's squares and their sum, AdamW
+  // on each arena).
+  const double engine = 2 * (2 * (14 + 22) + 3 + 3 + 3 + 3) + 4;
   // Unfused: 4 bias kernels each way (block 14 + 20), the embedding 3 + 2,
   // the loss as eight ops forward and three backward.
   const double unfused = 2 * (2 * (14 + 20) + 5 + 3 + 3 + 11) + 1;

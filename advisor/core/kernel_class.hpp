@@ -15,4 +15,10 @@ enum class KernelClass : uint8_t {
 inline constexpr int kKernelClasses = int(KernelClass::Copy) + 1;
 const char* kernel_class_name(KernelClass c);
 
+// A norm's backward on whole rows (G_x = 1) is one launch of the engine's
+// but two GPU kernels: the rows' dx with each chunk of rows' partial column
+// sums for dγ (dβ), then the chunks added in order (no atomics: a rerun is
+// bitwise the same). The engine says so; the advisor counts it.
+inline constexpr int kFusedNormBackwardKernels = 2;
+
 }  // namespace ff

@@ -177,7 +177,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // each layer's output columns.
   const bool rms = m.norm == Norm::RmsNorm, swiglu = m.mlp == Mlp::SwiGlu;
   const double qk = m.positions == Positions::Rope ? double(m.heads + m.kv_head_count()) * m.head_size() / g.y : 0;
-  BlockKernels bk = block_kernels(job.fusion, m, t, hx, fy, qk, bias_columns, b);
+  BlockKernels bk = block_kernels(job.fusion, m, t, hx, g.x, fy, qk, bias_columns, b);
   for (MemoryKernels* k : {&bk.norm_fwd, &bk.norm_bwd, &bk.residual_fwd, &bk.residual_bwd}) k->bytes *= ty / t;
   const char* norm = rms ? "rmsnorm" : "layernorm";
   const double ln_fwd = mem(norm, "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);

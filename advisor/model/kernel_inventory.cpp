@@ -2,7 +2,7 @@
 
 namespace ff {
 
-BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
+BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, int gx, double fy, double qk,
                            const std::array<double, 4>& bias_columns, int b) {
   BlockKernels k;
   // Bytes are the same at every level but the biases': a norm reads x and
@@ -12,10 +12,14 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, do
   // SwiGLU reads gate and up and writes their product, and backward reads
   // the two and the gradient and writes two. Fusing bias into GELU or the
   // residual changes launches, not passes.
-  // The engine: LayerNorm's sums, centred squares, normalise; RMSNorm's squares, normalise.
-  const bool rms = m.norm == Norm::RmsNorm;
-  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine ? (rms ? 2.0 : 3.0) : 1.0};
-  k.norm_bwd = {3 * t * hx * b, 2};                                  // dx, then the weight (and bias) gradients
+  // The engine on a row split over X (G_x > 1), around the all-reduces:
+  // LayerNorm's sums, centred squares, normalise; RMSNorm's squares,
+  // normalise; backward the sums, then dx with the weight (and bias)
+  // gradients. On whole rows, one fused kernel forward; backward dx with the
+  // chunks' partial gradients, then the chunks added (the same 2).
+  const bool rms = m.norm == Norm::RmsNorm, split = gx > 1;
+  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine && split ? (rms ? 2.0 : 3.0) : 1.0};
+  k.norm_bwd = {3 * t * hx * b, f == Fusion::Engine && !split ? double(kFusedNormBackwardKernels) : 2.0};
   k.residual_fwd = {3 * t * hx * b, 1};
   k.residual_bwd = {3 * t * hx * b, 1};
   const bool glu = m.mlp == Mlp::SwiGlu;

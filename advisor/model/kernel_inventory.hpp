@@ -21,17 +21,17 @@ struct MemoryKernels {
 };
 
 // One block's memory-bound kernels on a rank that holds t tokens, a hidden
-// slice of hx, an FFN slice of fy, qk values of queries and keys per token
-// (RoPE rotates them; 0 without), and linear layers whose biases span
-// bias_columns output columns each (MODEL.md §1 order: qkv, attn_out, fc1,
-// fc2; 0: no bias), b bytes an element. Per occurrence: each of the two
+// slice of hx (one of G_x = gx), an FFN slice of fy, qk values of queries
+// and keys per token (RoPE rotates them; 0 without), and linear layers whose
+// biases span bias_columns output columns each (MODEL.md §1 order: qkv,
+// attn_out, fc1, fc2; 0: no bias), b bytes an element. Per occurrence: each of the two
 // norms and the two residual adds; the activation, the rotation, and the
 // biases of all four linears together once.
 struct BlockKernels {
   MemoryKernels norm_fwd, norm_bwd, residual_fwd, residual_bwd, act_fwd, act_bwd, bias_fwd, bias_bwd, rope_fwd,
       rope_bwd;
 };
-BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, double fy, double qk,
+BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, int gx, double fy, double qk,
                            const std::array<double, 4>& bias_columns, int b);
 
 // The block's edges: the embedding's lookup (with learned positions) and its

@@ -373,6 +373,13 @@ class CudaKernels final : public DeviceKernels<T> {
                                 M* dgamma, M* dbeta, long t, long hx, long H) override {
     cuda::layernorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, dbeta, t, hx, H, s_);
   }
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd, long t, long H) override {
+    cuda::layernorm_forward(x, gamma, beta, y, xhat, rstd, t, H, s_);
+  }
+  void layernorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, M* dbeta, long t,
+                          long H) override {
+    cuda::layernorm_backward(dy, xhat, rstd, gamma, dx, dgamma, dbeta, t, H, s_);
+  }
   void gelu_forward(const T* x, T* y, long n) override { cuda::gelu_forward(x, y, n, s_); }
   void gelu_backward(const T* x, const T* dy, T* dx, long n) override { cuda::gelu_backward(x, dy, dx, n, s_); }
   void embedding_lookup(const int* tokens, const T* E, long ldE, T* h0, long t, long S, long hx, long vy,
@@ -438,6 +445,13 @@ class CudaKernels final : public DeviceKernels<T> {
   void rmsnorm_backward_apply(const T* dy, const T* xhat, const M* rstd, const T* gamma, const M* stat, T* dx,
                               M* dgamma, long t, long hx, long H) override {
     cuda::rmsnorm_backward_apply(dy, xhat, rstd, gamma, stat, dx, dgamma, t, hx, H, s_);
+  }
+  void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, M* rstd, long t, long H) override {
+    cuda::rmsnorm_forward(x, gamma, y, xhat, rstd, t, H, s_);
+  }
+  void rmsnorm_backward(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* dgamma, long t,
+                        long H) override {
+    cuda::rmsnorm_backward(dy, xhat, rstd, gamma, dx, dgamma, t, H, s_);
   }
   void swiglu_forward(const T* f, T* g, long t, long fy) override { cuda::swiglu_forward(f, g, t, fy, s_); }
   void swiglu_backward(const T* f, const T* dg, T* df, long t, long fy) override {

@@ -44,6 +44,16 @@ void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rst
                               const master_t<T>* stat, T* dx, master_t<T>* dgamma, master_t<T>* dbeta, long t, long hx,
                               long H, Stream s);
 
+// The same on whole rows (hx = H, no all-reduce between the steps), fused:
+// forward one kernel; backward one for dx and each chunk of rows' partial
+// dγ, dβ, and one adding the chunks in order (deterministic, no atomics).
+template <typename T>
+void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, master_t<T>* rstd, long t, long H,
+                       Stream s);
+template <typename T>
+void layernorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx,
+                        master_t<T>* dgamma, master_t<T>* dbeta, long t, long H, Stream s);
+
 // RMSNorm over H columns of which this rank holds hx, around its one
 // all-reduce over X each way (llama_layers.hpp): the row sums of squares;
 // x̂, y, rstd. Backward: Σ dy·γ·x̂ per token; dx, and dγ accumulated. M and
@@ -57,6 +67,12 @@ void rmsnorm_backward_sums(const T* dy, const T* xhat, const T* gamma, master_t<
 template <typename T>
 void rmsnorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma,
                             const master_t<T>* stat, T* dx, master_t<T>* dgamma, long t, long hx, long H, Stream s);
+// Fused on whole rows, as LayerNorm's.
+template <typename T>
+void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, master_t<T>* rstd, long t, long H, Stream s);
+template <typename T>
+void rmsnorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx, master_t<T>* dgamma,
+                      long t, long H, Stream s);
 
 // SwiGLU on a Y block: f [t, 2·fy] holds the gate columns then the up ones,
 // so one H → 2F GEMM feeds it; g [t, fy]. Backward writes both halves of df.

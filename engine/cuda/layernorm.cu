@@ -1,7 +1,9 @@
 // LayerNorm's local steps on the GPU (kernels.hpp); the twin of layers.hpp.
 // Row kernels: one block per token, its threads striding over the hx columns.
-// Statistics in M; x̂ and y rounded to T from the same unrounded value.
+// Statistics in M; x̂ and y rounded to T from the same unrounded value. On
+// whole rows, the fused kernels of norm_rows.cuh.
 #include "engine/cuda/kernels.hpp"
+#include "engine/cuda/norm_rows.cuh"
 #include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
@@ -98,6 +100,17 @@ void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rst
   add_column_sums(Element<T>{dy, hx}, t, hx, dbeta, s);
 }
 
+template <typename T>
+void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, master_t<T>* rstd, long t, long H,
+                       Stream s) {
+  fused_norm_forward<true>(x, gamma, beta, y, xhat, rstd, t, H, kLayerNormEps, s);
+}
+template <typename T>
+void layernorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx,
+                        master_t<T>* dgamma, master_t<T>* dbeta, long t, long H, Stream s) {
+  fused_norm_backward<true>(dy, xhat, rstd, gamma, dx, dgamma, dbeta, t, H, s);
+}
+
 #define FF_LAYERNORM(T, M)                                                                                       \
   template void layernorm_row_sums<T>(const T*, M*, long, long, Stream);                                        \
   template void layernorm_centred_squares<T>(const T*, const M*, M*, M*, long, long, long, Stream);             \
@@ -105,7 +118,9 @@ void layernorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rst
                                        long, Stream);                                                           \
   template void layernorm_backward_sums<T>(const T*, const T*, const T*, M*, long, long, Stream);               \
   template void layernorm_backward_apply<T>(const T*, const T*, const M*, const T*, const M*, T*, M*, M*, long, \
-                                            long, long, Stream);
+                                            long, long, Stream);                                                \
+  template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, M*, long, long, Stream);             \
+  template void layernorm_backward<T>(const T*, const T*, const M*, const T*, T*, M*, M*, long, long, Stream);
 FF_LAYERNORM(float, float)
 FF_LAYERNORM(double, double)
 FF_LAYERNORM(bf16, float)

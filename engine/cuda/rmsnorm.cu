@@ -1,8 +1,10 @@
 // RMSNorm's local steps on the GPU (kernels.hpp); the twin of
 // llama_layers.hpp's. Row kernels as LayerNorm's (layernorm.cu): one block
 // per token, its threads striding over the hx columns. Statistics in M; x̂
-// and y rounded to T from the same unrounded value.
+// and y rounded to T from the same unrounded value. On whole rows, the fused
+// kernels of norm_rows.cuh.
 #include "engine/cuda/kernels.hpp"
+#include "engine/cuda/norm_rows.cuh"
 #include "engine/cuda/reduce.cuh"
 
 namespace ff::cuda {
@@ -77,12 +79,24 @@ void rmsnorm_backward_apply(const T* dy, const T* xhat, const master_t<T>* rstd,
   add_column_sums(ElementProduct<T>{dy, xhat, hx}, t, hx, dgamma, s);  // dγ = Σ_tokens dy·x̂, deterministic
 }
 
+template <typename T>
+void rmsnorm_forward(const T* x, const T* gamma, T* y, T* xhat, master_t<T>* rstd, long t, long H, Stream s) {
+  fused_norm_forward<false>(x, gamma, static_cast<const T*>(nullptr), y, xhat, rstd, t, H, kRmsNormEps, s);
+}
+template <typename T>
+void rmsnorm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx, master_t<T>* dgamma,
+                      long t, long H, Stream s) {
+  fused_norm_backward<false>(dy, xhat, rstd, gamma, dx, dgamma, static_cast<master_t<T>*>(nullptr), t, H, s);
+}
+
 #define FF_RMSNORM(T, M)                                                                                        \
   template void rmsnorm_row_squares<T>(const T*, M*, long, long, Stream);                                       \
   template void rmsnorm_normalize<T>(const T*, const M*, const T*, T*, T*, M*, long, long, long, Stream);       \
   template void rmsnorm_backward_sums<T>(const T*, const T*, const T*, M*, long, long, Stream);                 \
   template void rmsnorm_backward_apply<T>(const T*, const T*, const M*, const T*, const M*, T*, M*, long, long, \
-                                          long, Stream);
+                                          long, Stream);                                                        \
+  template void rmsnorm_forward<T>(const T*, const T*, T*, T*, M*, long, long, Stream);                         \
+  template void rmsnorm_backward<T>(const T*, const T*, const M*, const T*, T*, M*, long, long, Stream);
 FF_RMSNORM(float, float)
 FF_RMSNORM(double, double)
 FF_RMSNORM(bf16, float)

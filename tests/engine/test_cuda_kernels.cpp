@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -293,6 +294,80 @@ TEST_CASE_TEMPLATE("rmsnorm forward and backward, a hidden slice of 300 of 600 c
   ff::cuda::rmsnorm_backward_apply(ddy.p, dxhat.p, drstd.p, dgamma_.p, dstat.p, ddx.p, ddg.p, t, hx, H, nullptr);
   CHECK(rel_diff(ddx.get(), dxv) < tolerance<T>());
   CHECK(rel_diff(ddg.get(), dg) < master_tolerance<T>());
+}
+
+// The fused norms on whole rows against the cpu's: rows of 1 and 7 columns
+// (one value a load), 300 (16-byte vectors in fp32 and fp64, single values
+// in bf16) and 2048 (every dtype's vectors, one a thread in bf16); 1100
+// tokens put three rows in each of the backward's chunks.
+template <typename T, bool Rms>
+void check_fused_norm(long t, long H) {
+  using M = master_t<T>;
+  INFO("t = " << t << ", H = " << H);
+  auto x = uniform<T>(t * H, -2, 2, 41), gamma = uniform<T>(H, 0.5, 1.5, 42), beta = uniform<T>(H, -1, 1, 43);
+  std::vector<M> rstd(t);
+  std::vector<T> y(t * H), xhat(t * H);
+  if (Rms) ff::engine::rmsnorm_forward(x.data(), gamma.data(), y.data(), xhat.data(), rstd.data(), t, H);
+  else ff::engine::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), xhat.data(), rstd.data(), t, H);
+  // Outputs poisoned with 9: every element must be written.
+  DeviceArray<T> dx_(x), dgamma_(gamma), dbeta_(beta), dy_out(std::vector<T>(y.size(), T(9))),
+      dxhat(std::vector<T>(xhat.size(), T(9)));
+  DeviceArray<M> drstd(std::vector<M>(rstd.size(), M(9)));
+  const auto forward = [&] {
+    if (Rms) ff::cuda::rmsnorm_forward(dx_.p, dgamma_.p, dy_out.p, dxhat.p, drstd.p, t, H, nullptr);
+    else ff::cuda::layernorm_forward(dx_.p, dgamma_.p, dbeta_.p, dy_out.p, dxhat.p, drstd.p, t, H, nullptr);
+  };
+  forward();
+  const std::vector<T> y_gpu = dy_out.get(), xhat_gpu = dxhat.get();
+  const std::vector<M> rstd_gpu = drstd.get();
+  CHECK(rel_diff(y_gpu, y) < tolerance<T>());
+  CHECK(rel_diff(xhat_gpu, xhat) < tolerance<T>());
+  CHECK(rel_diff(rstd_gpu, rstd) < master_tolerance<T>());
+  forward();  // a rerun is bitwise the same
+  CHECK(std::memcmp(dy_out.get().data(), y_gpu.data(), y.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(dxhat.get().data(), xhat_gpu.data(), y.size() * sizeof(T)) == 0);
+
+  // Backward on the cpu's x̂ and rstd, dγ and dβ accumulating onto nonzero values.
+  dxhat.set(xhat);
+  drstd.set(rstd);
+  auto dy = uniform<T>(t * H, -1, 1, 44);
+  const auto dg0 = uniform<M>(H, -1, 1, 45), db0 = uniform<M>(H, -1, 1, 46);
+  std::vector<M> dg = dg0, db = db0;
+  std::vector<T> dxv(t * H);
+  if (Rms) ff::engine::rmsnorm_backward(dy.data(), xhat.data(), rstd.data(), gamma.data(), dxv.data(), dg.data(), t, H);
+  else
+    ff::engine::layernorm_backward(dy.data(), xhat.data(), rstd.data(), gamma.data(), dxv.data(), dg.data(), db.data(),
+                                   t, H);
+  DeviceArray<T> ddy(dy), ddx(std::vector<T>(dxv.size(), T(9)));
+  DeviceArray<M> ddg(dg0), ddb(db0);
+  const auto backward = [&] {
+    if (Rms) ff::cuda::rmsnorm_backward(ddy.p, dxhat.p, drstd.p, dgamma_.p, ddx.p, ddg.p, t, H, nullptr);
+    else ff::cuda::layernorm_backward(ddy.p, dxhat.p, drstd.p, dgamma_.p, ddx.p, ddg.p, ddb.p, t, H, nullptr);
+  };
+  backward();
+  const std::vector<T> dx_gpu = ddx.get();
+  const std::vector<M> dg_gpu = ddg.get(), db_gpu = ddb.get();
+  CHECK(rel_diff(dx_gpu, dxv) < tolerance<T>());
+  CHECK(rel_diff(dg_gpu, dg) < master_tolerance<T>());
+  if (!Rms) CHECK(rel_diff(db_gpu, db) < master_tolerance<T>());
+  else CHECK(db_gpu == db0);
+  ddg.set(dg0);
+  ddb.set(db0);
+  backward();
+  CHECK(std::memcmp(ddx.get().data(), dx_gpu.data(), dxv.size() * sizeof(T)) == 0);
+  CHECK(ddg.get() == dg_gpu);
+  CHECK(ddb.get() == db_gpu);
+}
+
+TEST_CASE_TEMPLATE("layernorm and rmsnorm fused on whole rows: 1, 7, 300, 2048 columns; 1, 5, 130 tokens", T, float,
+                   double, bf16) {
+  for (long H : {1L, 7L, 300L, 2048L})
+    for (long t : {1L, 5L, 130L}) {
+      check_fused_norm<T, false>(t, H);
+      check_fused_norm<T, true>(t, H);
+    }
+  check_fused_norm<T, false>(1100, 300);
+  check_fused_norm<T, true>(1100, 2048);
 }
 
 TEST_CASE_TEMPLATE("swiglu forward and backward on a Y block of 300 columns", T, float, double, bf16) {

@@ -14,6 +14,7 @@
 #include "engine/adamw.hpp"
 #include "engine/gpt.hpp"
 #include "engine/init_normal.hpp"
+#include "engine/llama_layers.hpp"
 #include "engine/mpi_comm.hpp"
 #include "engine/rng.hpp"
 #include "engine/vecmath.hpp"
@@ -280,6 +281,49 @@ TEST_CASE("bf16 layers are their fp32 twins on the widened inputs, rounded once"
     CHECK(loss == loss_f);
     check_rounded(d, d_f);
   }
+}
+
+TEST_CASE("the norms fused on whole rows are the split steps with hx = H, bit for bit") {
+  // bf16: x̂ and y are rounded, the statistics and dγ, dβ in fp32.
+  const long t = 5, H = 40;
+  const auto x = bf16_values(1, size_t(t * H), 3), gamma = bf16_values(2, size_t(H)),
+             beta = bf16_values(3, size_t(H)), dy = bf16_values(4, size_t(t * H));
+  std::vector<float> sum(t), mean(t), sq(t), rstd(t), rstd_fused(t), stat(2 * t);
+  std::vector<bf16> y(t * H), xhat(t * H), dx(t * H), y_fused(t * H), xhat_fused(t * H), dx_fused(t * H);
+  std::vector<float> dg(H, 0.5f), db(H, 0.25f), dg_fused = dg, db_fused = db;
+  const auto bits = [](const std::vector<bf16>& v) {
+    std::vector<uint16_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(bf16));
+    return b;
+  };
+  SUBCASE("layernorm") {
+    layernorm_row_sums(x.data(), sum.data(), t, H);
+    layernorm_centred_squares(x.data(), sum.data(), mean.data(), sq.data(), t, H, H);
+    layernorm_normalize(x.data(), mean.data(), sq.data(), gamma.data(), beta.data(), y.data(), xhat.data(),
+                        rstd.data(), t, H, H);
+    layernorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, H);
+    layernorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dx.data(), dg.data(),
+                             db.data(), t, H, H);
+    layernorm_forward(x.data(), gamma.data(), beta.data(), y_fused.data(), xhat_fused.data(), rstd_fused.data(), t, H);
+    layernorm_backward(dy.data(), xhat_fused.data(), rstd_fused.data(), gamma.data(), dx_fused.data(),
+                       dg_fused.data(), db_fused.data(), t, H);
+  }
+  SUBCASE("rmsnorm") {
+    rmsnorm_row_squares(x.data(), sq.data(), t, H);
+    rmsnorm_normalize(x.data(), sq.data(), gamma.data(), y.data(), xhat.data(), rstd.data(), t, H, H);
+    rmsnorm_backward_sums(dy.data(), xhat.data(), gamma.data(), stat.data(), t, H);
+    rmsnorm_backward_apply(dy.data(), xhat.data(), rstd.data(), gamma.data(), stat.data(), dx.data(), dg.data(), t,
+                           H, H);
+    rmsnorm_forward(x.data(), gamma.data(), y_fused.data(), xhat_fused.data(), rstd_fused.data(), t, H);
+    rmsnorm_backward(dy.data(), xhat_fused.data(), rstd_fused.data(), gamma.data(), dx_fused.data(), dg_fused.data(),
+                     t, H);
+  }
+  CHECK(bits(y_fused) == bits(y));
+  CHECK(bits(xhat_fused) == bits(xhat));
+  CHECK(bits(dx_fused) == bits(dx));
+  CHECK(rstd_fused == rstd);
+  CHECK(dg_fused == dg);
+  CHECK(db_fused == db);
 }
 
 namespace {

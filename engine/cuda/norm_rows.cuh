@@ -1,0 +1,243 @@
+#pragma once
+// LayerNorm's and RMSNorm's fused kernels on whole rows (hx = H: nothing
+// reduced over X between the steps), shared by layernorm.cu (Centred: the
+// mean subtracted, β added) and rmsnorm.cu. Forward: one block per token
+// row. Backward: one block per chunk of rows, each row's two sums and dx,
+// and the chunk's partial column sums for dγ (dβ), which a second small
+// kernel adds in a fixed order: no atomics, so a rerun is bitwise the same.
+// The math is the split kernels' (layers.hpp): statistics in M, x̂ and y
+// rounded from the same unrounded value; RMSNorm's is LayerNorm's with the
+// mean 0 (x − 0 and g − 0 are exact), so one body serves both.
+#include <cstdint>
+#include <initializer_list>
+
+#include "engine/cuda/reduce.cuh"
+
+namespace ff::cuda {
+
+// W values of T moved by one load or store: 16 bytes where every row and
+// vector is aligned to them, else one value.
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Pack {
+  unsigned char bytes[sizeof(T) * W];
+};
+template <typename T>
+constexpr int kPackValues = 16 / int(sizeof(T));
+
+template <int W, typename T>
+__device__ inline void load_pack(const T* p, master_t<T> (&out)[W]) {
+  const Pack<T, W> pk = *reinterpret_cast<const Pack<T, W>*>(p);
+  const T* v = reinterpret_cast<const T*>(pk.bytes);
+#pragma unroll
+  for (int w = 0; w < W; ++w) out[w] = load(v + w);
+}
+template <int W, typename T>
+__device__ inline void store_pack(T* p, const master_t<T> (&in)[W]) {
+  Pack<T, W> pk;
+  T* v = reinterpret_cast<T*>(pk.bytes);
+#pragma unroll
+  for (int w = 0; w < W; ++w) store(v + w, in[w]);
+  *reinterpret_cast<Pack<T, W>*>(p) = pk;
+}
+
+// A row of H = nvec·W values as a block's threads hold it: thread k the
+// vectors k, k + kThreads, …, the first V of them in registers (the row is
+// read from memory once), any further ones re-read where used (a row longer
+// than V·kThreads vectors: correct, if slower).
+template <typename T, int W, int V>
+struct RowSlice {
+  using M = master_t<T>;
+  const T* row;
+  long nvec;
+  M v[V][W];
+
+  __device__ RowSlice(const T* r, long H) : row(r), nvec(H / W) {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (index(k) < nvec) load_pack<W>(row + index(k) * W, v[k]);
+  }
+  __device__ static long index(long k) { return long(threadIdx.x) + k * kThreads; }
+
+  // f(values, first column, register slot or −1) over this thread's vectors.
+  template <class F>
+  __device__ void each(F f) const {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (index(k) < nvec) f(v[k], index(k) * W, k);
+    for (long k = V; index(k) < nvec; ++k) {
+      M tmp[W];
+      load_pack<W>(row + index(k) * W, tmp);
+      f(tmp, index(k) * W, -1);
+    }
+  }
+  // The same over this row's and `o`'s vectors side by side.
+  template <class F>
+  __device__ void each_with(const RowSlice& o, F f) const {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (index(k) < nvec) f(v[k], o.v[k], index(k) * W, k);
+    for (long k = V; index(k) < nvec; ++k) {
+      M a[W], b[W];
+      load_pack<W>(row + index(k) * W, a);
+      load_pack<W>(o.row + index(k) * W, b);
+      f(a, b, index(k) * W, -1);
+    }
+  }
+};
+
+template <bool Centred, typename T, int W, int V, typename M = master_t<T>>
+__global__ void fused_norm_forward_kernel(const T* x, const T* gamma, const T* beta, T* y, T* xhat, M* rstd, long H,
+                                          M eps) {
+  const long at = long(blockIdx.x) * H;
+  const RowSlice<T, W, V> row(x + at, H);
+  M m = 0;
+  if constexpr (Centred) {
+    M s = 0;
+    row.each([&](const M(&v)[W], long, int) {
+#pragma unroll
+      for (int w = 0; w < W; ++w) s += v[w];
+    });
+    m = block_reduce(s, Add{}) / M(H);
+  }
+  // Centred squares from the registers: E[x²] − mean² would cancel.
+  M q = 0;
+  row.each([&](const M(&v)[W], long, int) {
+#pragma unroll
+    for (int w = 0; w < W; ++w) q += (v[w] - m) * (v[w] - m);
+  });
+  const M r = M(1) / sqrt(block_reduce(q, Add{}) / M(H) + eps);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+  row.each([&](const M(&v)[W], long j, int) {
+    M g[W], b[W] = {}, xh[W], out[W];
+    load_pack<W>(gamma + j, g);
+    if constexpr (Centred) load_pack<W>(beta + j, b);
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      xh[w] = (v[w] - m) * r;
+      out[w] = Centred ? xh[w] * g[w] + b[w] : xh[w] * g[w];
+    }
+    store_pack<W>(xhat + at + j, xh);
+    store_pack<W>(y + at + j, out);
+  });
+}
+
+// part [chunks, P·H]: each chunk's Σ dy·x̂ (dγ), then for LayerNorm its Σ dy
+// (dβ). A thread keeps its register slots' partials in registers and adds
+// any further vectors' straight into part (its own columns: no race).
+template <bool Centred, typename T, int W, int V, typename M = master_t<T>>
+__global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* part,
+                                           long t, long H, long rows) {
+  constexpr int P = Centred ? 2 : 1;
+  const long lo = long(blockIdx.x) * rows, hi = lo + rows < t ? lo + rows : t;
+  M* pc = part + long(blockIdx.x) * P * H;
+  M acc[V][P][W] = {};
+  for (long i = lo; i < hi; ++i) {
+    const long at = i * H;
+    const RowSlice<T, W, V> d(dy + at, H), xh(xhat + at, H);
+    M a = 0, b = 0;  // Σ g and Σ g·x̂, g = dy·γ
+    d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int) {
+      M gm[W];
+      load_pack<W>(gamma + j, gm);
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const M g = dv[w] * gm[w];
+        if constexpr (Centred) a += g;
+        b += g * xv[w];
+      }
+    });
+    M ma = 0;
+    if constexpr (Centred) ma = block_reduce(a, Add{}) / M(H);
+    const M mb = block_reduce(b, Add{}) / M(H), r = rstd[i];
+    d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {
+      M gm[W], out[W];
+      load_pack<W>(gamma + j, gm);
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        out[w] = r * (dv[w] * gm[w] - ma - xv[w] * mb);
+        const M val[2] = {dv[w] * xv[w], dv[w]};
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          if (k >= 0) acc[k][p][w] += val[p];
+          else pc[p * H + j + w] = (i == lo ? M(0) : pc[p * H + j + w]) + val[p];
+        }
+      }
+      store_pack<W>(dx + at + j, out);
+    });
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const long j = RowSlice<T, W, V>::index(k) * W;
+    if (j >= H) continue;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int w = 0; w < W; ++w) pc[p * H + j + w] = acc[k][p][w];
+  }
+}
+
+// dγ[j] += Σ_c part[c][j] (and dβ from the columns after H): each column's
+// chunks split over kLanes lanes, the lanes' sums added in lane order.
+constexpr int kLanes = 8, kLaneCols = kThreads / kLanes;
+template <typename M>
+__global__ void add_norm_partials_kernel(const M* part, long chunks, long H, long n, M* dgamma, M* dbeta) {
+  const int col = int(threadIdx.x) % kLaneCols, lane = int(threadIdx.x) / kLaneCols;
+  const long j = long(blockIdx.x) * kLaneCols + col;
+  M acc = 0;
+  if (j < n)
+    for (long c = lane; c < chunks; c += kLanes) acc += part[c * n + j];
+  __shared__ M lanes[kLanes][kLaneCols];
+  lanes[lane][col] = acc;
+  __syncthreads();
+  if (lane != 0 || j >= n) return;
+  M sum = lanes[0][col];
+  for (int l = 1; l < kLanes; ++l) sum += lanes[l][col];
+  M* out = j < H ? dgamma + j : dbeta + (j - H);
+  *out += sum;
+}
+
+// Calls f.template operator()<W, V>() with the widest W every pointer and
+// row allows and the fewest register vectors V (up to 4) that hold a row.
+template <typename T, class F>
+void with_row_shape(long H, std::initializer_list<const void*> ptrs, F f) {
+  bool aligned = H % kPackValues<T> == 0;
+  for (const void* p : ptrs) aligned = aligned && (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0);
+  const auto regs = [&]<int W>() {
+    const long per_thread = (H / W + kThreads - 1) / kThreads;
+    if (per_thread <= 1) f.template operator()<W, 1>();
+    else if (per_thread <= 2) f.template operator()<W, 2>();
+    else f.template operator()<W, 4>();
+  };
+  if (aligned) regs.template operator()<kPackValues<T>>();
+  else regs.template operator()<1>();
+}
+
+// Enough chunks of rows to fill the GPU with blocks; fewer would leave SMs
+// idle, more would grow the partials the second kernel reads.
+constexpr long kNormChunks = 512;
+
+template <bool Centred, typename T>
+void fused_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xhat, master_t<T>* rstd, long t, long H,
+                        double eps, cudaStream_t s) {
+  if (t <= 0) return;
+  with_row_shape<T>(H, {x, gamma, beta, y, xhat}, [&]<int W, int V>() {
+    fused_norm_forward_kernel<Centred, T, W, V>
+        <<<unsigned(t), kThreads, 0, s>>>(x, gamma, beta, y, xhat, rstd, H, master_t<T>(eps));
+  });
+}
+
+template <bool Centred, typename T>
+void fused_norm_backward(const T* dy, const T* xhat, const master_t<T>* rstd, const T* gamma, T* dx,
+                         master_t<T>* dgamma, master_t<T>* dbeta, long t, long H, cudaStream_t s) {
+  using M = master_t<T>;
+  if (t <= 0) return;
+  const long rows = (t + kNormChunks - 1) / kNormChunks, chunks = (t + rows - 1) / rows, n = (Centred ? 2 : 1) * H;
+  M* part = static_cast<M*>(column_sum_workspace(size_t(chunks * n) * sizeof(M)));
+  with_row_shape<T>(H, {dy, xhat, gamma, dx}, [&]<int W, int V>() {
+    fused_norm_backward_kernel<Centred, T, W, V>
+        <<<unsigned(chunks), kThreads, 0, s>>>(dy, xhat, rstd, gamma, dx, part, t, H, rows);
+  });
+  add_norm_partials_kernel<<<unsigned((n + kLaneCols - 1) / kLaneCols), kThreads, 0, s>>>(part, chunks, H, n, dgamma,
+                                                                                          dbeta);
+}
+
+}  // namespace ff::cuda
