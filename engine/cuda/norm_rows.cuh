@@ -15,29 +15,17 @@
 
 namespace ff::cuda {
 
-// W values of T moved by one load or store: 16 bytes where every row and
-// vector is aligned to them, else one value.
-template <typename T, int W>
-struct alignas(sizeof(T) * W) Pack {
-  unsigned char bytes[sizeof(T) * W];
-};
-template <typename T>
-constexpr int kPackValues = 16 / int(sizeof(T));
-
+// W values of T moved by one load or store: one 16-byte chunk (W = kPack<T>,
+// scalar.cuh) where every row and vector is aligned to it, else one value.
 template <int W, typename T>
-__device__ inline void load_pack(const T* p, master_t<T> (&out)[W]) {
-  const Pack<T, W> pk = *reinterpret_cast<const Pack<T, W>*>(p);
-  const T* v = reinterpret_cast<const T*>(pk.bytes);
-#pragma unroll
-  for (int w = 0; w < W; ++w) out[w] = load(v + w);
+__device__ inline void load_values(const T* p, master_t<T> (&out)[W]) {
+  if constexpr (W == 1) out[0] = load(p);
+  else load16(p, out);
 }
 template <int W, typename T>
-__device__ inline void store_pack(T* p, const master_t<T> (&in)[W]) {
-  Pack<T, W> pk;
-  T* v = reinterpret_cast<T*>(pk.bytes);
-#pragma unroll
-  for (int w = 0; w < W; ++w) store(v + w, in[w]);
-  *reinterpret_cast<Pack<T, W>*>(p) = pk;
+__device__ inline void store_values(T* p, const master_t<T> (&in)[W]) {
+  if constexpr (W == 1) store(p, in[0]);
+  else store16(p, in);
 }
 
 // A row of H = nvec·W values as a block's threads hold it: thread k the
@@ -54,7 +42,7 @@ struct RowSlice {
   __device__ RowSlice(const T* r, long H) : row(r), nvec(H / W) {
 #pragma unroll
     for (int k = 0; k < V; ++k)
-      if (index(k) < nvec) load_pack<W>(row + index(k) * W, v[k]);
+      if (index(k) < nvec) load_values<W>(row + index(k) * W, v[k]);
   }
   __device__ static long index(long k) { return long(threadIdx.x) + k * kThreads; }
 
@@ -66,7 +54,7 @@ struct RowSlice {
       if (index(k) < nvec) f(v[k], index(k) * W, k);
     for (long k = V; index(k) < nvec; ++k) {
       M tmp[W];
-      load_pack<W>(row + index(k) * W, tmp);
+      load_values<W>(row + index(k) * W, tmp);
       f(tmp, index(k) * W, -1);
     }
   }
@@ -78,8 +66,8 @@ struct RowSlice {
       if (index(k) < nvec) f(v[k], o.v[k], index(k) * W, k);
     for (long k = V; index(k) < nvec; ++k) {
       M a[W], b[W];
-      load_pack<W>(row + index(k) * W, a);
-      load_pack<W>(o.row + index(k) * W, b);
+      load_values<W>(row + index(k) * W, a);
+      load_values<W>(o.row + index(k) * W, b);
       f(a, b, index(k) * W, -1);
     }
   }
@@ -109,15 +97,15 @@ __global__ void fused_norm_forward_kernel(const T* x, const T* gamma, const T* b
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
   row.each([&](const M(&v)[W], long j, int) {
     M g[W], b[W] = {}, xh[W], out[W];
-    load_pack<W>(gamma + j, g);
-    if constexpr (Centred) load_pack<W>(beta + j, b);
+    load_values<W>(gamma + j, g);
+    if constexpr (Centred) load_values<W>(beta + j, b);
 #pragma unroll
     for (int w = 0; w < W; ++w) {
       xh[w] = (v[w] - m) * r;
       out[w] = Centred ? xh[w] * g[w] + b[w] : xh[w] * g[w];
     }
-    store_pack<W>(xhat + at + j, xh);
-    store_pack<W>(y + at + j, out);
+    store_values<W>(xhat + at + j, xh);
+    store_values<W>(y + at + j, out);
   });
 }
 
@@ -137,7 +125,7 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
     M a = 0, b = 0;  // Σ g and Σ g·x̂, g = dy·γ
     d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int) {
       M gm[W];
-      load_pack<W>(gamma + j, gm);
+      load_values<W>(gamma + j, gm);
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         const M g = dv[w] * gm[w];
@@ -150,7 +138,7 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
     const M mb = block_reduce(b, Add{}) / M(H), r = rstd[i];
     d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {
       M gm[W], out[W];
-      load_pack<W>(gamma + j, gm);
+      load_values<W>(gamma + j, gm);
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         out[w] = r * (dv[w] * gm[w] - ma - xv[w] * mb);
@@ -161,7 +149,7 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
           else pc[p * H + j + w] = (i == lo ? M(0) : pc[p * H + j + w]) + val[p];
         }
       }
-      store_pack<W>(dx + at + j, out);
+      store_values<W>(dx + at + j, out);
     });
   }
 #pragma unroll
@@ -199,7 +187,7 @@ __global__ void add_norm_partials_kernel(const M* part, long chunks, long H, lon
 // row allows and the fewest register vectors V (up to 4) that hold a row.
 template <typename T, class F>
 void with_row_shape(long H, std::initializer_list<const void*> ptrs, F f) {
-  bool aligned = H % kPackValues<T> == 0;
+  bool aligned = H % kPack<T> == 0;
   for (const void* p : ptrs) aligned = aligned && (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0);
   const auto regs = [&]<int W>() {
     const long per_thread = (H / W + kThreads - 1) / kThreads;
@@ -207,7 +195,7 @@ void with_row_shape(long H, std::initializer_list<const void*> ptrs, F f) {
     else if (per_thread <= 2) f.template operator()<W, 2>();
     else f.template operator()<W, 4>();
   };
-  if (aligned) regs.template operator()<kPackValues<T>>();
+  if (aligned) regs.template operator()<kPack<T>>();
   else regs.template operator()<1>();
 }
 
