@@ -25,7 +25,8 @@ __global__ void gelu_forward_kernel(const T* x, T* y, long n, bool aligned) {
   const Pack<T> p(size_t(n), aligned);
   M v[kPack<T>];
   load_pack(x + p.i0, v, p.count, p.vec);
-  for (int k = 0; k < p.count; ++k) v[k] = gelu(v[k]);
+#pragma unroll
+  for (int k = 0; k < kPack<T>; ++k) v[k] = gelu(v[k]);
   store_pack(y + p.i0, v, p.count, p.vec);
 }
 
@@ -35,7 +36,8 @@ __global__ void gelu_backward_kernel(const T* x, const T* dy, T* dx, long n, boo
   M v[kPack<T>], d[kPack<T>];
   load_pack(x + p.i0, v, p.count, p.vec);
   load_pack(dy + p.i0, d, p.count, p.vec);
-  for (int k = 0; k < p.count; ++k) v[k] = d[k] * gelu_grad(v[k]);
+#pragma unroll
+  for (int k = 0; k < kPack<T>; ++k) v[k] = d[k] * gelu_grad(v[k]);
   store_pack(dx + p.i0, v, p.count, p.vec);
 }
 

@@ -18,7 +18,8 @@ __global__ void add_kernel(const T* a, const T* b, T* out, size_t n, bool aligne
   M x[kPack<T>], y[kPack<T>];
   load_pack(a + p.i0, x, p.count, p.vec);
   load_pack(b + p.i0, y, p.count, p.vec);
-  for (int k = 0; k < p.count; ++k) x[k] += y[k];
+#pragma unroll
+  for (int k = 0; k < kPack<T>; ++k) x[k] += y[k];
   store_pack(out + p.i0, x, p.count, p.vec);
 }
 
@@ -28,7 +29,8 @@ __global__ void accumulate_kernel(M* acc, const T* x, size_t n, bool aligned) {
   M a[kPack<T>], v[kPack<T>];
   load_pack(acc + p.i0, a, p.count, p.vec);
   load_pack(x + p.i0, v, p.count, p.vec);
-  for (int k = 0; k < p.count; ++k) a[k] += v[k];
+#pragma unroll
+  for (int k = 0; k < kPack<T>; ++k) a[k] += v[k];
   store_pack(acc + p.i0, a, p.count, p.vec);
 }
 
@@ -60,9 +62,11 @@ __global__ void add_bias_kernel(T* out, const T* bias, long rows, long n, bool a
   if (p.vec) {
     load_pack(bias + j0, b, p.count, true);
   } else {
-    for (int k = 0; k < p.count; ++k) b[k] = load(bias + (p.i0 + size_t(k)) % size_t(n));
+#pragma unroll
+    for (int k = 0; k < kPack<T>; ++k) b[k] = load(bias + (p.i0 + size_t(k)) % size_t(n));
   }
-  for (int k = 0; k < p.count; ++k) x[k] += b[k];
+#pragma unroll
+  for (int k = 0; k < kPack<T>; ++k) x[k] += b[k];
   store_pack(out + p.i0, x, p.count, p.vec);
 }
 

@@ -75,22 +75,29 @@ __device__ inline void store16(S* p, const M* in) {
   }
 }
 
-// The `count` values of S at p into out (as M): whole 16-byte chunks where
-// `vec` (count = kPack<T> of the kernel's T, p aligned), else one by one.
-template <typename S, typename M>
-__device__ inline void load_pack(const S* p, M* out, int count, bool vec) {
+// The first `count` of W values of S at p into out (as M), the rest 0:
+// whole 16-byte chunks where `vec` (count = W, p aligned), else one by one.
+// Every index is a constant of an unrolled loop, so the W values stay in
+// registers (an index known only at run time puts an array in local memory).
+template <int W, typename S, typename M>
+__device__ inline void load_pack(const S* p, M (&out)[W], int count, bool vec) {
   if (vec) {
-    for (int c = 0; c < count; c += int(16 / sizeof(S))) load16(p + c, out + c);
+#pragma unroll
+    for (int c = 0; c < W; c += int(16 / sizeof(S))) load16(p + c, out + c);
   } else {
-    for (int k = 0; k < count; ++k) out[k] = load(p + k);
+#pragma unroll
+    for (int k = 0; k < W; ++k) out[k] = k < count ? M(load(p + k)) : M(0);
   }
 }
-template <typename S, typename M>
-__device__ inline void store_pack(S* p, const M* in, int count, bool vec) {
+template <int W, typename S, typename M>
+__device__ inline void store_pack(S* p, const M (&in)[W], int count, bool vec) {
   if (vec) {
-    for (int c = 0; c < count; c += int(16 / sizeof(S))) store16(p + c, in + c);
+#pragma unroll
+    for (int c = 0; c < W; c += int(16 / sizeof(S))) store16(p + c, in + c);
   } else {
-    for (int k = 0; k < count; ++k) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      if (k >= count) break;
       if constexpr (sizeof(S) == 2) store(p + k, float(in[k]));
       else store(p + k, S(in[k]));
     }

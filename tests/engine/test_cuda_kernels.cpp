@@ -359,9 +359,11 @@ void check_fused_norm(long t, long H) {
   CHECK(ddb.get() == db_gpu);
 }
 
-TEST_CASE_TEMPLATE("layernorm and rmsnorm fused on whole rows: 1, 7, 300, 2048 columns; 1, 5, 130 tokens", T, float,
+// Not 1 or 2 columns: such a row normalises to x̂ = ±1 (or 0), where dx is
+// exactly 0 and both devices return their rounding noise instead.
+TEST_CASE_TEMPLATE("layernorm and rmsnorm fused on whole rows: 3, 7, 300, 2048 columns; 1, 5, 130 tokens", T, float,
                    double, bf16) {
-  for (long H : {1L, 7L, 300L, 2048L})
+  for (long H : {3L, 7L, 300L, 2048L})
     for (long t : {1L, 5L, 130L}) {
       check_fused_norm<T, false>(t, H);
       check_fused_norm<T, true>(t, H);
