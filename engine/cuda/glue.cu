@@ -70,6 +70,23 @@ __global__ void add_bias_kernel(T* out, const T* bias, long rows, long n, bool a
   store_pack(out + p.i0, x, p.count, p.vec);
 }
 
+// The bias gradient's chunk sums (reduce.cuh's add_column_sums) with kPack
+// columns a thread, 16 bytes a row: the same additions in the same order.
+template <typename T, typename M = master_t<T>>
+__global__ void bias_chunks_kernel(const T* dout, long rows, long n, M* part) {
+  const long j0 = (long(blockIdx.x) * blockDim.x + threadIdx.x) * kPack<T>;
+  if (j0 >= n) return;
+  const long lo = long(blockIdx.y) * kChunkRows, hi = lo + kChunkRows < rows ? lo + kChunkRows : rows;
+  M acc[kPack<T>] = {};
+  for (long i = lo; i < hi; ++i) {
+    M v[kPack<T>];
+    load_pack(dout + i * n + j0, v, kPack<T>, true);
+#pragma unroll
+    for (int k = 0; k < kPack<T>; ++k) acc[k] += v[k];
+  }
+  store_pack(part + long(blockIdx.y) * n + j0, acc, kPack<T>, true);
+}
+
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
   const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < t) targets[i] = tokens[(i / S) * (S + 1) + i % S + 1];
@@ -134,7 +151,16 @@ void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
 }
 template <typename T>
 void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {
-  add_column_sums(Element<T>{dout, n}, rows, n, dbias, s);
+  if (rows <= 0 || n <= 0) return;
+  if (n % kPack<T> != 0 || !aligned16({dout})) {
+    add_column_sums(Element<T>{dout, n}, rows, n, dbias, s);
+    return;
+  }
+  using M = master_t<T>;
+  const long chunks = (rows + kChunkRows - 1) / kChunkRows;
+  M* part = static_cast<M*>(column_sum_workspace(size_t(chunks * n) * sizeof(M)));
+  bias_chunks_kernel<<<dim3(blocks_for(n / kPack<T>), unsigned(chunks)), kThreads, 0, s>>>(dout, rows, n, part);
+  add_chunks_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, chunks, n, dbias);
 }
 void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);

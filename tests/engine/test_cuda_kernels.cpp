@@ -253,6 +253,27 @@ TEST_CASE_TEMPLATE("element-wise kernels in 16-byte chunks: tails and arrays off
     ff::cuda::add_bias(dout.p, dbias.p, rows, cols, nullptr);
     CHECK(rel_diff(dout.get(), want) == 0);
   }
+  // The bias gradient over 150 rows (chunks of 64, the last partial): 16
+  // bytes a row where the columns are whole chunks and the array aligned;
+  // the same array a value past alignment takes one column a thread, and
+  // must add the same values in the same order.
+  for (long cols : {8L, 16L, 7L}) {
+    const long rows = 150;
+    INFO("bias gradient, " << rows << " rows of " << cols);
+    auto g = uniform<T>(size_t(rows * cols + 1), -1, 1, 46);
+    auto db0 = uniform<M>(size_t(cols), -1, 1, 47);
+    std::vector<M> want(db0);
+    for (long i = 0; i < rows; ++i)
+      for (long j = 0; j < cols; ++j) want[size_t(j)] += M(g[size_t(i * cols + j)]);
+    std::vector<T> shifted(g.size());
+    std::copy(g.begin(), g.end() - 1, shifted.begin() + 1);
+    DeviceArray<T> dg(g), dshifted(shifted);
+    DeviceArray<M> a(db0), b(db0);
+    ff::cuda::bias_grad(dg.p, a.p, rows, cols, nullptr);
+    ff::cuda::bias_grad(dshifted.p + 1, b.p, rows, cols, nullptr);
+    CHECK(rel_diff(a.get(), want) < master_tolerance<T>());
+    CHECK(a.get() == b.get());
+  }
 }
 
 TEST_CASE_TEMPLATE("rmsnorm forward and backward, a hidden slice of 300 of 600 columns, 150 tokens", T, float, double,
