@@ -47,6 +47,15 @@ class DeviceKernels {
   // The same with C in M: a weight gradient into its accumulator.
   virtual double gemm_to_master(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B,
                                 int ldb, M beta, M* C, int ldc) = 0;
+  // A linear layer's output whole on this rank, its bias in the GEMM's
+  // epilogue: C = alpha·op(A)·op(B) + bias, bias[j] added to column j of C
+  // [m, n] (contiguous). gemm_bias_gelu keeps that in `pre` and writes
+  // C = gelu(pre) (gelu_forward). Each the GEMM then the element-wise
+  // kernels where the device has no such epilogue; returns as gemm does.
+  virtual double gemm_bias(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                           const T* bias, T* C) = 0;
+  virtual double gemm_bias_gelu(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B,
+                                int ldb, const T* bias, T* pre, T* C) = 0;
 
   // Element-wise glue.
   virtual void copy(const void* src, void* dst, size_t bytes) = 0;
@@ -142,6 +151,20 @@ class CpuKernels final : public DeviceKernels<T> {
   double gemm_to_master(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
                         M beta, M* C, int ldc) override {
     return host_gemm(dev_, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  // What the schedule ran before the epilogues, the same roundings: the
+  // product rounded to T, the bias added, GELU on the sum rounded to T.
+  double gemm_bias(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                   const T* bias, T* C) override {
+    const double s = host_gemm(dev_, ta, tb, m, n, k, alpha, A, lda, B, ldb, M(0), C, n);
+    add_bias(C, bias, m, n);
+    return s;
+  }
+  double gemm_bias_gelu(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                        const T* bias, T* pre, T* C) override {
+    const double s = gemm_bias(ta, tb, m, n, k, alpha, A, lda, B, ldb, bias, pre);
+    gelu_forward(pre, C, long(m) * n);
+    return s;
   }
   void copy(const void* src, void* dst, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* x, size_t bytes) override { std::memset(x, 0, bytes); }

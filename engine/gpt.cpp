@@ -345,48 +345,73 @@ void Gpt<T>::submit_weight_grad(int mi, GradSlot& slot, bool done) {
   }
 }
 
-// C = alpha·op(A)·op(B) + beta·C as one kernel, timed into gemm_stats: on the
-// cpu the host's BLAS time, elsewhere the device's.
+// A GEMM of `flops` (moving `bytes` besides) as one kernel, timed into
+// gemm_stats: on the cpu the host's BLAS time (what `body` returns),
+// elsewhere the device's.
+template <typename T>
+template <class Body>
+void Gpt<T>::gemm_kernel(double flops, double bytes, Body&& body) {
+  double blas_s = 0;
+  const double device_s = dev_.launch(Kernel{KernelClass::Gemm, flops, bytes}, [&] { blas_s = body(); });
+  gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
+  gemm_stats.flops += flops;
+}
+
+// C = alpha·op(A)·op(B) + beta·C.
 template <typename T>
 template <typename C>
 void Gpt<T>::gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta,
                   C* Cp, int ldc) {
   if (m == 0 || n == 0) return;
-  const double flops = 2.0 * m * n * k;
-  double blas_s = 0;
-  const double device_s = dev_.launch(Kernel{KernelClass::Gemm, flops, 0}, [&] {
-    if constexpr (std::is_same_v<C, T>) blas_s = k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
-    else blas_s = k_->gemm_to_master(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
+  gemm_kernel(2.0 * m * n * k, 0, [&] {
+    if constexpr (std::is_same_v<C, T>) return k_->gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
+    else return k_->gemm_to_master(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc);
   });
-  gemm_stats.seconds += dev_.host_is_device() ? blas_s : device_s;
-  gemm_stats.flops += flops;
 }
 
 // out[t, n] = in[t, k] · W[k, n], partial sums reduced over X (normal layer)
-// or Y (transposed), then the bias. The tied head (`tied`) reads the
-// embedding's block [n, k] transposed, and reduces as a normal layer.
+// or Y (transposed), then the bias; with `act`, act = gelu(out) (out kept
+// for GELU's backward). The tied head (`tied`) reads the embedding's block
+// [n, k] transposed, and reduces as a normal layer.
+//
+// Where the output's axis has one rank nothing is reduced: the bias, and
+// GELU, go into the GEMM's epilogue, one kernel (a GPU's cuBLASLt), which
+// writes act besides out. The advisor's engine level counts the same
+// (advisor/model/kernel_inventory.cpp).
 //
 // Sequence parallel: a normal layer's input is all-gathered over Y first; a
 // transposed layer's output is reduce-scattered over Y into the split region
 // (`out` holds ts_ rows) and its bias added there.
 template <typename T>
-void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out, bool tied) {
+void Gpt<T>::linear_forward(int mi, const T* in, const T* bias, T* out, bool tied, T* act) {
   const MatrixParam& p = layout_.matrices[mi];
   const bool transposed = p.transposed && !tied;
   if (sp() && !transposed) in = gathered_input(in);
   const T* W = acquire(mi);
   const int k = int(tied ? p.block_cols : p.block_rows), n = int(tied ? p.block_rows : p.block_cols);
+  const int ldw = tied ? k : n;
+  // (Sequence parallelism splits over Y > 1: a transposed layer's is never whole.)
+  if (bias && comm_.size(transposed ? Axis::Y : Axis::X) == 1) {
+    const int t = int(t_);
+    gemm_kernel(2.0 * t * n * k, act ? double(t) * n * sizeof(T) : 0, [&] {
+      return act ? k_->gemm_bias_gelu(false, tied, t, n, k, M(1), in, k, W, ldw, bias, out, act)
+                 : k_->gemm_bias(false, tied, t, n, k, M(1), in, k, W, ldw, bias, out);
+    });
+    return;
+  }
   long rows = t_;
   if (sp() && transposed) {
     gemm(false, false, int(t_), n, k, M(1), in, k, W, n, M(0), sp_full_.data(), n);
     comm_.reduce_scatter(Axis::Y, sp_full_.data(), out, size_t(ts_) * n);
     rows = ts_;
   } else {
-    gemm(false, tied, int(t_), n, k, M(1), in, k, W, tied ? k : n, M(0), out, n);
+    gemm(false, tied, int(t_), n, k, M(1), in, k, W, ldw, M(0), out, n);
     comm_.all_reduce(transposed ? Axis::Y : Axis::X, out, size_t(t_) * n);
   }
-  if (bias)  // a GEMM epilogue on a GPU: no traffic of its own
+  if (bias)  // charged as the GEMM's epilogue it stands for: no traffic of its own
     elementwise(KernelClass::Bias, 0, [&] { k_->add_bias(out, bias, rows, n); });
+  if (act)
+    elementwise(KernelClass::Activation, 2.0 * rows * n * sizeof(T), [&] { k_->gelu_forward(out, act, rows * n); });
 }
 
 template <typename T>
@@ -694,11 +719,12 @@ void Gpt<T>::block_forward(int l, BlockActs& a, T* h_out) {
   linear_forward(b.out, a.att.data(), vw_or_null(b.out_b), tmp_hx_.data());
   elementwise(KernelClass::Residual, residual, [&] { k_->add(a.h_in.data(), tmp_hx_.data(), a.h_mid.data(), size_t(n_hx)); });
   norm_forward(a.h_mid.data(), vw(b.ln2_g), vw_or_null(b.ln2_b), a.a2.data(), a.xhat2.data(), a.rstd2.data());
-  linear_forward(b.fc1, a.a2.data(), vw_or_null(b.fc1_b), a.f.data());
-  if (m_.mlp == Mlp::SwiGlu)
+  if (m_.mlp == Mlp::SwiGlu) {
+    linear_forward(b.fc1, a.a2.data(), vw_or_null(b.fc1_b), a.f.data());
     elementwise(KernelClass::Activation, 3.0 * t_ * fy_ * sizeof(T), [&] { k_->swiglu_forward(a.f.data(), a.g.data(), t_, fy_); });
-  else
-    elementwise(KernelClass::Activation, 2.0 * t_ * fy_ * sizeof(T), [&] { k_->gelu_forward(a.f.data(), a.g.data(), t_ * fy_); });
+  } else {
+    linear_forward(b.fc1, a.a2.data(), vw_or_null(b.fc1_b), a.f.data(), false, a.g.data());
+  }
   linear_forward(b.fc2, a.g.data(), vw_or_null(b.fc2_b), tmp_hx_.data());
   elementwise(KernelClass::Residual, residual, [&] { k_->add(a.h_mid.data(), tmp_hx_.data(), h_out, size_t(n_hx)); });
 }

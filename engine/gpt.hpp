@@ -216,10 +216,12 @@ class Gpt {
   void shard_parts(size_t lo, size_t hi, std::vector<Part<M>>& parts);
   static void add_part(std::vector<Part<M>>& parts, const M* x, size_t n);
 
+  template <class Body>
+  void gemm_kernel(double flops, double bytes, Body&& body);
   template <typename C>
   void gemm(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb, M beta, C* Cp,
             int ldc);
-  void linear_forward(int mi, const T* in, const T* bias, T* out, bool tied = false);
+  void linear_forward(int mi, const T* in, const T* bias, T* out, bool tied = false, T* act = nullptr);
   void linear_backward(int mi, const T* in, const T* dout, T* din, M* dbias, bool tied = false);
   void embedding_forward(const int* tokens, T* h0);
   void embedding_backward(const int* host_tokens, const T* dh0);

@@ -33,19 +33,24 @@ Job one_gpu_job(Fusion f) {
 
 TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand") {
   // t = 8 tokens, hx = 4 (H = 64 over G_x = 16), fy = 16, output columns
-  // 12 + 4 + 16 + 4 = 36, 2 bytes.
+  // 12 + 4 + 16 + 4 = 36, 2 bytes; every layer's output whole after its GEMM.
   const std::array<double, 4> n{12, 4, 16, 4};
+  const std::array<bool, 4> whole{true, true, true, true};
   const ModelSpec gpt = fftest::toy_model();
-  const BlockKernels u = block_kernels(Fusion::Unfused, gpt, 8, 4, 16, 16, 0, n, 2);
-  const BlockKernels f = block_kernels(Fusion::Fused, gpt, 8, 4, 16, 16, 0, n, 2);
-  const BlockKernels e = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 16, 0, n, 2);
+  const BlockKernels u = block_kernels(Fusion::Unfused, gpt, 8, 4, 16, 16, 0, n, whole, 2);
+  const BlockKernels f = block_kernels(Fusion::Fused, gpt, 8, 4, 16, 16, 0, n, whole, 2);
+  const BlockKernels e = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 16, 0, n, whole, 2);
   for (const BlockKernels* k : {&u, &f, &e}) {
     CHECK(k->norm_fwd.bytes == 2 * 8 * 4 * 2);  // read x, write y
     CHECK(k->norm_bwd.bytes == 3 * 8 * 4 * 2);  // read dy and x, write dx
     CHECK(k->norm_bwd.launches == 2);
     CHECK(k->residual_fwd.bytes == 3 * 8 * 4 * 2);
-    CHECK(k->act_fwd.bytes == 2 * 8 * 16 * 2);
     CHECK(k->act_bwd.bytes == 3 * 8 * 16 * 2);
+    CHECK(k->act_bwd.launches == 1);
+  }
+  for (const BlockKernels* k : {&u, &f}) {
+    CHECK(k->act_fwd.bytes == 2 * 8 * 16 * 2);  // read the input, write the output
+    CHECK(k->act_fwd.launches == 1);
   }
   CHECK(u.norm_fwd.launches == 1);
   CHECK(f.norm_fwd.launches == 1);
@@ -54,11 +59,11 @@ TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand
   // the steps, one fused kernel forward; backward still 2 (dx with each
   // chunk's partial dγ, dβ, then the chunks added), as at G_x > 1 (the sums,
   // then dx with dγ, dβ). The other levels count the same on whole rows.
-  const BlockKernels whole = block_kernels(Fusion::Engine, gpt, 8, 64, 1, 16, 0, n, 2);
-  CHECK(whole.norm_fwd.launches == 1);
-  CHECK(whole.norm_bwd.launches == 2);
-  CHECK(whole.norm_fwd.bytes == 2 * 8 * 64 * 2);
-  CHECK(block_kernels(Fusion::Fused, gpt, 8, 64, 1, 16, 0, n, 2).norm_fwd.launches == 1);
+  const BlockKernels rows = block_kernels(Fusion::Engine, gpt, 8, 64, 1, 16, 0, n, whole, 2);
+  CHECK(rows.norm_fwd.launches == 1);
+  CHECK(rows.norm_bwd.launches == 2);
+  CHECK(rows.norm_fwd.bytes == 2 * 8 * 64 * 2);
+  CHECK(block_kernels(Fusion::Fused, gpt, 8, 64, 1, 16, 0, n, whole, 2).norm_fwd.launches == 1);
   // Unfused: each bias added in its own pass (read, write) and summed (read).
   CHECK(u.bias_fwd.bytes == 2 * 8 * 36 * 2);
   CHECK(u.bias_bwd.bytes == 8 * 36 * 2);
@@ -66,8 +71,27 @@ TEST_CASE("kernels: a block's memory-bound kernels at each fusion level, by hand
   CHECK(u.bias_bwd.launches == 4);
   CHECK(f.bias_fwd.launches == 0);  // in the GEMM epilogues
   CHECK(f.bias_fwd.bytes == 0);
-  CHECK(e.bias_fwd.launches == 4);  // the engine's own, charged as epilogues
+  // The engine: every bias in cuBLASLt's epilogue forward, and GELU in
+  // FC1's, which writes GELU's output besides its input (no read of it,
+  // no launch); backward the column sums' own kernels, charged as epilogues.
+  CHECK(e.bias_fwd.launches == 0);
   CHECK(e.bias_fwd.bytes == 0);
+  CHECK(e.bias_in_gemm == std::array<bool, 4>{true, true, true, true});
+  CHECK(e.act_fwd.bytes == 8 * 16 * 2);
+  CHECK(e.act_fwd.launches == 0);
+  CHECK(e.bias_bwd.launches == 4);
+  CHECK(e.bias_bwd.bytes == 0);
+  // Split over X: QKV's and FC1's outputs are partial sums, reduced before
+  // their biases, each then a kernel of its own, and GELU one after FC1's.
+  const BlockKernels x = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 16, 0, n, {false, true, false, true}, 2);
+  CHECK(x.bias_fwd.launches == 2);
+  CHECK(x.bias_in_gemm == std::array<bool, 4>{false, true, false, true});
+  CHECK(x.act_fwd.bytes == 2 * 8 * 16 * 2);
+  CHECK(x.act_fwd.launches == 1);
+  // No bias on FC1: its GELU a kernel of its own, wherever the output is whole.
+  const BlockKernels nb = block_kernels(Fusion::Engine, gpt, 8, 4, 16, 16, 0, {12, 4, 0, 4}, whole, 2);
+  CHECK(nb.bias_fwd.launches == 0);
+  CHECK(nb.act_fwd.launches == 1);
   CHECK(parse_fusion("engine") == Fusion::Engine);
   CHECK_FALSE(parse_fusion("megatron").has_value());
 }
@@ -80,12 +104,13 @@ TEST_CASE("kernels: launches per iteration of the toy, by hand, at each level") 
   // pass without Z. Then the optimizer, once.
   const double fused = 2 * (2 * (10 + 16) + 5 + 3 + 3 + 3) + 1;
   // Engine, one GPU (G_x = 1: each LayerNorm's forward one fused kernel, its
-  // backward 2 as fused's): 4 bias kernels each way, and flash attention's
-  // backward as 3 (dO·O, dK and dV, dQ): block 10 + 4 = 14 forward, 16 + 4
-  // + 2 = 22 backward; the embedding 2 + 1, the final LayerNorm 1 + 2, the
-  // loss 2 + 1; the optimizer as 4 (the norm's squares and their sum, AdamW
-  // on each arena).
-  const double engine = 2 * (2 * (14 + 22) + 3 + 3 + 3 + 3) + 4;
+  // backward 2 as fused's; no output reduced first, so the biases are in the
+  // GEMMs' epilogues and GELU in FC1's): forward 4 GEMMs + attention + 2
+  // LayerNorms + 2 residuals = 9; backward 4 bias kernels and flash
+  // attention's backward as 3 (dO·O, dK and dV, dQ): 16 + 4 + 2 = 22; the
+  // embedding 2 + 1, the final LayerNorm 1 + 2, the loss 2 + 1; the
+  // optimizer as 4 (the norm's squares and their sum, AdamW on each arena).
+  const double engine = 2 * (2 * (9 + 22) + 3 + 3 + 3 + 3) + 4;
   // Unfused: 4 bias kernels each way (block 14 + 20), the embedding 3 + 2,
   // the loss as eight ops forward and three backward.
   const double unfused = 2 * (2 * (14 + 20) + 5 + 3 + 3 + 11) + 1;

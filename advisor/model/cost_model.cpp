@@ -90,10 +90,12 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // The block's linear layers (MODEL.md §1 table), with their GEMMs.
   const auto layers = block_layers(m);
   std::array<double, kBlockLayers> fwd_gemm{}, dgrad_gemm{}, wgrad_gemm{}, bias_columns{};
+  std::array<bool, kBlockLayers> whole{};
   for (int j = 0; j < kBlockLayers; ++j) {
     const LinearLayer& l = layers[j];
     LocalWeight w = local_weight(l, g);
     Axis out_axis = l.transposed ? Axis::Y : Axis::X;  // partial sums of the output
+    whole[j] = g.size(out_axis) == 1;  // (sequence parallel: Y > 1)
     Axis in_axis = l.transposed ? Axis::X : Axis::Y;   // partial sums of the input gradient
     comm(l.name, "fwd weight all-gather", Axis::Z, Coll::AllGather, w.gathered, b, fwd_count, false, Hide::OagForward, j);
     if (sp && !l.transposed)  // the input, out of the split region
@@ -177,7 +179,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // each layer's output columns.
   const bool rms = m.norm == Norm::RmsNorm, swiglu = m.mlp == Mlp::SwiGlu;
   const double qk = m.positions == Positions::Rope ? double(m.heads + m.kv_head_count()) * m.head_size() / g.y : 0;
-  BlockKernels bk = block_kernels(job.fusion, m, t, hx, g.x, fy, qk, bias_columns, b);
+  BlockKernels bk = block_kernels(job.fusion, m, t, hx, g.x, fy, qk, bias_columns, whole, b);
   for (MemoryKernels* k : {&bk.norm_fwd, &bk.norm_bwd, &bk.residual_fwd, &bk.residual_bwd}) k->bytes *= ty / t;
   const char* norm = rms ? "rmsnorm" : "layernorm";
   const double ln_fwd = mem(norm, "fwd", KernelClass::Norm, bk.norm_fwd, 2 * fwd_count);
@@ -196,15 +198,13 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   double columns = 0;
   for (double n : bias_columns) columns += n;
   std::array<double, kBlockLayers> bias_fwd{}, bias_bwd{};
-  if (bk.bias_fwd.launches > 0) {
-    mem("biases", "fwd add", KernelClass::Bias, bk.bias_fwd, fwd_count);
-    mem("biases", "bwd column sums", KernelClass::Bias, bk.bias_bwd, L);
-    for (int j = 0; j < kBlockLayers; ++j) {
-      if (bias_columns[j] == 0) continue;
-      const double share = bias_columns[j] / columns;  // one launch each way
-      bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, 1);
-      bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, 1);
-    }
+  if (bk.bias_fwd.launches > 0) mem("biases", "fwd add", KernelClass::Bias, bk.bias_fwd, fwd_count);
+  if (bk.bias_bwd.launches > 0) mem("biases", "bwd column sums", KernelClass::Bias, bk.bias_bwd, L);
+  for (int j = 0; j < kBlockLayers; ++j) {
+    if (bias_columns[j] == 0) continue;
+    const double share = bias_columns[j] / columns;  // one launch each way where not in the GEMM
+    if (!bk.bias_in_gemm[j]) bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, 1);
+    if (bk.bias_bwd.launches > 0) bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, 1);
   }
   // Exact norms over a hidden split over X. LayerNorm: per-token sum, then
   // centred sum of squares, forward; one reduction of 2t backward. RMSNorm:

@@ -3,9 +3,10 @@
 namespace ff {
 
 BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, int gx, double fy, double qk,
-                           const std::array<double, 4>& bias_columns, int b) {
+                           const std::array<double, 4>& bias_columns, const std::array<bool, 4>& whole, int b) {
   BlockKernels k;
-  // Bytes are the same at every level but the biases': a norm reads x and
+  // Bytes are the same at every level but the biases' (and the engine's
+  // GELU in FC1's epilogue, below): a norm reads x and
   // writes y (its statistics stay on chip), and its backward reads dy and
   // x and writes dx; a residual add reads two and writes one, both ways;
   // GELU reads and writes forward and reads two, writes one backward;
@@ -30,8 +31,13 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, in
   // engine turns both in one kernel.
   if (qk > 0)
     k.rope_fwd = k.rope_bwd = {2 * t * qk * b, f == Fusion::Unfused ? 12.0 : f == Fusion::Engine ? 1.0 : 2.0};
-  double columns = 0, biased = 0;
-  for (double n : bias_columns) columns += n, biased += n > 0;
+  double columns = 0, biased = 0, apart = 0;
+  for (int j = 0; j < 4; ++j) {
+    columns += bias_columns[j], biased += bias_columns[j] > 0;
+    const bool in_gemm = bias_columns[j] > 0 && (f == Fusion::Fused || (f == Fusion::Engine && whole[j]));
+    k.bias_in_gemm[j] = in_gemm;
+    apart += bias_columns[j] > 0 && !in_gemm;
+  }
   switch (f) {
     case Fusion::Unfused:
       // Each bias added in a pass of its own (read and write [t, n]) and its
@@ -41,9 +47,15 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, in
       break;
     case Fusion::Fused: break;  // GEMM epilogues: no pass, no launch
     case Fusion::Engine:
-      // Its own kernels, charged as the epilogues they stand for.
-      k.bias_fwd = {0, biased};
+      // cuBLASLt's epilogue where the output is whole after the GEMM; else
+      // (its partial sums reduced first) a kernel of its own, charged as the
+      // epilogue it stands for. Backward, the column sums' kernels likewise.
+      k.bias_fwd = {0, apart};
       k.bias_bwd = {0, biased};
+      // GELU in FC1's epilogue with its bias: no launch; the GEMM writes
+      // GELU's output besides its input, where a kernel of its own read that
+      // input and wrote the output.
+      if (!glu && k.bias_in_gemm[2]) k.act_fwd = {t * fy * b, 0};
       break;
   }
   return k;

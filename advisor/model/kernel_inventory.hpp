@@ -24,15 +24,20 @@ struct MemoryKernels {
 // slice of hx (one of G_x = gx), an FFN slice of fy, qk values of queries
 // and keys per token (RoPE rotates them; 0 without), and linear layers whose
 // biases span bias_columns output columns each (MODEL.md §1 order: qkv,
-// attn_out, fc1, fc2; 0: no bias), b bytes an element. Per occurrence: each of the two
-// norms and the two residual adds; the activation, the rotation, and the
-// biases of all four linears together once.
+// attn_out, fc1, fc2; 0: no bias), b bytes an element; `whole`: the layers
+// whose output is whole after their GEMM (no partial sums over its axis,
+// which has one rank), so that the engine adds the bias, and GELU after
+// FC1, in the GEMM's epilogue. Per occurrence: each of the two norms and the
+// two residual adds; the activation, the rotation, and the biases of all
+// four linears together once. bias_in_gemm: the layers whose forward bias
+// is in their GEMM at this level (no launch of its own).
 struct BlockKernels {
   MemoryKernels norm_fwd, norm_bwd, residual_fwd, residual_bwd, act_fwd, act_bwd, bias_fwd, bias_bwd, rope_fwd,
       rope_bwd;
+  std::array<bool, 4> bias_in_gemm{};
 };
 BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, int gx, double fy, double qk,
-                           const std::array<double, 4>& bias_columns, int b);
+                           const std::array<double, 4>& bias_columns, const std::array<bool, 4>& whole, int b);
 
 // The block's edges: the embedding's lookup (with learned positions) and its
 // gradient's scatter-add on [t, hx]; the loss over a vocabulary slice vy in

@@ -12,6 +12,7 @@
 #include "engine/runtime/clock.hpp"
 #include "engine/runtime/cublas_api.hpp"
 #include "engine/runtime/cublas_gemm.hpp"
+#include "engine/runtime/cublaslt_gemm.hpp"
 #include "engine/runtime/cuda_check.hpp"
 #include "engine/runtime/huge_pages.hpp"
 
@@ -292,7 +293,7 @@ template <typename T>
 class CudaKernels final : public DeviceKernels<T> {
  public:
   using M = master_t<T>;
-  explicit CudaKernels(CudaDevice& dev) : s_(dev.stream()), blas_(dev.blas()) {
+  explicit CudaKernels(CudaDevice& dev) : s_(dev.stream()), blas_(dev.blas()), epilogue_(dev.stream()) {
     CUDA_CHECK(cudaMalloc(&scalar_, (cuda::kSumOfSquaresWorkspace + 1) * sizeof(double)));
   }
   ~CudaKernels() override {
@@ -314,6 +315,28 @@ class CudaKernels final : public DeviceKernels<T> {
   double gemm_to_master(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
                         M beta, M* C, int ldc) override {
     cuda::gemm(blas_, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return 0;
+  }
+  // cuBLASLt's epilogue where it has one for the case (cublaslt_gemm.hpp:
+  // not fp64, ...); else cuBLAS's GEMM and the element-wise kernels, in the
+  // same launch. GELU in bf16 alone: cuBLASLt does not document its GELU's
+  // accuracy, which bf16's rounding covers (test_cuda_kernels.cpp measures
+  // it) and fp32's may not; fp32 takes the bias epilogue, then the GELU
+  // kernel.
+  double gemm_bias(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                   const T* bias, T* C) override {
+    if (!epilogue_.run(ta, tb, m, n, k, alpha, A, lda, B, ldb, bias, static_cast<T*>(nullptr), C)) {
+      gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, M(0), C, n);
+      add_bias(C, bias, m, n);
+    }
+    return 0;
+  }
+  double gemm_bias_gelu(bool ta, bool tb, int m, int n, int k, M alpha, const T* A, int lda, const T* B, int ldb,
+                        const T* bias, T* pre, T* C) override {
+    if (!std::is_same_v<T, bf16> || !epilogue_.run(ta, tb, m, n, k, alpha, A, lda, B, ldb, bias, pre, C)) {
+      gemm_bias(ta, tb, m, n, k, alpha, A, lda, B, ldb, bias, pre);
+      gelu_forward(pre, C, long(m) * n);
+    }
     return 0;
   }
   void copy(const void* src, void* dst, size_t bytes) override {
@@ -501,6 +524,7 @@ class CudaKernels final : public DeviceKernels<T> {
 
   cudaStream_t s_;
   cublasHandle_t blas_;
+  cuda::EpilogueGemm epilogue_;
   double* scalar_ = nullptr;
   std::vector<DeviceArray> tokens_;
   cuda::EmbeddingRows rows_;  // the embedding's backward

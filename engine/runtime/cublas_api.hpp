@@ -3,7 +3,9 @@
 // process that starts about 0.3 s of CPU in cuBLASLt's static initialisers,
 // GPU or not: every cpu and paced engine run, every measure run, each rank
 // of each of the test suite's mpirun launches. Only the cuda device and
-// measure's GEMM sweep call it, through these entry points.
+// measure's GEMM sweep call it, through these entry points. cuBLASLt (the
+// GEMMs with epilogues) likewise, on the cuda device's first bf16 or fp32 one.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 namespace ff::cuda {
@@ -32,5 +34,23 @@ struct Cublas {
 // toolkit's lib64), opened on the first call. Fatal, with the loader's
 // reason, where it cannot be opened or lacks an entry point.
 const Cublas& cublas();
+
+struct CublasLt {
+  decltype(&cublasLtCreate) create;
+  decltype(&cublasLtDestroy) destroy;
+  decltype(&cublasLtMatmulDescCreate) desc_create;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&cublasLtMatmul) matmul;
+};
+
+// libcublasLt.so.<major>, found and opened as cublas() opens cuBLAS.
+const CublasLt& cublaslt();
 
 }  // namespace ff::cuda

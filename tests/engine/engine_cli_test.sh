@@ -316,9 +316,11 @@ assert abs(r["steps"][-1]["device_s"] / p - 1) < 1e-9, (r["steps"][-1]["device_s
 # engine's glue (class copy: stage and recompute copies) has no advisor
 # term, and the advisor's launch-bound wait no kernel. GPT and the
 # Llama-style model, on one rank (whole rows) and split over X and Y, with
-# each kind of recompute.
+# each kind of recompute; GPT split over Y alone, where QKV's and FC1's
+# outputs are whole (their biases, and GELU, in the GEMMs' epilogues) and
+# the out-projection's and FC2's partial sums are reduced before their biases.
 for spec in "$tiny|1|1,1,1,1|none" "$tiny|1|1,1,1,1|full" "$llama|1|1,1,1,1|selective" "$tiny|4|2,2,1,1|none" \
-  "$llama|4|2,2,1,1|full"; do
+  "$llama|4|2,2,1,1|full" "$tiny|2|1,2,1,1|none"; do
   IFS='|' read -r m n grid rc <<<"$spec"
   expect 0 'final loss' -- $run "$n" "$engine" --model "$m" --grid "$grid" --micro-batch 2 --batch 4 --recompute "$rc" \
     --steps 2 --record "$tmp/classes.json"
