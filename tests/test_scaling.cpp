@@ -4,6 +4,7 @@
 // points, band, MFU marks and shares at hand-worked coordinates.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <regex>
 #include <string>
@@ -177,25 +178,34 @@ TEST_CASE("range: each kind of term at its stated error, by hand on one GPU; wid
   CHECK(range_basis(m) == "compute ±0%, intra-node ±0%, inter-node ±10% (±30% beyond 2 nodes): the profile's stated errors");
 }
 
+// Three points at 64, 128 and 256 GPUs: tokens/s 1e5, 2e5, 4e5 with bands
+// ×0.8 and ×1.2, the given MFU, named grid0..grid2.
+std::vector<ScalingPlotPoint> three_points(const std::array<double, 3>& mfu) {
+  std::vector<ScalingPlotPoint> pts;
+  for (int i = 0; i < 3; ++i) {
+    ScalingPlotPoint q;
+    q.gpus = 64LL << i;
+    q.found = true;
+    q.tokens_per_s = 1e5 * double(1 << i);
+    q.tokens_per_s_low = 0.8 * q.tokens_per_s;
+    q.tokens_per_s_high = 1.2 * q.tokens_per_s;
+    q.mfu = mfu[size_t(i)];
+    q.label = "grid" + std::to_string(i);
+    pts.push_back(q);
+  }
+  return pts;
+}
+
 TEST_CASE("scaling picture: points, band, MFU and shares at hand-worked coordinates; a gap breaks the line") {
   // Tokens/s 1e5, 2e5, 4e5 with bands ×0.8 and ×1.2: the log axis runs from
   // 5e4 (the 1-2-5 value under 8e4) to 5e5 (over 4.8e5), one decade, so
   // y = 100 + 280·(1 − log10(v / 5e4)). x = 96 + 42 + 84·log2(N / 64).
   // MFU 0.50, 0.45, 0.40: its axis tops at 50%, y = 100 + 280·(1 − mfu/0.5).
-  std::vector<ScalingPlotPoint> pts;
   const double tps[] = {1e5, 2e5, 4e5}, mfu[] = {0.5, 0.45, 0.4};
-  for (int i = 0; i < 3; ++i) {
-    ScalingPlotPoint q;
-    q.gpus = 64LL << i;
-    q.found = true;
-    q.tokens_per_s = tps[i];
-    q.tokens_per_s_low = 0.8 * tps[i];
-    q.tokens_per_s_high = 1.2 * tps[i];
-    q.mfu = mfu[i];
-    q.label = "grid" + std::to_string(i);
+  std::vector<ScalingPlotPoint> pts = three_points({mfu[0], mfu[1], mfu[2]});
+  for (ScalingPlotPoint& q : pts) {
     q.parts[0] = 3;  // compute 3 s, exposed x 1 s: shares 75% and 25%
     q.parts[1] = 1;
-    pts.push_back(q);
   }
   auto x = [](int k) { return 138.0 + 84 * k; };
   auto y = [](double v) { return 100 + 280 * (1 - std::log10(v / 5e4)); };
@@ -258,19 +268,7 @@ TEST_CASE("scaling picture: a grid's name moves under the band where the MFU mar
   // 100 + 280·(1 − 0.42) = 262.4: under the text, so the name goes 8 px under
   // the band, baseline y(8e4) + 16 = 338.85. At 128 GPUs MFU 0.45 (y 128)
   // leaves the name over its band, baseline y(2.4e5) − 8 = 181.26.
-  std::vector<ScalingPlotPoint> pts;
-  const double tps[] = {1e5, 2e5, 4e5}, mfu[] = {0.21, 0.45, 0.4};
-  for (int i = 0; i < 3; ++i) {
-    ScalingPlotPoint q;
-    q.gpus = 64LL << i;
-    q.found = true;
-    q.tokens_per_s = tps[i];
-    q.tokens_per_s_low = 0.8 * tps[i];
-    q.tokens_per_s_high = 1.2 * tps[i];
-    q.mfu = mfu[i];
-    q.label = "grid" + std::to_string(i);
-    pts.push_back(q);
-  }
+  std::vector<ScalingPlotPoint> pts = three_points({0.21, 0.45, 0.4});
   const std::string svg = scaling_svg(pts, "t", "band");
   const auto mark = numbers(svg, "<rect x=\"135.0\" y=\"([0-9.]+)\" width=\"6\" height=\"6\"");
   REQUIRE(mark.size() == 1);
