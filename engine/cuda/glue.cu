@@ -12,10 +12,13 @@ namespace ff::cuda {
 
 namespace {
 
-template <typename T, typename M = master_t<T>>
-__global__ void add_kernel(const T* a, const T* b, T* out, size_t n, bool aligned) {
+// out = a + b, kPack<T> values a thread (T the training dtype; a, b and out
+// in T or its master type M): add's residual sum, and accumulate's acc += x
+// in place.
+template <typename T, typename A, typename B, typename O>
+__global__ void sum_kernel(const A* a, const B* b, O* out, size_t n, bool aligned) {
   const Pack<T> p(n, aligned);
-  M x[kPack<T>], y[kPack<T>];
+  master_t<T> x[kPack<T>], y[kPack<T>];
   load_pack(a + p.i0, x, p.count, p.vec);
   load_pack(b + p.i0, y, p.count, p.vec);
 #pragma unroll
@@ -23,29 +26,11 @@ __global__ void add_kernel(const T* a, const T* b, T* out, size_t n, bool aligne
   store_pack(out + p.i0, x, p.count, p.vec);
 }
 
-template <typename T, typename M = master_t<T>>
-__global__ void accumulate_kernel(M* acc, const T* x, size_t n, bool aligned) {
+// out = x in another dtype (widen: T to M; narrow: M to T, rounded).
+template <typename T, typename From, typename To>
+__global__ void convert_kernel(const From* x, To* out, size_t n, bool aligned) {
   const Pack<T> p(n, aligned);
-  M a[kPack<T>], v[kPack<T>];
-  load_pack(acc + p.i0, a, p.count, p.vec);
-  load_pack(x + p.i0, v, p.count, p.vec);
-#pragma unroll
-  for (int k = 0; k < kPack<T>; ++k) a[k] += v[k];
-  store_pack(acc + p.i0, a, p.count, p.vec);
-}
-
-template <typename T, typename M = master_t<T>>
-__global__ void widen_kernel(const T* x, M* out, size_t n, bool aligned) {
-  const Pack<T> p(n, aligned);
-  M v[kPack<T>];
-  load_pack(x + p.i0, v, p.count, p.vec);
-  store_pack(out + p.i0, v, p.count, p.vec);
-}
-
-template <typename T, typename M = master_t<T>>
-__global__ void narrow_kernel(const M* x, T* out, size_t n, bool aligned) {
-  const Pack<T> p(n, aligned);
-  M v[kPack<T>];
+  master_t<T> v[kPack<T>];
   load_pack(x + p.i0, v, p.count, p.vec);
   store_pack(out + p.i0, v, p.count, p.vec);
 }
@@ -128,19 +113,19 @@ void* column_sum_workspace(size_t bytes) {
 
 template <typename T>
 void add(const T* a, const T* b, T* out, size_t n, Stream s) {
-  if (n > 0) add_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(a, b, out, n, aligned16({a, b, out}));
+  if (n > 0) sum_kernel<T><<<pack_blocks<T>(n), kThreads, 0, s>>>(a, b, out, n, aligned16({a, b, out}));
 }
 template <typename T>
 void accumulate(master_t<T>* acc, const T* x, size_t n, Stream s) {
-  if (n > 0) accumulate_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(acc, x, n, aligned16({acc, x}));
+  if (n > 0) sum_kernel<T><<<pack_blocks<T>(n), kThreads, 0, s>>>(acc, x, acc, n, aligned16({acc, x}));
 }
 template <typename T>
 void widen(const T* x, master_t<T>* out, size_t n, Stream s) {
-  if (n > 0) widen_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
+  if (n > 0) convert_kernel<T><<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
 }
 template <typename T>
 void narrow(const master_t<T>* x, T* out, size_t n, Stream s) {
-  if (n > 0) narrow_kernel<<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
+  if (n > 0) convert_kernel<T><<<pack_blocks<T>(n), kThreads, 0, s>>>(x, out, n, aligned16({x, out}));
 }
 template <typename T>
 void add_bias(T* out, const T* bias, long rows, long n, Stream s) {

@@ -187,8 +187,7 @@ __global__ void add_norm_partials_kernel(const M* part, long chunks, long H, lon
 // row allows and the fewest register vectors V (up to 4) that hold a row.
 template <typename T, class F>
 void with_row_shape(long H, std::initializer_list<const void*> ptrs, F f) {
-  bool aligned = H % kPack<T> == 0;
-  for (const void* p : ptrs) aligned = aligned && (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0);
+  const bool aligned = H % kPack<T> == 0 && aligned16(ptrs);  // (a null β counts as aligned)
   const auto regs = [&]<int W>() {
     const long per_thread = (H / W + kThreads - 1) / kThreads;
     if (per_thread <= 1) f.template operator()<W, 1>();
