@@ -3,10 +3,22 @@
 // with no parameter of its own. The table, with its sources and what was
 // inferred, is tests/fixtures/published_runs.json; the rules:
 //
-// * MosaicML llm-foundry (FSDP FULL_SHARD on H100, dgx-h100): the shards are
+// * MosaicML llm-foundry (FSDP FULL_SHARD; H100 on dgx-h100, A100 on
+//   dgx-a100 with the 40 GB part's HBM where the row ran it): the shards are
 //   the Z axis over every GPU (G_z = GPUs), prefetched all-gathers and
 //   overlapped reduce-scatters (OAG, ORS), PyTorch kernels (unfused); the
 //   measured time is the batch's tokens over the published tokens/s.
+// * Megatron-LM SC'21, Table 1 (Selene, dgx-a100): TP on Y, PP stages
+//   (interleaved where the script sets it), DP; fp16, full recompute,
+//   unfused attention with dropout (2021: no flash), fused kernels, blocking
+//   stage messages and TP all-reduces; ODP where the script runs PyTorch's
+//   DDP ("torch"), none under Megatron's "local" DDP, which reduces after
+//   the backward. Measured time = Narayanan's FLOPs with the recomputed
+//   forward / published FLOP/s.
+// * Korthikanti et al. (Selene, dgx-a100): TP 8 with sequence parallelism,
+//   selective recompute, PP, one data-parallel rank, micro-batch 1, fp16,
+//   blocking stage messages, no interleaving (not published); the published
+//   iteration time.
 // * Megatron-LM's README, H100 weak scaling (dgx-h100): TP on Y with sequence
 //   parallelism, PP stages, DP; micro-batch 1, no recompute, the distributed
 //   optimizer (ZeRO-1),
@@ -28,8 +40,8 @@
 //   the rows with a published batch are priced at `recommend`'s best with
 //   recompute on and no stages; FLOPs as above.
 //
-// Rows of other machines (Selene, Jean Zay, MosaicML's A100 clusters) have
-// no bundled profile and are left out.
+// Rows of other machines (Jean Zay), and Selene's rows whose micro-batch and
+// recompute are not published (MT-NLG), are left out.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -79,8 +91,17 @@ ModelSpec model_of(const nlohmann::json& r, bool unfused_attention) {
   return model_from_json(spec, "published_runs.json");
 }
 
-double price(const Job& job, const char* machine, const Config& c) {
-  return predict_estimate(job, load_machine(machine), c).time_s;
+double price(const Job& job, const MachineProfile& machine, const Config& c) {
+  return predict_estimate(job, machine, c).time_s;
+}
+double price(const Job& job, const char* machine, const Config& c) { return price(job, load_machine(machine), c); }
+
+// A DGX A100 node as the row's GPU has it: the 40 GB part's HBM (NVIDIA A100
+// datasheet, SXM4 40 GB: 1,555 GB/s); the rest of the machine the same.
+MachineProfile dgx_a100(const std::string& gpu) {
+  MachineProfile m = load_machine("dgx-a100");
+  if (gpu == "A100-40GB") m.hbm_bandwidth = 1555e9, m.hbm_capacity = 40.0 * 1073741824;
+  return m;
 }
 
 std::vector<Priced> price_published_runs() {
@@ -95,7 +116,7 @@ std::vector<Priced> price_published_runs() {
     Job job;
     job.gpus = G;
     Config c;
-    if (starts(id, "zero3-mosaic-h100-")) {
+    if (starts(id, "zero3-mosaic-")) {
       p.source = "MosaicML";
       job.model = model_of(r, false);
       job.batch = r.at("global_batch_sequences");
@@ -105,7 +126,33 @@ std::vector<Priced> price_published_runs() {
       c.recompute = parse_recompute(r.at("recompute"));
       c.overlap.oag = c.overlap.ors = true;
       p.measured_s = meas.at("iteration_s");
-      p.predicted_s = price(job, "dgx-h100", c);
+      p.predicted_s = starts(id, "zero3-mosaic-h100-") ? price(job, "dgx-h100", c) : price(job, dgx_a100(r.at("gpu")), c);
+    } else if (starts(id, "megatron-sc21-")) {
+      p.source = "Megatron-LM SC'21";
+      job.model = model_of(r, true);
+      job.batch = r.at("global_batch_sequences");
+      job.dtype = c.dtype = Dtype::FP16;
+      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.virtual_stages = r.at("virtual_stages");
+      c.micro_batch = r.at("micro_batch");
+      c.recompute = Recompute::Full;
+      c.overlap.odp = r.at("ddp") == "torch";
+      job.blocking_messages = true;
+      const double tflops = meas.at("tflops_per_gpu");
+      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.predicted_s = price(job, dgx_a100(r.at("gpu")), c);
+    } else if (starts(id, "megatron-korthikanti-") && meas.at("iteration_s").is_number()) {
+      p.source = "Korthikanti et al.";
+      job.model = model_of(r, true);
+      job.batch = r.at("global_batch_sequences");
+      job.dtype = c.dtype = Dtype::FP16;
+      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.micro_batch = r.at("micro_batch");
+      c.recompute = Recompute::Selective;
+      c.sequence_parallel = true;
+      job.blocking_messages = true;
+      p.measured_s = meas.at("iteration_s");
+      p.predicted_s = price(job, dgx_a100(r.at("gpu")), c);
     } else if (starts(id, "megatron-readme-h100-")) {
       p.source = "Megatron-LM README";
       job.model = model_of(r, false);
@@ -165,51 +212,65 @@ std::vector<Priced> price_published_runs() {
 
 }  // namespace
 
+// One global factor on every prediction (what no published kernel rate
+// explains: clocks under load, data loading, framework overheads), fitted as
+// a geometric mean of measured / predicted on one half of the rows and
+// applied to the other: two folds of alternate rows, so every row is scored
+// out of sample. Returns each row's error under the other fold's factor.
+std::vector<double> two_fold_errors(const std::vector<Priced>& runs, double factor[2]) {
+  for (int fold = 0; fold < 2; ++fold) {
+    double log_sum = 0;
+    int n = 0;
+    for (size_t i = fold; i < runs.size(); i += 2) log_sum += std::log(runs[i].measured_s / runs[i].predicted_s), ++n;
+    factor[fold] = std::exp(log_sum / n);
+  }
+  std::vector<double> err(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) err[i] = factor[1 - i % 2] * runs[i].predicted_s / runs[i].measured_s - 1;
+  return err;
+}
+
 TEST_CASE("published runs: priced with no per-run parameter") {
   const std::vector<Priced> runs = price_published_runs();
-  std::map<std::string, std::vector<double>> abs_by_family, signed_by_family;
+  double factor[2];
+  const std::vector<double> held = two_fold_errors(runs, factor);
+  std::map<std::string, std::vector<double>> abs_by_family, signed_by_family, held_abs, held_signed;
   std::map<std::string, int> by_source;
   std::string table;
-  for (const Priced& p : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Priced& p = runs[i];
     CHECK(std::isfinite(p.predicted_s));
     CHECK(p.predicted_s > 0);
     abs_by_family[p.family].push_back(std::abs(p.error()));
     signed_by_family[p.family].push_back(p.error());
+    held_abs[p.family].push_back(std::abs(held[i]));
+    held_signed[p.family].push_back(held[i]);
     ++by_source[p.source];
     char line[200];
-    std::snprintf(line, sizeof line, "%-44s %-9s %10.3f %10.3f %+7.1f%%\n", p.id.c_str(), p.family.c_str(),
-                  p.measured_s, p.predicted_s, 100 * p.error());
+    std::snprintf(line, sizeof line, "%-44s %-9s %10.3f %10.3f %+7.1f%% %+7.1f%%\n", p.id.c_str(), p.family.c_str(),
+                  p.measured_s, p.predicted_s, 100 * p.error(), 100 * held[i]);
     table += line;
   }
-  MESSAGE("\n" << table);
+  MESSAGE("\nrow  family  measured s  predicted s  error  error under the other half's factor\n" << table);
   CHECK(runs.size() >= 30);
   CHECK(by_source.size() >= 4);
-  // What each family holds today (advisor/results/2026-11-27-kernels.md);
-  // the aim is 10% in each. Megatron's H100 rows: with sequence parallelism,
-  // TP overlap and Megatron-Core's DP buckets priced, 32B is still 38% too
-  // slow (its data-parallel reduce-scatter over 48 nodes is mostly exposed
-  // under 4 micro-steps) and 1.7B 17% too fast; FSDP's single-node rows are
-  // 18-36% slower than any published kernel rate explains (too fast).
-  const std::map<std::string, double> bound = {{"axonn", 0.10}, {"megatron", 0.15}, {"zero3", 0.25}};
+  MESSAGE("global factor " << factor[0] << " (even rows), " << factor[1] << " (odd rows)");
+  // As priced, with no factor (advisor/results/2026-11-28-published-runs.md):
+  // everything but AxoNN's runs is 10-20% faster than measured, the same
+  // on A100 and H100, Selene and MosaicML alike; MosaicML's H100 FSDP rows
+  // 20-36%.
+  const std::map<std::string, double> bound = {{"axonn", 0.10}, {"megatron", 0.15}, {"zero3", 0.20}};
   for (const auto& [family, errs] : abs_by_family) {
     const double med = ff::median(errs), sgn = ff::median(signed_by_family[family]);
-    MESSAGE(family << ": " << errs.size() << " rows, median |error| " << 100 * med << "%, median signed "
-                   << 100 * sgn << "%");
+    const double hmed = ff::median(held_abs[family]), hsgn = ff::median(held_signed[family]);
+    MESSAGE(family << ": " << errs.size() << " rows, median |error| " << 100 * med << "%, signed " << 100 * sgn
+                   << "%; under the other half's factor " << 100 * hmed << "%, signed " << 100 * hsgn << "%");
     CHECK(med <= bound.at(family));
+    // MODEL.md §8's aim: each family within 10% once one global factor,
+    // fitted on the other half, is applied.
+    CHECK(hmed <= 0.10);
   }
   // AxoNN's own runs, the advisor's kind of pick: neither faster nor slower
-  // on the median by more than 10%.
+  // on the median by more than 10%, as priced and under the factor.
   CHECK(std::abs(ff::median(signed_by_family["axonn"])) <= 0.10);
-  // A global factor on every prediction (what no published kernel rate
-  // explains: clocks under load, framework overheads), fitted on alternate
-  // rows as a geometric mean, scored on the others.
-  double log_sum = 0;
-  int n_fit = 0;
-  for (size_t i = 0; i < runs.size(); i += 2) log_sum += std::log(runs[i].measured_s / runs[i].predicted_s), ++n_fit;
-  const double factor = std::exp(log_sum / n_fit);
-  std::vector<double> held;
-  for (size_t i = 1; i < runs.size(); i += 2) held.push_back(std::abs(factor * runs[i].predicted_s / runs[i].measured_s - 1));
-  MESSAGE("global factor " << factor << " fitted on " << n_fit << " rows; the other " << held.size()
-                           << ": median |error| " << 100 * ff::median(held) << "%");
-  CHECK(ff::median(held) <= 0.15);
+  CHECK(std::abs(ff::median(held_signed["axonn"])) <= 0.10);
 }
