@@ -517,6 +517,38 @@ TEST_CASE("with a base profile: measured sections replace, the rest stays, unmea
   CHECK(j["raw"]["backend"] == "nccl");
 }
 
+TEST_CASE("switch groups: the node link from groups inside one, the uplink from one crossing, each entry's crossings") {
+  // 4 nodes × 2 ranks in switch groups of 2 nodes (measure --nodes-per-group
+  // 2). Size 2 over nodes 0-1 and 2-3 stays in its switch group (0 rings an
+  // uplink); size 4 over all four crosses each uplink: 1 ring, or 2 where 2
+  // groups share every node.
+  ff::Measurement m = run_of("mpi", 8, 2, "mpirun -np 8 measure --nodes-per-group 2");
+  m.nodes_per_group = 2;
+  add_sweep(m, ff::Coll::AllReduce, intra(1, 2), 20 * us, 5 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(1, 2), 100 * us, 0.05 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(1, 4), 150 * us, 0.01 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(2, 4), 120 * us, 0.008 * GB);
+  const nlohmann::json j = ff::calibrate_profile(ff::profile_json("cpu-8x2core"), m, "two-level");
+  const nlohmann::json& t = j["inter_node"]["table"];
+  CHECK(entry(t, "groups_per_node", 1, 2)["rings_per_uplink"] == 0);
+  CHECK(entry(t, "groups_per_node", 1, 4)["rings_per_uplink"] == 1);
+  CHECK(entry(t, "groups_per_node", 2, 4)["rings_per_uplink"] == 2);
+  // The node's link: the group that stays inside; the uplink: the one ring
+  // crossing it alone (the fewest rings an uplink), 1 × 0.01 GB/s.
+  CHECK(j["inter_node"]["node_busbw_GBps"].get<double>() == rel(0.05, 1e-9));
+  CHECK(j["switch_groups"]["global_busbw_GBps"].get<double>() == rel(0.01, 1e-9));
+  CHECK(j["switch_groups"]["alpha_us"].get<double>() == rel(150, 1e-9));
+  // Priced back: 2 groups of 4 ranks one a node, stride 2 on 8 ranks, cross
+  // each uplink 2 at a time, as the (2, 4) entry was timed: its own α 120 µs
+  // and 0.008 GB/s, not the tier's α 150 µs and share 0.01 / 2 GB/s.
+  const ff::MachineProfile p = ff::machine_from_json(j, "two-level.json");
+  const ff::AxisLink l = ff::axis_link(p, 8, 2, 4);
+  REQUIRE(l.rings_per_uplink == 2);
+  const double bytes = 4194304;  // a measured size
+  CHECK(ff::collective_time(ff::Coll::AllReduce, bytes, l) ==
+        rel(fftest::hand_all_reduce(4, bytes, 120 * us, 0.008 * GB), 1e-9));
+}
+
 // A GPU's own kernels (measure --model on the nccl backend), made from a
 // curve and bandwidths chosen here: calibrate recovers them.
 TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the element-wise efficiency, the launch") {

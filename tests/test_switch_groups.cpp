@@ -105,6 +105,29 @@ TEST_CASE("switch groups: a measured curve is slowed to the uplink's share") {
   CHECK(collective_time(Coll::AllReduce, 64e6, l) == rel(hand_all_reduce(8, 64e6, 20e-6, 40e9)));
 }
 
+TEST_CASE("switch groups: a curve timed at the same crossing count already holds the uplink") {
+  // The same curve, an all-reduce of 8 ranks over both groups (α 10 µs,
+  // 80 GB/s as measured), stated as timed with 1 ring an uplink: a group
+  // priced crossing each uplink once takes it as it is.
+  MachineProfile p = two_level(1, 4);
+  LinkParams m = fftest::measured(10e-6, 80e9);
+  auto c = std::make_shared<MeasuredCurve>();
+  c->bytes = {1e6, 64e6};
+  c->seconds = {hand_all_reduce(8, 1e6, 10e-6, 80e9), hand_all_reduce(8, 64e6, 10e-6, 80e9)};
+  c->alpha_s = 10e-6, c->busbw = 80e9;
+  m.by_op[0] = true, m.op_alpha_s[0] = 10e-6, m.op_busbw[0] = 80e9;
+  m.curve[0] = c;
+  m.rings_per_uplink = 1;
+  p.inter = {{1, 8, m, 1}};
+  const AxisLink l = axis_link(p, 8, 1, 8);
+  REQUIRE(l.rings_per_uplink == 1);
+  CHECK(collective_time(Coll::AllReduce, 64e6, l) == rel(hand_all_reduce(8, 64e6, 10e-6, 80e9)));
+  // Timed with 2 rings an uplink and priced at 1: the tier's bound again
+  // (α 20 µs, busbw min(80, 40 / 1) = 40 GB/s).
+  p.inter[0].link.rings_per_uplink = 2;
+  CHECK(collective_time(Coll::AllReduce, 64e6, axis_link(p, 8, 1, 8)) == rel(hand_all_reduce(8, 64e6, 20e-6, 40e9)));
+}
+
 TEST_CASE("switch groups: pipeline pairs crossing an uplink share it") {
   // 1 GPU a node, 4 nodes a group, 16 ranks, 4 stages of stride 4: pairs
   // (r, r+4). Group 1 (ranks 4-7) has 4 pairs to group 0 and 4 to group 2:
@@ -145,6 +168,16 @@ TEST_CASE("switch groups: the profile section") {
   bad = j;
   bad["switch_groups"]["global_busbw_GBps"] = -1;
   CHECK(fftest::contains(error_of(bad), "switch_groups.global_busbw_GBps"));
+  // A cross-node entry says how many rings shared each uplink as it was timed.
+  nlohmann::json entry = {{"groups_per_node", 2}, {"size", 4}, {"alpha_us", 10}, {"busbw_GBps", 5},
+                          {"rings_per_uplink", 2}};
+  nlohmann::json with = j;
+  with["inter_node"]["table"] = nlohmann::json::array({entry});
+  CHECK(machine_from_json(with, "t.json").inter.at(0).link.rings_per_uplink == 2);
+  with["inter_node"]["table"][0].erase("rings_per_uplink");
+  CHECK(machine_from_json(with, "t.json").inter.at(0).link.rings_per_uplink == -1);
+  with["inter_node"]["table"][0]["rings_per_uplink"] = -1;
+  CHECK(fftest::contains(error_of(with), "inter_node.table[0].rings_per_uplink"));
   // Without the section: no tier.
   j.erase("switch_groups");
   CHECK(machine_from_json(j, "t.json").switch_groups.nodes_per_group == 0);

@@ -234,7 +234,8 @@ void keep_unmeasured(nlohmann::json& table, const nlohmann::json& base_section, 
 // A tier's table: the fitted entries, keyed by stride (intra) or
 // groups_per_node and members_per_node (inter) and size, then the base's
 // entries not measured.
-nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::json& base, const char* section) {
+nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::json& base, const char* section,
+                          const Measurement& m) {
   const std::string key = std::string(section) == "intra_node" ? "stride" : "groups_per_node";
   nlohmann::json table = nlohmann::json::array();
   std::set<GeometryKey> measured;
@@ -243,6 +244,7 @@ nlohmann::json tier_table(const std::vector<GeometryFit>& fits, const nlohmann::
     e[key] = std::get<0>(key_of(f.g));
     e["size"] = f.g.size;
     if (f.g.inter) e["members_per_node"] = f.g.members_per_node;
+    if (f.g.inter && m.nodes_per_group > 0) e["rings_per_uplink"] = rings_per_uplink(f.g, m.nodes, m.nodes_per_group);
     table.push_back(e);
     measured.insert(key_of(f.g));
   }
@@ -268,7 +270,7 @@ void fit_intra(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  "default = the measured entry of stride " + std::to_string(def->g.stride) + ", size " +
                  std::to_string(def->g.size) + " (stride 1, smallest size, when measured)."},
       {"default", {{"alpha_us", def->fit.link.alpha_s / us}, {"busbw_GBps", def->fit.link.busbw / GB}}},
-      {"table", tier_table(fits, base, "intra_node")}};
+      {"table", tier_table(fits, base, "intra_node", m)}};
   add_by_op(p["intra_node"]["default"], *def, 1);
 }
 
@@ -346,7 +348,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
         {"ll_alpha_us", rings.link.ll_alpha_s / us},
         {"call_us", rings.link.call_s / us},
         {"fit", fit_json(rings)},
-        {"table", tier_table(fits, base, "inter_node")}};
+        {"table", tier_table(fits, base, "inter_node", m)}};
     return;
   }
   p["inter_node"] = {
@@ -360,7 +362,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
                  "size)." + not_at_scale},
       {"node_busbw_GBps", node->fit.link.busbw * node->g.groups_per_node / GB},
       {"alpha_us", node->fit.link.alpha_s / us},
-      {"table", tier_table(fits, base, "inter_node")}};
+      {"table", tier_table(fits, base, "inter_node", m)}};
   add_by_op(p["inter_node"], *node, node->g.groups_per_node);
 }
 

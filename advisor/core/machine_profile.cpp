@@ -217,7 +217,8 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
     for (size_t i = 0; i < t.size(); ++i) {
       Fields e(t[i], origin, inter.path("table") + "[" + std::to_string(i) + "]");
       InterEntry x{int(e.integer("groups_per_node", 1)), int(e.integer("size", 2)),
-                   link_from(e, "busbw_GBps", {"groups_per_node", "size", "members_per_node"})};
+                   link_from(e, "busbw_GBps", {"groups_per_node", "size", "members_per_node", "rings_per_uplink"})};
+      if (e.has("rings_per_uplink")) x.link.rings_per_uplink = int(e.integer("rings_per_uplink", 0));
       x.link.measured_here = inter.has("kind") && inter.string("kind") == "measured";
       x.members_per_node = int(e.integer_or("members_per_node", 1, 1));
       if (x.members_per_node >= x.size)

@@ -49,6 +49,10 @@ struct LinkParams {
   // step at half the bandwidth), taken where it is faster. 0: none.
   double call_s = 0;
   double ll_alpha_s = 0;
+  // A table entry measured on switch groups (MODEL.md §2, "Switch groups"):
+  // how many rings shared each uplink while it was timed. A group priced at
+  // that count has the uplink in its figures already. -1: not stated.
+  int rings_per_uplink = -1;
 };
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);

@@ -124,6 +124,9 @@ LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, in
 
 void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int rings) {
   if (sg.nodes_per_group <= 0 || rings <= 0 || size <= 1) return;
+  // Timed on this fabric with as many rings sharing each uplink: the
+  // measurement already holds the uplink, its sharing and its latency.
+  if (l.rings_per_uplink == rings) return;
   // Each ring laid along the ranks leaves a switch group once and comes back
   // once: it takes one share of the uplink each way, as a node's ring takes
   // one share of its NIC (the ring rule, one tier up).
