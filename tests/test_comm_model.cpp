@@ -456,3 +456,30 @@ TEST_CASE("comm: LinkCache returns what axis_link computes") {
     CHECK(c.inter.busbw == a.inter.busbw);
   }
 }
+
+TEST_CASE("comm: a tensor axis' groups of other pipeline stages do not share a node's link with its own") {
+  // 8 ranks, 2 a node, stages alternate within a node (stride 1, 2 stages).
+  // Size 4, stride 2: {0,2,4,6} is stage 0's, {1,3,5,7} stage 1's; each node
+  // holds one member of each: 2 groups a node, 1 of each stage.
+  CHECK(group_geometry(8, 2, 2, 4).groups_per_node == 2);
+  CHECK(group_geometry(8, 2, 2, 4, Stages{1, 2}).groups_per_node == 1);
+  // Stages in blocks of 4 ranks (stride 4): {0,2} and {1,3} (stage 0) share
+  // nodes 0-1, {4,6} and {5,7} (stage 1) nodes 2-3: 2 a node either way.
+  CHECK(group_geometry(8, 2, 2, 2, Stages{4, 2}).groups_per_node == 2);
+  // 16 ranks, 4 a node, size 2 stride 4 ({r, r+4}), 4 stages of stride 1:
+  // node 0 holds ranks 0-3, one group of each stage: 1; stages of stride 2
+  // (ranks 0,1 stage 0; 2,3 stage 1): 2 of one stage.
+  CHECK(group_geometry(16, 4, 4, 2).groups_per_node == 4);
+  CHECK(group_geometry(16, 4, 4, 2, Stages{1, 4}).groups_per_node == 1);
+  CHECK(group_geometry(16, 4, 4, 2, Stages{2, 2}).groups_per_node == 2);
+
+  // Through the links: node_busbw / c with c = 1, the cache keyed by the stages too.
+  const MachineProfile p = fftest::toy_machine(2);  // α 10 µs, 80 GB/s a node
+  const AxisLink apart = axis_link(p, 8, 2, 4), staged = axis_link(p, 8, 2, 4, Stages{1, 2});
+  CHECK(collective_time(Coll::AllReduce, 64e6, apart) == rel(hand_all_reduce(4, 64e6, 10e-6, 40e9)));
+  CHECK(collective_time(Coll::AllReduce, 64e6, staged) == rel(hand_all_reduce(4, 64e6, 10e-6, 80e9)));
+  LinkCache cache(p, 8);
+  CHECK(cache.get(2, 4).groups_per_node == 2);
+  CHECK(cache.get(2, 4, Stages{1, 2}).groups_per_node == 1);
+  CHECK(cache.get(2, 4).groups_per_node == 2);
+}

@@ -455,6 +455,25 @@ TEST_CASE("cost: placement links of a grid on the Perlmutter-like profile") {
   }
 }
 
+TEST_CASE("cost: placement links count a tensor axis' groups per stage, the data axis' over every stage") {
+  const MachineProfile p = fftest::toy_machine(4);  // node link 80 GB/s, shared as 80 / c
+  // 1,1,4,2 with 2 stages on 16 ranks, 4 a node, order xypdz: P stride 1,
+  // D stride 2, Z stride 4. Z's groups {r, r+4, r+8, r+12}, r = 0…3, each
+  // with one member on node 0, whose ranks 0-3 are stages 0, 1, 0, 1: 2
+  // groups of each stage, so c = 2, not 4.
+  auto links = placement_links(p, Grid{1, 1, 4, 2, 2}, parse_order("xypdz"));
+  CHECK(links[int(Axis::Z)].groups_per_node == 2);
+  CHECK(links[int(Axis::Z)].inter.busbw == rel(80e9 / 2));
+  // One stage, D of 4 in its place: all 4 groups are its own.
+  CHECK(placement_links(p, Grid{1, 1, 4, 4, 1}, parse_order("xypdz"))[int(Axis::Z)].groups_per_node == 4);
+  // The data axis counts every stage's groups: its reductions meet at the
+  // end of the step. 1,1,2,4 with 2 stages, order xypzd: D stride 4,
+  // {r, r+4, r+8, r+12}, node 0's ranks in stages 0, 1, 0, 1: c = 4.
+  links = placement_links(p, Grid{1, 1, 2, 4, 2}, parse_order("xypzd"));
+  CHECK(links[int(Axis::Z)].inside);
+  CHECK(links[int(Axis::D)].groups_per_node == 4);
+}
+
 TEST_CASE("cost: predict refuses a grid that cannot split the job") {
   const MachineProfile p = fftest::toy_machine(4);
   Config c;

@@ -75,13 +75,16 @@ double collective_time(Coll c, int g, double bytes, const LinkParams& link) {
                      {link.curve[k].get(), link.curve_alpha_factor, link.curve_bw_factor}, link);
 }
 
-GroupGeometry group_geometry(long long total, int per_node, long long stride, int size) {
+GroupGeometry group_geometry(long long total, int per_node, long long stride, int size, Stages stages) {
   GroupGeometry geo;
   if (size <= 1) return geo;
   long long block = stride * size;
-  long long period = std::min(total, std::lcm(static_cast<long long>(per_node), block));
+  long long period = std::lcm(static_cast<long long>(per_node), block);
+  if (stages.count > 1) period = std::lcm(period, stages.stride * stages.count);
+  period = std::min(total, period);
   long long nodes = (period + per_node - 1) / per_node;
-  std::vector<int> spanning(static_cast<size_t>(nodes), 0), members(static_cast<size_t>(nodes), 0);
+  const size_t lanes = size_t(std::max(1, stages.count));
+  std::vector<int> spanning(static_cast<size_t>(nodes) * lanes, 0), members(static_cast<size_t>(nodes), 0);
   std::vector<long long> last_counted(static_cast<size_t>(nodes), -1);
   for (long long start = 0; start < period; start += block)
     for (long long b = start; b < start + stride; ++b) {  // the group b, b+s, …, b+(size−1)s
@@ -91,11 +94,13 @@ GroupGeometry group_geometry(long long total, int per_node, long long stride, in
         continue;
       }
       geo.any_across = true;
+      // Every member of a group is in its stage (a group varies along its own axis only).
+      const size_t lane = stages.count > 1 ? size_t((b / stages.stride) % stages.count) : 0;
       for (int j = 0; j < size; ++j) {
         long long node = (b + j * stride) / per_node;
         if (last_counted[node] != b) {  // count each group once per node
           last_counted[node] = b;
-          ++spanning[node];
+          ++spanning[size_t(node) * lanes + lane];
           members[node] = 0;
         }
         geo.members_per_node = std::max(geo.members_per_node, ++members[node]);
@@ -153,12 +158,12 @@ void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int
   }
 }
 
-int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size) {
+int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size, Stages stages) {
   if (p.switch_groups.nodes_per_group <= 0) return 0;
   // A switch group is a node of nodes_per_group nodes: its uplink is shared
   // as a node's link is, by the groups with members in it and elsewhere.
   const GroupGeometry g =
-      group_geometry(total, p.gpus_per_node * p.switch_groups.nodes_per_group, stride, size);
+      group_geometry(total, p.gpus_per_node * p.switch_groups.nodes_per_group, stride, size, stages);
   return g.any_across ? g.groups_per_node : 0;
 }
 
@@ -171,11 +176,11 @@ LinkParams world_link(const MachineProfile& p, long long G) {
   return l;
 }
 
-AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size) {
+AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size, Stages stages) {
   AxisLink l;
   l.size = size;
   if (size <= 1) return l;
-  GroupGeometry geo = group_geometry(total, p.gpus_per_node, stride, size);
+  GroupGeometry geo = group_geometry(total, p.gpus_per_node, stride, size, stages);
   l.inside = geo.any_inside;
   l.across = geo.any_across;
   l.groups_per_node = geo.groups_per_node;
@@ -184,7 +189,7 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   if (l.across) {
     l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
     // Some groups leave their switch group: the slowest of them prices the tier.
-    l.rings_per_uplink = rings_per_uplink(p, total, stride, size);
+    l.rings_per_uplink = rings_per_uplink(p, total, stride, size, stages);
     bound_by_switch_groups(l.inter, p.switch_groups, size, l.rings_per_uplink);
   }
   resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);
@@ -276,11 +281,12 @@ double message_time(double bytes, const PairLink& l) {
   return t;
 }
 
-const AxisLink& LinkCache::get(long long stride, int size) {
-  uint64_t key = static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size);
+const AxisLink& LinkCache::get(long long stride, int size, Stages stages) {
+  const Key key{static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size),
+                stages.count > 1 ? static_cast<uint64_t>(stages.stride) * 0x100000000ULL + uint64_t(stages.count) : 0};
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
-  return memo_.emplace(key, axis_link(p_, total_, stride, size)).first->second;
+  return memo_.emplace(key, axis_link(p_, total_, stride, size, stages)).first->second;
 }
 
 const PairLink& LinkCache::pair(long long stride, int size) {

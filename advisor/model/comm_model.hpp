@@ -19,17 +19,28 @@ double collective_time(Coll c, int group_size, double bytes, const LinkParams& l
 struct GroupGeometry {
   bool any_inside = false;
   bool any_across = false;
-  int groups_per_node = 0;  // max over nodes of groups with members on it and elsewhere
+  // Max over nodes of groups with members on it and elsewhere, counting only
+  // one pipeline stage's groups together (see Stages).
+  int groups_per_node = 0;
   // Max members one spanning group has on one node (0: none spans). Rings
   // laid along the ranks cross a node once whatever this is, but an MPI's
   // recursive all-gather or reduce-scatter has every member send across at
   // once, so a profile keeps such groups apart.
   int members_per_node = 0;
 };
+// The pipeline's stages as placed: rank r is in stage (r / stride) % count.
+// A tensor axis' groups of different stages that share a node (or an uplink)
+// are not counted against each other: 1F1B runs the stages on different
+// micro-batches and phases, so their per-layer collectives interleave rather
+// than meet (MODEL.md §2, "Switch groups").
+struct Stages {
+  long long stride = 1;
+  int count = 1;
+};
 // Groups of `size` ranks `stride` apart (blocks of stride·size ranks) among
 // `total` ranks, `per_node` consecutive ranks a node. Scans one period,
-// lcm(per_node, stride·size) ranks, not all of them.
-GroupGeometry group_geometry(long long total, int per_node, long long stride, int size);
+// lcm(per_node, stride·size, the stages' period) ranks, not all of them.
+GroupGeometry group_geometry(long long total, int per_node, long long stride, int size, Stages stages = {});
 
 // A measured curve as one tier of an axis prices it, with its link's scaling.
 struct CurveUse {
@@ -67,8 +78,8 @@ LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, in
 void bound_by_switch_groups(LinkParams& l, const SwitchGroups& sg, int size, int rings);
 // How many of an axis' groups cross one switch group's uplink, the most over
 // switch groups; 0 where the profile has none or no group leaves its own.
-int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size);
-AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size);
+int rings_per_uplink(const MachineProfile& p, long long total, long long stride, int size, Stages stages = {});
+AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size, Stages stages = {});
 // The link of one group of all G ranks (the end-of-step scalars): inside a
 // node, or across every node, bounded by the switch groups' uplinks where it
 // spans several (one ring crosses each: no walk over the ranks needed).
@@ -89,18 +100,26 @@ PairLink pair_link(const MachineProfile& p, long long total, long long stride, i
 // One message of `bytes` each way; the slowest pair's.
 double message_time(double bytes, const PairLink& l);
 
-// axis_link memoized per (stride, size) for one machine and rank count: an
-// axis' groups depend on nothing else, so a search prices each geometry once.
+// axis_link memoized per (stride, size, stages) for one machine and rank
+// count: an axis' groups depend on nothing else, so a search prices each
+// geometry once.
 class LinkCache {
  public:
   LinkCache(const MachineProfile& p, long long total) : p_(p), total_(total) {}
-  const AxisLink& get(long long stride, int size);
+  const AxisLink& get(long long stride, int size, Stages stages = {});
   const PairLink& pair(long long stride, int size);
 
  private:
+  struct Key {
+    uint64_t group, stages;  // stride·2³² + size, likewise for the stages
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.group * 0x9e3779b97f4a7c15ULL ^ k.stages); }
+  };
   const MachineProfile& p_;
   long long total_;
-  std::unordered_map<uint64_t, AxisLink> memo_;
+  std::unordered_map<Key, AxisLink, KeyHash> memo_;
   std::unordered_map<uint64_t, PairLink> pair_memo_;
 };
 

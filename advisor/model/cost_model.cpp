@@ -491,9 +491,14 @@ bool crosses_switch_groups(const MachineProfile& p, const Config& c) {
 
 PerAxis<AxisLink> placement_links(const MachineProfile& p, const Grid& g, const Order& o, LinkCache* cache) {
   PerAxis<AxisLink> links;
+  // A tensor axis' groups counted against their own stage's only (Stages).
+  // Not the data axis': its reductions gather at the end of every stage's
+  // step, where the stages' drains meet; the pipe axis spans the stages.
+  const Stages stages{axis_stride(g, o, Axis::P), g.p};
   for (Axis a : kAxes) {
-    long long stride = axis_stride(g, o, a);
-    links[static_cast<int>(a)] = cache ? cache->get(stride, g.size(a)) : axis_link(p, g.total(), stride, g.size(a));
+    const long long stride = axis_stride(g, o, a);
+    const Stages s = a == Axis::X || a == Axis::Y || a == Axis::Z ? stages : Stages{};
+    links[static_cast<int>(a)] = cache ? cache->get(stride, g.size(a), s) : axis_link(p, g.total(), stride, g.size(a), s);
   }
   return links;
 }
