@@ -176,11 +176,20 @@ LinkParams world_link(const MachineProfile& p, long long G) {
   return l;
 }
 
+Stages stages_sharing_links(const MachineProfile& p, Stages s) {
+  const long long block = 1LL * p.gpus_per_node * std::max(1, p.switch_groups.nodes_per_group);
+  return s.count <= 1 || s.stride % block == 0 ? Stages{} : s;
+}
+
 AxisLink axis_link(const MachineProfile& p, long long total, long long stride, int size, Stages stages) {
   AxisLink l;
   l.size = size;
   if (size <= 1) return l;
-  GroupGeometry geo = group_geometry(total, p.gpus_per_node, stride, size, stages);
+  stages = stages_sharing_links(p, stages);
+  // Per stage only where groups share a node at all: the stages' period can
+  // make the scan longer, and one group a node needs none.
+  GroupGeometry geo = group_geometry(total, p.gpus_per_node, stride, size);
+  if (stages.count > 1 && geo.groups_per_node > 1) geo = group_geometry(total, p.gpus_per_node, stride, size, stages);
   l.inside = geo.any_inside;
   l.across = geo.any_across;
   l.groups_per_node = geo.groups_per_node;
@@ -282,6 +291,7 @@ double message_time(double bytes, const PairLink& l) {
 }
 
 const AxisLink& LinkCache::get(long long stride, int size, Stages stages) {
+  stages = stages_sharing_links(p_, stages);
   const Key key{static_cast<uint64_t>(stride) * 0x100000000ULL + static_cast<uint64_t>(size),
                 stages.count > 1 ? static_cast<uint64_t>(stages.stride) * 0x100000000ULL + uint64_t(stages.count) : 0};
   auto it = memo_.find(key);

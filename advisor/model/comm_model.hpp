@@ -37,6 +37,11 @@ struct Stages {
   long long stride = 1;
   int count = 1;
 };
+// The stages as they bear on p's links: none where every switch group (or,
+// without them, every node) holds one stage's ranks only, as when the
+// stages' stride is a multiple of it; then counting per stage changes
+// nothing, and links of many grids are one (LinkCache).
+Stages stages_sharing_links(const MachineProfile& p, Stages s);
 // Groups of `size` ranks `stride` apart (blocks of stride·size ranks) among
 // `total` ranks, `per_node` consecutive ranks a node. Scans one period,
 // lcm(per_node, stride·size, the stages' period) ranks, not all of them.
