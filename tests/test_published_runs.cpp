@@ -104,6 +104,17 @@ MachineProfile dgx_a100(const std::string& gpu) {
   return m;
 }
 
+// Megatron-style rows: TP on Y, PP stages, DP.
+Grid tp_pp_dp(const nlohmann::json& r) {
+  return Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+}
+
+// A row whose source publishes FLOP/s per GPU: the time that many FLOPs take.
+double time_from_tflops(const Job& job, const nlohmann::json& meas, bool recompute) {
+  const double tflops = meas.at("tflops_per_gpu");
+  return narayanan_flops(job.model, double(job.batch), recompute) / (tflops * 1e12 * double(job.gpus));
+}
+
 std::vector<Priced> price_published_runs() {
   std::ifstream in(fftest::fixture("published_runs.json"));
   const nlohmann::json table = nlohmann::json::parse(in);
@@ -115,11 +126,11 @@ std::vector<Priced> price_published_runs() {
     Priced p{id, r.at("family"), "", 0, 0};
     Job job;
     job.gpus = G;
+    job.batch = r.at("global_batch_sequences").is_number() ? r.at("global_batch_sequences").get<long long>() : 0;
     Config c;
     if (starts(id, "zero3-mosaic-")) {
       p.source = "MosaicML";
       job.model = model_of(r, false);
-      job.batch = r.at("global_batch_sequences");
       job.fusion = Fusion::Unfused;
       c.grid = Grid{1, 1, int(G), 1};
       c.micro_batch = r.at("micro_batch");
@@ -130,23 +141,20 @@ std::vector<Priced> price_published_runs() {
     } else if (starts(id, "megatron-sc21-")) {
       p.source = "Megatron-LM SC'21";
       job.model = model_of(r, true);
-      job.batch = r.at("global_batch_sequences");
       job.dtype = c.dtype = Dtype::FP16;
-      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.grid = tp_pp_dp(r);
       c.virtual_stages = r.at("virtual_stages");
       c.micro_batch = r.at("micro_batch");
       c.recompute = Recompute::Full;
       c.overlap.odp = r.at("ddp") == "torch";
       job.blocking_messages = true;
-      const double tflops = meas.at("tflops_per_gpu");
-      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.measured_s = time_from_tflops(job, meas, true);
       p.predicted_s = price(job, dgx_a100(r.at("gpu")), c);
     } else if (starts(id, "megatron-korthikanti-") && meas.at("iteration_s").is_number()) {
       p.source = "Korthikanti et al.";
       job.model = model_of(r, true);
-      job.batch = r.at("global_batch_sequences");
       job.dtype = c.dtype = Dtype::FP16;
-      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.grid = tp_pp_dp(r);
       c.micro_batch = r.at("micro_batch");
       c.recompute = Recompute::Selective;
       c.sequence_parallel = true;
@@ -156,28 +164,24 @@ std::vector<Priced> price_published_runs() {
     } else if (starts(id, "megatron-readme-h100-")) {
       p.source = "Megatron-LM README";
       job.model = model_of(r, false);
-      job.batch = r.at("global_batch_sequences");
-      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.grid = tp_pp_dp(r);
       c.overlap.oar = c.overlap.odp = true;
       c.shard_optimizer = true;
       c.sequence_parallel = c.overlap.otp = c.grid.y > 1;
       job.blocking_messages = true;
-      const double tflops = meas.at("tflops_per_gpu");
-      p.measured_s = narayanan_flops(job.model, double(job.batch), false) / (tflops * 1e12 * double(G));
+      p.measured_s = time_from_tflops(job, meas, false);
       p.predicted_s = price(job, "dgx-h100", c);
     } else if (starts(id, "axonn-ipdps22-summit-") || starts(id, "megatron-ipdps22-summit-")) {
       p.source = "AxoNN IPDPS'22";
       job.model = model_of(r, true);
-      job.batch = r.at("global_batch_sequences");
       job.dtype = c.dtype = Dtype::FP16;
-      c.grid = Grid{1, r.at("tensor_parallel"), 1, r.at("data_parallel"), r.at("pipeline_parallel")};
+      c.grid = tp_pp_dp(r);
       c.micro_batch = r.at("micro_batch");
       c.recompute = Recompute::Full;
       if (starts(id, "axonn")) c.offload = c.overlap.odp = true, job.grad_dtype = Dtype::FP16;
       else job.blocking_messages = true;
       if (r.at("zero_stage") == 1) c.shard_optimizer = true;
-      const double tflops = meas.at("tflops_per_gpu");
-      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.measured_s = time_from_tflops(job, meas, true);
       p.predicted_s = price(job, "summit", c);
     } else if (starts(id, "axonn-sc24-") && r.at("global_batch_sequences").is_number()) {
       p.source = "AxoNN SC'24";
@@ -186,7 +190,6 @@ std::vector<Priced> price_published_runs() {
       for (const ModelSpec& m : preset_models())
         if (m.layers == r.at("model").at("layers") && m.hidden == r.at("model").at("hidden")) job.model = m;
       REQUIRE(job.model.layers > 0);
-      job.batch = r.at("global_batch_sequences");
       SearchOptions opt;
       opt.recompute = {Recompute::Full};
       opt.pipelines = {1};
@@ -199,8 +202,7 @@ std::vector<Priced> price_published_runs() {
       const MachineProfile prof = load_machine(machine);
       const SearchResult s = search(job, prof, opt);
       REQUIRE(!s.top.empty());
-      const double tflops = meas.at("tflops_per_gpu");
-      p.measured_s = narayanan_flops(job.model, double(job.batch), true) / (tflops * 1e12 * double(G));
+      p.measured_s = time_from_tflops(job, meas, true);
       p.predicted_s = s.top.front().estimate.time_s;
     } else {
       continue;

@@ -88,10 +88,11 @@ TEST_CASE("switch groups: 4 concurrent rings share each uplink") {
   CHECK(collective_time(Coll::AllGather, B, l, true) == rel(hand_gather_scatter(4, B, 20e-6, 10e9)));
 }
 
-TEST_CASE("switch groups: a measured curve is slowed to the uplink's share") {
-  // A curve of an all-reduce of 8 ranks measured inside a group: fit α 10 µs,
-  // 80 GB/s; its points are that fit's times at 1 MB and 64 MB.
-  MachineProfile p = two_level(1, 4);
+namespace {
+
+// A measured all-reduce of 8 ranks: fit α 10 µs, 80 GB/s; its curve's
+// points are that fit's times at 1 MB and 64 MB.
+LinkParams measured_all_reduce_of_8() {
   LinkParams m = fftest::measured(10e-6, 80e9);
   auto c = std::make_shared<MeasuredCurve>();
   c->bytes = {1e6, 64e6};
@@ -99,24 +100,26 @@ TEST_CASE("switch groups: a measured curve is slowed to the uplink's share") {
   c->alpha_s = 10e-6, c->busbw = 80e9;
   m.by_op[0] = true, m.op_alpha_s[0] = 10e-6, m.op_busbw[0] = 80e9;
   m.curve[0] = c;
-  p.inter = {{1, 8, m, 1}};
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("switch groups: a measured curve is slowed to the uplink's share") {
+  // The curve measured inside a group.
+  MachineProfile p = two_level(1, 4);
+  p.inter = {{1, 8, measured_all_reduce_of_8(), 1}};
   // Crossing one uplink alone: latency part ×2 (20/10 µs), the rest ×2 (80/40 GB/s).
   const AxisLink l = axis_link(p, 8, 1, 8);
   CHECK(collective_time(Coll::AllReduce, 64e6, l) == rel(hand_all_reduce(8, 64e6, 20e-6, 40e9)));
 }
 
 TEST_CASE("switch groups: a curve timed at the same crossing count already holds the uplink") {
-  // The same curve, an all-reduce of 8 ranks over both groups (α 10 µs,
-  // 80 GB/s as measured), stated as timed with 1 ring an uplink: a group
-  // priced crossing each uplink once takes it as it is.
+  // The same curve measured over both groups (α 10 µs, 80 GB/s as
+  // measured), stated as timed with 1 ring an uplink: a group priced
+  // crossing each uplink once takes it as it is.
   MachineProfile p = two_level(1, 4);
-  LinkParams m = fftest::measured(10e-6, 80e9);
-  auto c = std::make_shared<MeasuredCurve>();
-  c->bytes = {1e6, 64e6};
-  c->seconds = {hand_all_reduce(8, 1e6, 10e-6, 80e9), hand_all_reduce(8, 64e6, 10e-6, 80e9)};
-  c->alpha_s = 10e-6, c->busbw = 80e9;
-  m.by_op[0] = true, m.op_alpha_s[0] = 10e-6, m.op_busbw[0] = 80e9;
-  m.curve[0] = c;
+  LinkParams m = measured_all_reduce_of_8();
   m.rings_per_uplink = 1;
   p.inter = {{1, 8, m, 1}};
   const AxisLink l = axis_link(p, 8, 1, 8);

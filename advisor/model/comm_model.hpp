@@ -32,7 +32,7 @@ struct GroupGeometry {
 // A tensor axis' groups of different stages that share a node (or an uplink)
 // are not counted against each other: 1F1B runs the stages on different
 // micro-batches and phases, so their per-layer collectives interleave rather
-// than meet (MODEL.md §2, "Switch groups").
+// than meet (MODEL.md §2, "Which bandwidth").
 struct Stages {
   long long stride = 1;
   int count = 1;
