@@ -138,28 +138,27 @@ std::vector<Priced> price_published_runs() {
       c.overlap.oag = c.overlap.ors = true;
       p.measured_s = meas.at("iteration_s");
       p.predicted_s = starts(id, "zero3-mosaic-h100-") ? price(job, "dgx-h100", c) : price(job, dgx_a100(r.at("gpu")), c);
-    } else if (starts(id, "megatron-sc21-")) {
-      p.source = "Megatron-LM SC'21";
-      job.model = model_of(r, true);
-      job.dtype = c.dtype = Dtype::FP16;
-      c.grid = tp_pp_dp(r);
-      c.virtual_stages = r.at("virtual_stages");
-      c.micro_batch = r.at("micro_batch");
-      c.recompute = Recompute::Full;
-      c.overlap.odp = r.at("ddp") == "torch";
-      job.blocking_messages = true;
-      p.measured_s = time_from_tflops(job, meas, true);
-      p.predicted_s = price(job, dgx_a100(r.at("gpu")), c);
-    } else if (starts(id, "megatron-korthikanti-") && meas.at("iteration_s").is_number()) {
-      p.source = "Korthikanti et al.";
+    } else if (starts(id, "megatron-sc21-") ||
+               (starts(id, "megatron-korthikanti-") && meas.at("iteration_s").is_number())) {
+      // Megatron-LM on Selene, both sources: fp16, unfused attention, TP/PP/DP,
+      // Megatron's blocking 1F1B.
+      const bool sc21 = starts(id, "megatron-sc21-");
+      p.source = sc21 ? "Megatron-LM SC'21" : "Korthikanti et al.";
       job.model = model_of(r, true);
       job.dtype = c.dtype = Dtype::FP16;
       c.grid = tp_pp_dp(r);
       c.micro_batch = r.at("micro_batch");
-      c.recompute = Recompute::Selective;
-      c.sequence_parallel = true;
       job.blocking_messages = true;
-      p.measured_s = meas.at("iteration_s");
+      if (sc21) {
+        c.virtual_stages = r.at("virtual_stages");
+        c.recompute = Recompute::Full;
+        c.overlap.odp = r.at("ddp") == "torch";
+        p.measured_s = time_from_tflops(job, meas, true);
+      } else {
+        c.recompute = Recompute::Selective;
+        c.sequence_parallel = true;
+        p.measured_s = meas.at("iteration_s");
+      }
       p.predicted_s = price(job, dgx_a100(r.at("gpu")), c);
     } else if (starts(id, "megatron-readme-h100-")) {
       p.source = "Megatron-LM README";

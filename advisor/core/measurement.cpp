@@ -129,6 +129,14 @@ GpuKernelSample gpu_kernel_from(const Fields& g) {
   return s;
 }
 
+// Each element of the array f[key], read by `from` with its own path in errors.
+template <class T, class From>
+void append_elements(const Fields& f, const char* key, std::vector<T>& out, From from) {
+  const auto& a = f.array(key);
+  for (size_t i = 0; i < a.size(); ++i)
+    out.push_back(from(Fields(a[i], f.origin(), f.path(key) + "[" + std::to_string(i) + "]")));
+}
+
 Measurement measurement_from(const Fields& f) {
   if (f.string("format") != kMeasurementFormat)
     f.fail("format", std::string("\"") + kMeasurementFormat + "\"");
@@ -142,11 +150,7 @@ Measurement measurement_from(const Fields& f) {
   m.date = string_or(f, "date");
   m.versions = object_or(f, "versions");
   m.topology = object_or(f, "topology");
-  if (f.has("collectives")) {
-    const auto& a = f.array("collectives");
-    for (size_t i = 0; i < a.size(); ++i)
-      m.collectives.push_back(collective_from(Fields(a[i], f.origin(), f.path("collectives") + "[" + std::to_string(i) + "]")));
-  }
+  if (f.has("collectives")) append_elements(f, "collectives", m.collectives, collective_from);
   if (f.has("gemm")) {
     Fields g = f.object("gemm");
     std::string dt = g.string("dtype");
@@ -154,41 +158,23 @@ Measurement measurement_from(const Fields& f) {
     m.gemm_dtype = parse_dtype(dt);
     m.gemm_peak_flops = g.number_or("peak_tflops", 0) * TFLOPS;
     if (m.gemm_peak_flops < 0) g.fail("peak_tflops", "a number >= 0");
-    if (g.has("samples")) {
-      const auto& a = g.array("samples");
-      for (size_t i = 0; i < a.size(); ++i)
-        m.gemm.push_back(gemm_sample_from(Fields(a[i], f.origin(), g.path("samples") + "[" + std::to_string(i) + "]")));
-    }
+    if (g.has("samples")) append_elements(g, "samples", m.gemm, gemm_sample_from);
   }
   m.stream_bytes_per_s = f.number_or("stream_GBps", 0) * GB;
   if (m.stream_bytes_per_s < 0) f.fail("stream_GBps", "a number >= 0");
   m.memory_bytes_per_rank = f.number_or("memory_GiB_per_rank", 0) * GiB;
   if (m.memory_bytes_per_rank < 0) f.fail("memory_GiB_per_rank", "a number >= 0");
-  if (f.has("engine_steps")) {
-    const auto& a = f.array("engine_steps");
-    for (size_t i = 0; i < a.size(); ++i)
-      m.engine_steps.push_back(engine_step_from(Fields(a[i], f.origin(), f.path("engine_steps") + "[" + std::to_string(i) + "]")));
-  }
-  if (f.has("gpu_kernels")) {
-    const auto& a = f.array("gpu_kernels");
-    for (size_t i = 0; i < a.size(); ++i)
-      m.gpu_kernels.push_back(gpu_kernel_from(Fields(a[i], f.origin(), f.path("gpu_kernels") + "[" + std::to_string(i) + "]")));
-  }
+  if (f.has("engine_steps")) append_elements(f, "engine_steps", m.engine_steps, engine_step_from);
+  if (f.has("gpu_kernels")) append_elements(f, "gpu_kernels", m.gpu_kernels, gpu_kernel_from);
   m.launch_s = f.number_or("launch_us", 0) * us;
   if (m.launch_s < 0) f.fail("launch_us", "microseconds >= 0");
-  if (f.has("p2p")) {
-    const auto& a = f.array("p2p");
-    for (size_t i = 0; i < a.size(); ++i)
-      m.p2p.push_back(p2p_from(Fields(a[i], f.origin(), f.path("p2p") + "[" + std::to_string(i) + "]")));
-  }
+  if (f.has("p2p")) append_elements(f, "p2p", m.p2p, p2p_from);
   if (f.has("host_link")) {
     Fields h = f.object("host_link");
     m.host_link_kind = h.string("kind");
     if (m.host_link_kind != "cuda-pinned" && m.host_link_kind != "host-memcpy")
       h.fail("kind", "\"cuda-pinned\" or \"host-memcpy\"");
-    const auto& a = h.array("samples");
-    for (size_t i = 0; i < a.size(); ++i)
-      m.host_link.push_back(host_link_from(Fields(a[i], f.origin(), h.path("samples") + "[" + std::to_string(i) + "]")));
+    append_elements(h, "samples", m.host_link, host_link_from);
   }
   m.host_memory_bytes = f.number_or("host_memory_GiB", 0) * GiB;
   if (m.host_memory_bytes < 0) f.fail("host_memory_GiB", "a number >= 0");
