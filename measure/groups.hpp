@@ -14,7 +14,8 @@
 namespace ff::measure {
 
 // "intra stride 1 size 4", "inter 2 groups/node size 2", or with several
-// members a node "inter 1 groups/node size 8, 2 members/node".
+// members a node "inter 1 groups/node size 8, 2 members/node", with nodes
+// apart "inter 2 groups/node size 2, nodes 2 apart".
 std::string geometry_name(const ff::Geometry& g);
 
 // Why `g` cannot run on `ranks` ranks with `per_node` a node, or "".
@@ -23,8 +24,9 @@ std::string geometry_problem(const ff::Geometry& g, int ranks, int per_node);
 // Every group of the geometry, as world ranks in ring order, ordered by first
 // rank. Intra (stride s, size g): each node's ranks are tiled by blocks of s·g
 // consecutive ranks, each block holding s groups {b, b+s, …, b+(g−1)s}.
-// Inter (c groups/node, size g, m members/node): nodes are taken g/m at a
-// time; in each such block, group j < c holds local ranks j·m … j·m+m−1 of
+// Inter (c groups/node, size g, m members/node, nodes k apart): nodes are
+// taken g/m · k at a time; in each such block, lane i < k holds the nodes
+// i, i+k, …, and on a lane group j < c holds local ranks j·m … j·m+m−1 of
 // every node, members in world-rank order.
 std::vector<std::vector<int>> geometry_groups(const ff::Geometry& g, int ranks, int per_node);
 
@@ -34,16 +36,20 @@ std::vector<std::vector<int>> geometry_groups(const ff::Geometry& g, int ranks, 
 // 1…per_node with sizes the powers of two up to the node count, and the node
 // count itself; then, for each m = 2…per_node members a node, sizes m × those
 // node counts with 1…per_node/m groups a node (an MPI's all-gather and
-// reduce-scatter send from every member of a node at once).
-std::vector<ff::Geometry> default_geometries(int ranks, int per_node);
+// reduce-scatter send from every member of a node at once). With switch
+// groups of `nodes_per_group` nodes (0: one switch), also one member a node
+// with nodes that many apart, 1…per_node groups a node: every group leaves
+// its switch group, as an axis strided over switch groups does.
+std::vector<ff::Geometry> default_geometries(int ranks, int per_node, int nodes_per_group = 0);
 
 // "AxB,CxD" → {(A, B), (C, D)}, positive integers; `flag` and `form` name
 // the option and its format in the error. Throws InputError.
 std::vector<std::pair<int, int>> parse_pairs(const std::string& flag, const std::string& text, const std::string& form);
 
 // "1x4,2x2": for --intra, stride x size; for --inter, groups-per-node x size
-// or groups-per-node x size x members-per-node (its stride, the rank distance
-// of members, is left for the caller to set); "none" is the empty list.
+// or groups-per-node x size x members-per-node, with "sK" after either for
+// nodes K apart (its stride, the rank distance of members, is left for the
+// caller to set); "none" is the empty list.
 // Throws InputError.
 std::vector<ff::Geometry> parse_geometries(const std::string& text, bool inter);
 

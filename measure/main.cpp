@@ -274,9 +274,10 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--intra", o.intra,
                  "intra-node geometries STRIDExSIZE,... (default: every one with stride·size <= ranks per node; 'none')");
   app.add_option("--inter", o.inter,
-                 "inter-node geometries GROUPS_PER_NODExSIZE[xMEMBERS_PER_NODE],... (default: 1..ranks-per-node "
-                 "groups, sizes the powers of two up to the node count and the node count; then M = 2..ranks-per-node "
-                 "members per node, sizes M times those, 1..ranks-per-node/M groups; 'none')");
+                 "inter-node geometries GROUPS_PER_NODExSIZE[xMEMBERS_PER_NODE][sNODE_STRIDE],... (default: "
+                 "1..ranks-per-node groups, sizes the powers of two up to the node count and the node count; then M = "
+                 "2..ranks-per-node members per node, sizes M times those, 1..ranks-per-node/M groups; with "
+                 "--nodes-per-group K also one member a node on nodes K apart, 1..ranks-per-node groups; 'none')");
   app.add_option("--poll-us", o.poll_us,
                  "mpi backend: wait for every timed operation (collectives, blocking form included, and pairs) by "
                  "MPI_Test + sleep of this many µs, as the engine's ranks wait with --device paced --poll-us; give "
@@ -291,7 +292,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--nodes-per-group", o.nodes_per_group,
                  "the nodes sit in switch groups of this many consecutive nodes, joined by uplinks (a two-level "
                  "fabric; emulate.sh up ... --groups K): the node link is fitted on groups inside one switch group, "
-                 "and the profile's switch_groups section on groups that leave theirs")
+                 "and the profile's switch_groups section on groups that leave theirs; groups on nodes K apart "
+                 "(every one crossing) are timed as well, each keyed in the profile by its rings an uplink")
       ->check(CLI::PositiveNumber)
       ->default_str("");
   app.add_flag("--quick", o.quick, "a smoke run in seconds: 1K..64K, 5 iterations, 3 repeats, small GEMMs");
@@ -411,11 +413,14 @@ Plan make_plan(Options o, const CLI::App& app, int rank, int ranks) {
   // Placement and geometries.
   Node node = detect_node(o, rank, ranks);
   int per_node = node.per_node, nodes = ranks / per_node;
+  if (o.nodes_per_group > 0 && (nodes % o.nodes_per_group != 0 || o.nodes_per_group >= nodes))
+    throw InputError("--nodes-per-group " + std::to_string(o.nodes_per_group) + ": expected a divisor of the " +
+                     std::to_string(nodes) + " nodes below it (at least 2 switch groups)");
   std::vector<ff::Geometry> geometries;
   if (alone) {
     // nothing to time on
   } else if (o.intra.empty() && o.inter.empty()) {
-    geometries = default_geometries(ranks, per_node);
+    geometries = default_geometries(ranks, per_node, o.nodes_per_group);
   } else {
     auto intra = parse_geometries(o.intra.empty() ? "none" : o.intra, false);
     auto inter = parse_geometries(o.inter.empty() ? "none" : o.inter, true);
@@ -423,8 +428,14 @@ Plan make_plan(Options o, const CLI::App& app, int rank, int ranks) {
     geometries = intra;
     geometries.insert(geometries.end(), inter.begin(), inter.end());
   }
-  for (const auto& g : geometries)
+  for (const auto& g : geometries) {
     if (std::string why = geometry_problem(g, ranks, per_node); !why.empty()) throw InputError(why);
+    // Nodes apart matter where they put a group's members in other switch
+    // groups; the profile keys such entries by their rings an uplink.
+    if (g.node_stride > 1 && (o.nodes_per_group <= 0 || g.node_stride % o.nodes_per_group != 0))
+      throw InputError(geometry_name(g) + ": nodes apart need --nodes-per-group, and a multiple of it (every " +
+                       "group then leaves its switch group)");
+  }
   if (geometries.empty() && !alone)
     throw InputError("nothing to measure: no group geometry fits " + std::to_string(ranks) + " ranks with " +
                      std::to_string(per_node) + " per node");
@@ -455,9 +466,6 @@ Plan make_plan(Options o, const CLI::App& app, int rank, int ranks) {
     say("note: without --base, what measure cannot time (attention efficiency, overlap, memory reserve) is filled "
         "with CPU-rank assumptions; on GPUs pass --base NAME|FILE (e.g. --base perlmutter)");
   if (o.nodes_per_group > 0) {
-    if (nodes % o.nodes_per_group != 0 || o.nodes_per_group >= nodes)
-      throw InputError("--nodes-per-group " + std::to_string(o.nodes_per_group) + ": expected a divisor of the " +
-                       std::to_string(nodes) + " nodes below it (at least 2 switch groups)");
     bool inside = false, leaves = false;
     for (const auto& g : geometries) {
       if (!g.inter) continue;
@@ -620,6 +628,7 @@ std::vector<Row> sweep_collectives(const Plan& p, Backend& backend, const std::v
           Timing t = time_collective(backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
                                      row.count, p.sweep);
           row.sample.times_s.push_back(t.per_op_s);
+          if (p.sweep.gap_s > 0 && row.groups > 1) row.sample.slowest_s.push_back(t.slowest_group_s);
           row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
           last = &row;
         }

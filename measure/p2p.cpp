@@ -16,7 +16,7 @@ std::string pair_name(const ff::Geometry& g) {
 std::vector<ff::Geometry> pair_geometries(const std::vector<ff::Geometry>& geometries) {
   std::vector<ff::Geometry> out;
   for (const auto& g : geometries)
-    if (g.size == 2 && g.members_per_node == 1) out.push_back(g);
+    if (g.size == 2 && g.members_per_node == 1 && g.node_stride == 1) out.push_back(g);
   return out;
 }
 

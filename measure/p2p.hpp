@@ -19,7 +19,8 @@ namespace ff::measure {
 std::string pair_name(const ff::Geometry& g);
 
 // The pair geometries among `geometries` (size 2, one member a node across
-// nodes), in their order.
+// nodes, on consecutive nodes: the p2p table has no rings-an-uplink key), in
+// their order.
 std::vector<ff::Geometry> pair_geometries(const std::vector<ff::Geometry>& geometries);
 
 struct PairResults {

@@ -1,6 +1,7 @@
 // Fitting a profile from measurements: the α-β fit on synthetic timings made
 // here from known α and busbw, the GEMM grid on hand-computed cases, the
 // measurement record's JSON, and whole profiles the advisor loads.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -390,6 +391,14 @@ TEST_CASE("measurement record: JSON with derived columns, read back, errors nami
   ff::Measurement back = ff::measurement_from_json(j, "run.json");
   REQUIRE(back.collectives.size() == 1);
   CHECK(back.collectives[0].times_s[0] == rel(300 * us));
+  CHECK(back.collectives[0].slowest_s.empty());
+  // Several groups timed after a gap: the slowest group's times as well, one per repeat.
+  CHECK(!j["collectives"][0].contains("slowest_times_us"));
+  j["collectives"][0]["slowest_times_us"] = {400, 150, 250};
+  CHECK(ff::measurement_from_json(j, "run.json").collectives[0].slowest_s.at(2) == rel(250 * us));
+  const auto written = ff::to_json(ff::measurement_from_json(j, "run.json"))["collectives"][0]["slowest_times_us"];
+  REQUIRE(written.size() == 3);
+  CHECK(written[0].get<double>() == rel(400));
   CHECK(back.collectives[0].median_s() == rel(200 * us));
   CHECK(back.collectives[0].geometry.size == 4);
   CHECK(back.gemm[0].median_s() == rel(2e-3));
@@ -407,6 +416,8 @@ TEST_CASE("measurement record: JSON with derived columns, read back, errors nami
   CHECK(contains(broken("/collectives/0/tier", "rack"), "field 'collectives[0].tier'"));
   CHECK(contains(broken("/collectives/0/times_us", nlohmann::json::array()), "field 'collectives[0].times_us'"));
   CHECK(contains(broken("/collectives/0/times_us/1", -5), "field 'collectives[0].times_us'"));
+  CHECK(contains(broken("/collectives/0/slowest_times_us", nlohmann::json::array({400})),
+                 "field 'collectives[0].slowest_times_us'"));
   CHECK(contains(broken("/gemm/samples/0/layout", "xx"), "field 'gemm.samples[0].layout'"));
   CHECK(contains(broken("/gemm/dtype", "fp8"), "field 'gemm.dtype'"));
   CHECK(contains(broken("/ranks", 0), "field 'ranks'"));
@@ -547,6 +558,87 @@ TEST_CASE("switch groups: the node link from groups inside one, the uplink from 
   const double bytes = 4194304;  // a measured size
   CHECK(ff::collective_time(ff::Coll::AllReduce, bytes, l) ==
         rel(fftest::hand_all_reduce(4, bytes, 120 * us, 0.008 * GB), 1e-9));
+}
+
+TEST_CASE("switch groups: pairs on nodes apart are another entry, keyed and priced by their rings an uplink") {
+  // 4 nodes × 2 ranks, switch groups of 2 nodes. 2 pairs a node on
+  // consecutive nodes ({0,2} {1,3} {4,6} {5,7}) stay inside their switch
+  // group; on nodes 2 apart ({0,4} {1,5} {2,6} {3,7}) all four leave switch
+  // group {0..3}: 4 rings an uplink (one a node: 2).
+  ff::Geometry apart = inter(2, 2);
+  apart.node_stride = 2;
+  ff::Geometry apart_one = inter(1, 2);
+  apart_one.node_stride = 2;
+  CHECK(ff::rings_per_uplink(inter(2, 2), 4, 2) == 0);
+  CHECK(ff::rings_per_uplink(apart, 4, 2) == 4);
+  CHECK(ff::rings_per_uplink(apart_one, 4, 2) == 2);
+  // 8 nodes in groups of 2, size 4 on nodes 2 apart (lanes 0,2,4,6 and
+  // 1,3,5,7): every switch group holds one node of each lane.
+  apart_one.size = 4;
+  CHECK(ff::rings_per_uplink(apart_one, 8, 2) == 2);
+
+  ff::Measurement m = run_of("mpi", 8, 2, "mpirun -np 8 measure --nodes-per-group 2");
+  m.nodes_per_group = 2;
+  add_sweep(m, ff::Coll::AllReduce, intra(1, 2), 20 * us, 5 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(2, 2), 100 * us, 0.025 * GB);
+  add_sweep(m, ff::Coll::AllReduce, inter(1, 4), 150 * us, 0.01 * GB);
+  add_sweep(m, ff::Coll::AllReduce, apart, 180 * us, 0.004 * GB);
+  // The record keeps where the pairs sat.
+  const ff::Measurement back = ff::measurement_from_json(ff::to_json(m), "record");
+  CHECK(back.collectives.back().geometry.node_stride == 2);
+  CHECK(back.collectives.front().geometry.node_stride == 1);
+  const nlohmann::json j = ff::calibrate_profile(ff::profile_json("cpu-8x2core"), m, "two-level");
+  int pairs = 0, inside = 0, crossing = 0;
+  for (const auto& e : j["inter_node"]["table"])
+    if (e["groups_per_node"] == 2 && e["size"] == 2 && e.contains("fit")) {
+      ++pairs;
+      if (e["rings_per_uplink"] == 0) inside += e["busbw_GBps"].get<double>() == rel(0.025, 1e-9);
+      if (e["rings_per_uplink"] == 4) crossing += e["busbw_GBps"].get<double>() == rel(0.004, 1e-9);
+    }
+  CHECK(pairs == 2);
+  CHECK(inside == 1);
+  CHECK(crossing == 1);
+  // The uplink is still fitted on the one ring crossing alone.
+  CHECK(j["switch_groups"]["global_busbw_GBps"].get<double>() == rel(0.01, 1e-9));
+
+  const ff::MachineProfile p = ff::machine_from_json(j, "two-level.json");
+  const double bytes = 4194304;
+  // An axis of stride 4 (pairs {r, r+4}, 2 a node, all crossing: 4 an
+  // uplink) takes the pairs timed apart: α 180 µs, 0.004 GB/s.
+  const ff::AxisLink x = ff::axis_link(p, 8, 4, 2);
+  REQUIRE(x.rings_per_uplink == 4);
+  CHECK(ff::collective_time(ff::Coll::AllReduce, bytes, x) ==
+        rel(fftest::hand_all_reduce(2, bytes, 180 * us, 0.004 * GB), 1e-9));
+  // Stride 2 (pairs {0,2} {1,3} …, inside their switch groups) the pairs timed there.
+  const ff::AxisLink y = ff::axis_link(p, 8, 2, 2);
+  REQUIRE(y.rings_per_uplink == 0);
+  CHECK(ff::collective_time(ff::Coll::AllReduce, bytes, y) ==
+        rel(fftest::hand_all_reduce(2, bytes, 100 * us, 0.025 * GB), 1e-9));
+  // With only the pairs timed apart, pairs inside a switch group do not take
+  // them (4 rings' worth of uplink sharing they do not have): the node's
+  // link, shared by 2 groups.
+  nlohmann::json apart_only = j;
+  auto& table = apart_only["inter_node"]["table"];
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i]["groups_per_node"] == 2 && table[i]["size"] == 2 && table[i]["rings_per_uplink"] == 0) {
+      table.erase(i);
+      break;
+    }
+  const ff::MachineProfile r = ff::machine_from_json(apart_only, "apart-only.json");
+  const ff::AxisLink within = ff::axis_link(r, 8, 2, 2);
+  CHECK(within.inter.busbw == rel(r.inter_node.busbw / 2, 1e-9));
+  CHECK(within.inter.alpha_s == rel(r.inter_node.alpha_s, 1e-9));
+  CHECK(within.inter.rings_per_uplink == -1);  // not an entry's
+  // Without the pairs apart, stride 4 was the inside entry bounded by the
+  // uplink's share: min(0.025, 0.01 / 4) GB/s and the tier's α 150 µs.
+  ff::Measurement before = m;
+  before.collectives.erase(std::remove_if(before.collectives.begin(), before.collectives.end(),
+                                          [](const ff::CollectiveSample& c) { return c.geometry.node_stride > 1; }),
+                           before.collectives.end());
+  const ff::MachineProfile q =
+      ff::machine_from_json(ff::calibrate_profile(ff::profile_json("cpu-8x2core"), before, "two-level"), "q.json");
+  CHECK(ff::collective_time(ff::Coll::AllReduce, bytes, ff::axis_link(q, 8, 4, 2)) ==
+        rel(fftest::hand_all_reduce(2, bytes, 150 * us, 0.0025 * GB), 1e-9));
 }
 
 // A GPU's own kernels (measure --model on the nccl backend), made from a

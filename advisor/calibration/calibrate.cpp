@@ -82,7 +82,8 @@ LinkFit fit_ring(const std::vector<RingPoint>& pts, const std::string& what) {
 std::string geometry_name(const Geometry& g) {
   if (g.inter)
     return "inter-node size " + std::to_string(g.size) + ", " + std::to_string(g.groups_per_node) + " groups per node" +
-           (g.members_per_node > 1 ? ", " + std::to_string(g.members_per_node) + " members per node" : "");
+           (g.members_per_node > 1 ? ", " + std::to_string(g.members_per_node) + " members per node" : "") +
+           (g.node_stride > 1 ? ", nodes " + std::to_string(g.node_stride) + " apart" : "");
   return "intra-node stride " + std::to_string(g.stride) + " size " + std::to_string(g.size);
 }
 
@@ -174,7 +175,8 @@ std::map<std::string, LinkFit> fit_each_op(const std::vector<CollectiveSample>& 
 }
 
 // A table entry's identity: (stride, size, 1) inside a node, (groups_per_node,
-// size, members_per_node) across nodes.
+// size, members_per_node) across nodes. Measured on nodes apart, it is another
+// entry of the same identity, told apart by its rings an uplink.
 using GeometryKey = std::tuple<long long, int, int>;
 
 GeometryKey key_of(const Geometry& g) {
@@ -185,9 +187,9 @@ GeometryKey key_of(const Geometry& g) {
 // it: the advisor prices all three with one (α, busbw) per geometry, so the
 // fit minimises the relative error of exactly the times it will predict.
 std::vector<GeometryFit> fit_geometries(const Measurement& m, bool inter) {
-  std::map<GeometryKey, std::vector<const CollectiveSample*>> by_geometry;
+  std::map<std::pair<GeometryKey, int>, std::vector<const CollectiveSample*>> by_geometry;
   for (const auto& c : m.collectives)
-    if (c.geometry.inter == inter) by_geometry[key_of(c.geometry)].push_back(&c);
+    if (c.geometry.inter == inter) by_geometry[{key_of(c.geometry), c.geometry.node_stride}].push_back(&c);
   std::vector<GeometryFit> fits;
   for (const auto& [key, samples] : by_geometry) {
     std::vector<CollectiveSample> blocking, nonblocking;
@@ -274,8 +276,8 @@ void fit_intra(nlohmann::json& p, const nlohmann::json& base, const Measurement&
   add_by_op(p["intra_node"]["default"], *def, 1);
 }
 
-void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement& m) {
-  auto fits = fit_geometries(m, true);
+void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement& m,
+               const std::vector<GeometryFit>& fits) {
   if (fits.empty()) {
     if (!base.is_null()) return;
     const auto& d = p["intra_node"]["default"];
@@ -373,11 +375,10 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
 // one member a node, then the fewest rings an uplink, the most points, the
 // largest size. Where the node's link was the slower, that is a lower bound,
 // and the source says so. Without the flag a base's section stands.
-void fit_switch_groups(nlohmann::json& p, const Measurement& m) {
+void fit_switch_groups(nlohmann::json& p, const Measurement& m, const std::vector<GeometryFit>& fits) {
   if (m.nodes_per_group <= 0) return;
   const GeometryFit* best = nullptr;
   int best_r = 0;
-  auto fits = fit_geometries(m, true);
   for (const auto& f : fits) {
     const int r = rings_per_uplink(f.g, m.nodes, m.nodes_per_group);
     if (r == 0) continue;
@@ -821,8 +822,9 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   p["gpus_per_node"] = m.gpus_per_node;
   if (b) measured_memory(p["memory"], m);
   fit_intra(p, base, m);
-  fit_inter(p, base, m);
-  fit_switch_groups(p, m);
+  const auto inter_fits = fit_geometries(m, true);  // the node's link, its table and the uplinks
+  fit_inter(p, base, m, inter_fits);
+  fit_switch_groups(p, m, inter_fits);
   fit_p2p_section(p, base, m);
   fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);

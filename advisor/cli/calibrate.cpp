@@ -77,7 +77,10 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
                             ? "stride " + std::to_string(e["stride"].get<long long>()) + ", size " + std::to_string(e["size"].get<int>())
                             : "size " + std::to_string(e["size"].get<int>()) + ", " +
                                   std::to_string(e["groups_per_node"].get<int>()) + " per node" +
-                                  (members > 1 ? ", " + std::to_string(members) + " members each" : "");
+                                  (members > 1 ? ", " + std::to_string(members) + " members each" : "") +
+                                  (e.contains("rings_per_uplink")
+                                       ? ", " + std::to_string(e["rings_per_uplink"].get<int>()) + " an uplink"
+                                       : "");
       t.row({tier, geo, ops_text(e), fixed(e["alpha_us"].get<double>(), 2), gbps(e["busbw_GBps"].get<double>()),
              percent(e["fit"]["rel_rms"].get<double>()), std::to_string(e["fit"]["points"].get<int>())});
       // Each collective's own figures, which the advisor prices it with.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "advisor/core/device_pace.hpp"  // as_written
 #include "advisor/core/error.hpp"
@@ -63,8 +64,15 @@ CollectiveSample collective_from(const Fields& c) {
   s.geometry.members_per_node = int(c.integer_or("members_per_node", 1, 1));  // absent before it was measured
   if (s.geometry.inter && s.geometry.members_per_node >= s.geometry.size)
     c.fail("members_per_node", "an integer >= 1 and below size (a group across nodes has members on 2 or more)");
+  s.geometry.node_stride = int(c.integer_or("node_stride", 1, 1));  // absent: consecutive nodes
+  if (s.geometry.node_stride > 1 && (!s.geometry.inter || s.geometry.members_per_node != 1))
+    c.fail("node_stride", "1, or more only across nodes with one member a node");
   s.nonblocking = c.boolean_or("nonblocking", false);
   timing_from(c, s);
+  if (c.has("slowest_times_us")) {
+    s.slowest_s = times_from(c, "slowest_times_us");
+    if (s.slowest_s.size() != s.times_s.size()) c.fail("slowest_times_us", "one time per repeat, as times_us has");
+  }
   return s;
 }
 
@@ -223,9 +231,13 @@ void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s
   for (auto& c : into) {
     const Geometry &a = c.geometry, &b = s.geometry;
     if (c.op == s.op && c.nonblocking == s.nonblocking && c.bytes == s.bytes && a.inter == b.inter && a.size == b.size &&
-        (a.inter ? a.groups_per_node == b.groups_per_node && a.members_per_node == b.members_per_node
+        (a.inter ? a.groups_per_node == b.groups_per_node && a.members_per_node == b.members_per_node &&
+                       a.node_stride == b.node_stride
                  : a.stride == b.stride)) {
       c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
+      // Kept only where every repeat has one.
+      if (c.slowest_s.empty() || s.slowest_s.empty()) c.slowest_s.clear();
+      else c.slowest_s.insert(c.slowest_s.end(), s.slowest_s.begin(), s.slowest_s.end());
       return;
     }
   }
@@ -339,8 +351,10 @@ nlohmann::json to_json(const Measurement& m) {
                      {"size", c.geometry.size},
                      {"groups_per_node", c.geometry.groups_per_node},
                      {"members_per_node", c.geometry.members_per_node}});
+    if (c.geometry.node_stride > 1) colls.back()["node_stride"] = c.geometry.node_stride;
     timing_fields(colls.back(), c, algbw, algbw * busbw_factor(c.op, c.geometry.size));
     if (c.nonblocking) colls.back()["nonblocking"] = true;
+    if (!c.slowest_s.empty()) colls.back()["slowest_times_us"] = micros(c.slowest_s);
   }
   nlohmann::json j = {{"format", kMeasurementFormat},
                       {"backend", m.backend},
@@ -423,12 +437,15 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& or
 int rings_per_uplink(const Geometry& g, int nodes, int nodes_per_group) {
   if (!g.inter || nodes_per_group <= 0) return 0;
   const int span = std::max(1, g.size / std::max(1, g.members_per_node));  // nodes a group spans
+  const int k = std::max(1, g.node_stride);
   std::vector<int> crossing(size_t((nodes + nodes_per_group - 1) / nodes_per_group), 0);
-  for (int first = 0; first + span <= nodes; first += span) {
-    const int a = first / nodes_per_group, b = (first + span - 1) / nodes_per_group;
-    if (a == b) continue;
-    for (int s = a; s <= b; ++s) crossing[size_t(s)] += g.groups_per_node;  // each block's c groups all cross
-  }
+  for (int first = 0; first + span * k <= nodes; first += span * k)
+    for (int lane = first; lane < first + k; ++lane) {
+      std::set<int> touched;  // the switch groups of this lane's nodes
+      for (int t = 0; t < span; ++t) touched.insert((lane + t * k) / nodes_per_group);
+      if (touched.size() < 2) continue;
+      for (int s : touched) crossing[size_t(s)] += g.groups_per_node;  // the lane's c groups all cross
+    }
   return crossing.empty() ? 0 : *std::max_element(crossing.begin(), crossing.end());
 }
 

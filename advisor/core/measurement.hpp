@@ -18,13 +18,15 @@ namespace ff {
 // Where a collective's group sits: inside one node, (stride, size); or across
 // nodes, `size` members, `members_per_node` on each of size / members_per_node
 // nodes, with `groups_per_node` such groups active on every node at once
-// (sharing its NICs).
+// (sharing its NICs). Across switch groups a group's nodes may lie
+// `node_stride` apart, as an axis whose stride spans switch groups lays them.
 struct Geometry {
   bool inter = false;
   long long stride = 1;     // intra: rank distance between consecutive members
   int size = 2;
   int groups_per_node = 1;  // inter only
   int members_per_node = 1; // inter only
+  int node_stride = 1;      // inter only: node distance between a group's consecutive nodes
 };
 
 // One message size of one collective on one geometry. Each repeat is
@@ -49,6 +51,9 @@ struct CollectiveSample : TimedSize {
   // run these with other algorithms than the blocking ones (Open MPI: libnbc).
   bool nonblocking = false;
   Geometry geometry;
+  // measure --gap-us with several groups: per repeat, the slowest group's
+  // time (times_s holds the mean over groups); empty otherwise.
+  std::vector<double> slowest_s;
 };
 
 // One GEMM shape, timed with every rank of the node running the same shape at
@@ -149,8 +154,10 @@ struct Measurement {
 
 // How many of an inter-node geometry's groups cross one switch group's
 // uplink, the most over switch groups, as measure lays the geometry out
-// (groups of size / members_per_node consecutive nodes, from node 0, ranks
-// that do not tile sitting out); 0 when none leaves its switch group.
+// (blocks of span · node_stride nodes from node 0, span = size /
+// members_per_node; in each, node_stride lanes of groups whose nodes lie
+// node_stride apart; ranks that do not tile sitting out); 0 when none leaves
+// its switch group.
 int rings_per_uplink(const Geometry& g, int nodes, int nodes_per_group);
 
 // The "format" a measurement record carries.

@@ -118,10 +118,18 @@ LinkParams intra_link(const MachineProfile& p, long long stride, int size) {
   return p.intra_default;
 }
 
-LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node) {
-  for (const auto& e : p.inter)
-    if (e.groups_per_node == groups_per_node && e.size == size && e.members_per_node == members_per_node)
-      return e.link;
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node, int rings) {
+  // Of the entries measured for the geometry, the one timed at these rings
+  // an uplink; else the most rings below them (the bound adds the rest); an
+  // entry timed at more rings than these would price them too slow.
+  const InterEntry* pick = nullptr;
+  auto rings_of = [](const InterEntry& e) { return std::max(0, e.link.rings_per_uplink); };
+  for (const auto& e : p.inter) {
+    if (e.groups_per_node != groups_per_node || e.size != size || e.members_per_node != members_per_node) continue;
+    if (rings_of(e) == rings) return e.link;
+    if (rings_of(e) < rings && (!pick || rings_of(e) > rings_of(*pick))) pick = &e;
+  }
+  if (pick) return pick->link;
   LinkParams l = p.inter_node;  // c groups share the node's NICs
   scale_link(l, 1.0 / std::max(1, groups_per_node), 1);
   return l;
@@ -170,9 +178,10 @@ int rings_per_uplink(const MachineProfile& p, long long total, long long stride,
 LinkParams world_link(const MachineProfile& p, long long G) {
   const int per_node = p.gpus_per_node;
   if (G <= per_node) return intra_link(p, 1, int(G));
-  LinkParams l = inter_link(p, 1, int(G), per_node);
   const long long per_group = 1LL * per_node * p.switch_groups.nodes_per_group;
-  bound_by_switch_groups(l, p.switch_groups, int(G), per_group > 0 && G > per_group ? 1 : 0);
+  const int rings = per_group > 0 && G > per_group ? 1 : 0;
+  LinkParams l = inter_link(p, 1, int(G), per_node, rings);
+  bound_by_switch_groups(l, p.switch_groups, int(G), rings);
   return l;
 }
 
@@ -196,9 +205,9 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
   l.members_per_node = geo.members_per_node;
   if (l.inside) l.intra = intra_link(p, stride, size);
   if (l.across) {
-    l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node);
     // Some groups leave their switch group: the slowest of them prices the tier.
     l.rings_per_uplink = rings_per_uplink(p, total, stride, size, stages);
+    l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node, l.rings_per_uplink);
     bound_by_switch_groups(l.inter, p.switch_groups, size, l.rings_per_uplink);
   }
   resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);

@@ -72,9 +72,10 @@ struct AxisLink {
   int rings_per_uplink = 0;
 };
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
-// The entry measured for (groups_per_node, size, members_per_node), else the
+// The entry measured for (groups_per_node, size, members_per_node) at `rings`
+// an uplink, else at the most rings below (unstated counts as 0), else the
 // node's link shared by the groups (MODEL.md §2's ring rule).
-LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node);
+LinkParams inter_link(const MachineProfile& p, int groups_per_node, int size, int members_per_node, int rings = 0);
 // A link of groups of `size` that leave their switch group, `rings` of them
 // sharing each uplink: every busbw at most the global link's share, every α
 // at least the global link's where the profile gives one; measured curves

@@ -17,6 +17,9 @@ ff::Geometry inter(int per_node_groups, int size) { return ff::Geometry{true, 1,
 ff::Geometry inter(int per_node_groups, int size, int members) {
   return ff::Geometry{true, 1, size, per_node_groups, members};
 }
+ff::Geometry apart(int per_node_groups, int size, int node_stride) {
+  return ff::Geometry{true, 1, size, per_node_groups, 1, node_stride};
+}
 }  // namespace
 
 TEST_CASE("intra-node groups, 8 ranks, 4 per node") {
@@ -55,6 +58,20 @@ TEST_CASE("inter-node groups with several members a node") {
   CHECK(geometry_groups(inter(2, 6, 3), 12, 6) == Groups{{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}});
   // m = 1 is the one-member-a-node layout.
   CHECK(geometry_groups(inter(2, 2, 1), 8, 2) == geometry_groups(inter(2, 2), 8, 2));
+}
+
+TEST_CASE("inter-node groups on nodes apart") {
+  // 4 nodes of 2 ({0,1} {2,3} {4,5} {6,7}), nodes 2 apart: lanes {0,2} and {1,3}.
+  CHECK(geometry_groups(apart(1, 2, 2), 8, 2) == Groups{{0, 4}, {2, 6}});
+  CHECK(geometry_groups(apart(2, 2, 2), 8, 2) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  // 8 nodes of 1, nodes 2 apart, size 4: lanes {0,2,4,6} and {1,3,5,7}.
+  CHECK(geometry_groups(apart(1, 4, 2), 8, 1) == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  // 8 nodes of 1, nodes 4 apart, size 2: four lanes.
+  CHECK(geometry_groups(apart(1, 2, 4), 8, 1) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  // 6 nodes of 1, nodes 2 apart, size 2: blocks of 4 nodes; nodes 4 and 5 sit out.
+  CHECK(geometry_groups(apart(1, 2, 2), 6, 1) == Groups{{0, 2}, {1, 3}});
+  // Nodes 1 apart is the consecutive layout.
+  CHECK(geometry_groups(apart(2, 2, 1), 8, 2) == geometry_groups(inter(2, 2), 8, 2));
 }
 
 TEST_CASE("a node of 3 ranks (not a power of two)") {
@@ -97,11 +114,27 @@ TEST_CASE("default geometries") {
   // 6 nodes of 1: sizes 2, 4 (powers of two) and 6 (all nodes).
   CHECK(names(6, 1) == std::vector<std::string>{"inter 1 groups/node size 2", "inter 1 groups/node size 4",
                                                 "inter 1 groups/node size 6"});
+  // Switch groups of 2 nodes: also pairs on nodes 2 apart, 1 and 2 a node.
+  auto grouped = [](int ranks, int per_node, int nodes_per_group) {
+    std::vector<std::string> out;
+    for (const auto& g : ff::measure::default_geometries(ranks, per_node, nodes_per_group))
+      out.push_back(ff::measure::geometry_name(g));
+    return out;
+  };
+  auto with = names(8, 2);
+  with.insert(with.end(), {"inter 1 groups/node size 2, nodes 2 apart", "inter 2 groups/node size 2, nodes 2 apart"});
+  CHECK(grouped(8, 2, 2) == with);
+  // 8 nodes of 1 in groups of 2: sizes 2 and 4 on nodes 2 apart; in groups of 4, size 2 on nodes 4 apart.
+  auto eight = names(8, 1);
+  CHECK(grouped(8, 1, 2).size() == eight.size() + 2);
+  CHECK(grouped(8, 1, 2).back() == "inter 1 groups/node size 4, nodes 2 apart");
+  CHECK(grouped(8, 1, 4).back() == "inter 1 groups/node size 2, nodes 4 apart");
+  CHECK(grouped(8, 1, 4).size() == eight.size() + 1);
 }
 
 TEST_CASE("every default geometry's groups: disjoint, the right size, inside or across nodes as named") {
   for (auto [ranks, per_node] : {std::pair{8, 4}, {6, 3}, {12, 3}, {16, 8}, {24, 6}, {8, 1}, {8, 2}, {16, 4}})
-    for (const auto& g : ff::measure::default_geometries(ranks, per_node)) {
+    for (const auto& g : ff::measure::default_geometries(ranks, per_node, ranks / per_node % 2 == 0 ? 2 : 0)) {
       CAPTURE(ranks);
       CAPTURE(per_node);
       CAPTURE(ff::measure::geometry_name(g));
@@ -119,10 +152,10 @@ TEST_CASE("every default geometry's groups: disjoint, the right size, inside or 
           for (size_t i = 1; i < grp.size(); ++i) CHECK(grp[i] - grp[i - 1] == g.stride);
           CHECK(nodes.front() == nodes.back());
         } else {
-          // Consecutive nodes, m members on each, in world-rank order.
+          // Nodes node_stride apart, m members on each, in world-rank order.
           for (size_t i = 1; i < grp.size(); ++i) CHECK(grp[i] > grp[i - 1]);
           for (size_t i = 0; i < nodes.size(); ++i)
-            CHECK(nodes[i] == nodes.front() + int(i) / g.members_per_node);
+            CHECK(nodes[i] == nodes.front() + int(i) / g.members_per_node * g.node_stride);
           for (size_t i = 0; i < nodes.size(); i += size_t(g.members_per_node)) ++groups_on_node[size_t(nodes[i])];
         }
       }
@@ -156,6 +189,14 @@ TEST_CASE("a geometry the run is too small for is named with what it needs") {
         "inter 1 groups/node size 16, 2 members/node: needs 8 nodes; this run has 8 ranks, 2 per node (see "
         "--gpus-per-node), so 4 nodes");
   CHECK(ff::measure::geometry_problem(inter(1, 4, 0), 8, 2).find("members per node must be at least 1") != std::string::npos);
+  // Nodes apart: the block is size × stride nodes.
+  CHECK(ff::measure::geometry_problem(apart(2, 2, 2), 8, 2) == "");
+  CHECK(ff::measure::geometry_problem(apart(1, 4, 2), 8, 2) ==
+        "inter 1 groups/node size 4, nodes 2 apart: needs 8 nodes; this run has 8 ranks, 2 per node (see "
+        "--gpus-per-node), so 4 nodes");
+  CHECK(ff::measure::geometry_problem(ff::Geometry{true, 1, 4, 1, 2, 2}, 16, 2) ==
+        "inter 1 groups/node size 4, 2 members/node, nodes 2 apart: nodes apart with one member a node only");
+  CHECK(ff::measure::geometry_problem(apart(1, 2, 0), 8, 2).find("node stride must be at least 1") != std::string::npos);
 }
 
 TEST_CASE("--intra / --inter lists") {
@@ -167,7 +208,7 @@ TEST_CASE("--intra / --inter lists") {
   REQUIRE(h.size() == 1);
   CHECK((h[0].inter && h[0].groups_per_node == 3 && h[0].size == 2));
   CHECK(ff::measure::parse_geometries("none", true).empty());
-  for (const char* bad : {"", "1x", "x2", "0x2", "1x2,", "1y2", "1x2x3", "a,b"}) {
+  for (const char* bad : {"", "1x", "x2", "0x2", "1x2,", "1y2", "1x2x3", "a,b", "1x2s2"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(ff::measure::parse_geometries(bad, false), ff::InputError);
   }
@@ -177,7 +218,14 @@ TEST_CASE("--intra / --inter lists") {
   CHECK((m[0].inter && m[0].groups_per_node == 1 && m[0].size == 8 && m[0].members_per_node == 2));
   CHECK((m[1].inter && m[1].groups_per_node == 2 && m[1].size == 2 && m[1].members_per_node == 1));
   CHECK(h[0].members_per_node == 1);
-  for (const char* bad : {"1x2x", "1x2x0", "1x2y2", "1x2x2x2", "1x2x2,", "0x4x2"}) {
+  // ... and a suffix sK, nodes K apart.
+  auto k = ff::measure::parse_geometries("2x2s2,1x4x2,1x8x1s4", true);
+  REQUIRE(k.size() == 3);
+  CHECK((k[0].groups_per_node == 2 && k[0].size == 2 && k[0].members_per_node == 1 && k[0].node_stride == 2));
+  CHECK(k[1].node_stride == 1);
+  CHECK((k[2].size == 8 && k[2].members_per_node == 1 && k[2].node_stride == 4));
+  for (const char* bad : {"1x2x", "1x2x0", "1x2y2", "1x2x2x2", "1x2x2,", "0x4x2", "1x2s", "1x2s0", "1x2s2x2",
+                          "1x2s2s2", " 1x2", "1x+2", "1x-2"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(ff::measure::parse_geometries(bad, true), ff::InputError);
   }
