@@ -231,7 +231,12 @@ for k, (a, b) in want.items():
     assert abs(got[k][0] - a) <= 0.15 * a and abs(got[k][1] - b) <= 0.05 * b, (k, got[k])
 assert prof["raw"]["format"] == "fourfold-measurement/1" and prof["raw"]["backend"] == "nccl-tests"
 assert prof["intra_node"]["kind"] == "measured" and prof["compute"]["kind"] == "nominal"
-assert "uncertainty" not in prof  # the base's stated errors do not describe what was measured
+# The base's stated errors do not describe what was measured: its own, from
+# the logs' spread, never below the assumed; the GEMMs (not in nccl-tests)
+# keep perlmutter's stated 6%.
+u = prof["uncertainty"]
+assert u["kind"] == "measured" and u["compute"] == 0.06 and u["intra"] >= 0.15 and u["inter"] >= 0.20, u
+assert u["checked_nodes"] == prof["raw"]["nodes"] and u["beyond"] >= 0.30, u
 print("fits ok")
 PY
 # A calibrated profile is itself a measurement to refit from.

@@ -478,6 +478,43 @@ TEST_CASE("a CPU-rank profile from a measurement alone loads, every number as fi
   CHECK(refit.gemm_fp32.eff.size() == p.gemm_fp32.eff.size());
 }
 
+TEST_CASE("a calibrated profile states its errors: the repeats' spread, never below the assumed, checked up to the nodes measured") {
+  // cpu_run: GEMM repeats at 0.8, 1 and 1.2 of their median (p90 of the
+  // deviations 0.2), collectives at 0.9, 1, 1.1 (0.1, below the assumed
+  // 15%), nothing across nodes.
+  const nlohmann::json j = ff::calibrate_profile(nlohmann::json(), cpu_run(), "cpu");
+  const ff::MachineProfile p = ff::machine_from_json(j, "cpu.json");
+  CHECK(p.uncertainty.stated);
+  CHECK(p.uncertainty.compute == rel(0.2, 1e-9));
+  CHECK(p.uncertainty.intra == rel(0.15, 1e-12));
+  CHECK(p.uncertainty.inter == rel(0.20, 1e-12));
+  CHECK(p.uncertainty.checked_nodes == 0);
+  CHECK(j["uncertainty"]["kind"] == "measured");
+  CHECK(contains(j["uncertainty"]["source"], "inter-node collectives not measured"));
+  // Across 4 nodes, repeats at 0.7, 1 and 1.3 of their median: ±30%, checked
+  // up to 4 nodes, beyond them at least the assumed 30%.
+  ff::Measurement m = cpu_run();
+  m.ranks = 8, m.gpus_per_node = 2, m.nodes = 4;
+  add_sweep(m, ff::Coll::AllReduce, inter(1, 4), 100 * us, 0.05 * GB);
+  for (auto& c : m.collectives)
+    if (c.geometry.inter) c.times_s = {1.3 * c.times_s[1], c.times_s[1], 0.7 * c.times_s[1]};
+  const ff::MachineProfile q = ff::machine_from_json(ff::calibrate_profile(nlohmann::json(), m, "four"), "four.json");
+  CHECK(q.uncertainty.inter == rel(0.3, 1e-9));
+  CHECK(q.uncertainty.checked_nodes == 4);
+  CHECK(q.uncertainty.beyond == rel(0.3, 1e-9));
+  CHECK(q.uncertainty.intra == rel(0.15, 1e-12));
+  // Links alone over perlmutter: the GEMMs are the base's, and so is their
+  // stated 6%; its 256 nodes checked are not, the 2 measured are.
+  ff::Measurement links = run_of("nccl", 8, 4, "srun -N 2 measure");
+  add_sweep(links, ff::Coll::AllReduce, inter(1, 2), 8 * us, 45 * GB);
+  const ff::MachineProfile r =
+      ff::machine_from_json(ff::calibrate_profile(ff::profile_json("perlmutter"), links, "pm"), "pm.json");
+  CHECK(r.uncertainty.compute == rel(0.06, 1e-12));
+  CHECK(r.uncertainty.inter == rel(0.20, 1e-12));
+  CHECK(r.uncertainty.checked_nodes == 2);
+  CHECK(r.uncertainty.beyond == rel(0.30, 1e-12));
+}
+
 TEST_CASE("with a base profile: measured sections replace, the rest stays, unmeasured entries kept") {
   nlohmann::json base = ff::profile_json("perlmutter");
   ff::Measurement m = run_of("nccl", 8, 4, "srun -N 2 measure");

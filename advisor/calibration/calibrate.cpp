@@ -797,6 +797,64 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   if (m.launch_s > 0) compute["launch_us"] = m.launch_s * 1e6;
 }
 
+// How far the figures are known (MODEL.md §8, "Ranges"): per kind of term,
+// the 90th percentile of the repeats' deviation from their point's median
+// (a curve prices a measured point at that median), never below the error
+// assumed without it, since a spread is noise, not the model's error; a kind
+// not measured keeps the base's stated error (its figures are the base's),
+// else the assumed one. Across nodes the figures hold up to the nodes
+// measured; beyond, the assumed error for groups spanning more.
+nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& base) {
+  const Uncertainty assumed;
+  const nlohmann::json stated =
+      base.is_object() && base.contains("uncertainty") ? base["uncertainty"] : nlohmann::json::object();
+  struct Spread {
+    bool measured = false;
+    std::vector<double> d;  // each repeat's |t / median − 1|, points with 2 or more repeats
+  } gemm, intra, inter;
+  auto add = [](Spread& into, const std::vector<double>& times) {
+    into.measured = true;
+    if (times.size() < 2) return;
+    const double mid = median(times);
+    for (double t : times) into.d.push_back(std::abs(t / mid - 1));
+  };
+  for (const auto& s : m.gemm) add(gemm, s.times_s);
+  for (const auto& c : m.collectives) add(c.geometry.inter ? inter : intra, c.times_s);
+  auto error = [&stated](Spread s, double floor, std::string& why, const char* kind, const char* key) {
+    why += why.empty() ? "" : "; ";
+    if (!s.measured && stated.contains(key)) {
+      why += std::string(kind) + " not measured: the base's stated error";
+      return stated[key].get<double>();
+    }
+    std::vector<double>& d = s.d;
+    if (d.empty()) {
+      why += std::string(kind) + (s.measured ? " timed once a point: assumed" : " not measured: assumed");
+      return floor;
+    }
+    std::sort(d.begin(), d.end());
+    const double p90 = d[size_t(0.9 * double(d.size() - 1))];
+    why += std::string(kind) + " repeats within " + std::to_string(std::lround(100 * p90)) +
+           "% of their median (p90, " +
+           std::to_string(d.size()) + " timings)" + (p90 < floor ? ", below the assumed error" : "");
+    return std::max(floor, std::min(p90, 0.99));
+  };
+  std::string why;
+  nlohmann::json u = {{"compute", error(gemm, assumed.compute, why, "GEMMs", "compute")},
+                      {"intra", error(intra, assumed.intra, why, "intra-node collectives", "intra")},
+                      {"inter", error(inter, assumed.inter, why, "inter-node collectives", "inter")}};
+  if (inter.measured) {
+    u["checked_nodes"] = m.nodes;
+    u["beyond"] = std::max(assumed.beyond, u["inter"].get<double>());
+  } else {
+    for (const char* k : {"checked_nodes", "beyond"})
+      if (stated.contains(k)) u[k] = stated[k];
+  }
+  u["kind"] = "measured";
+  u["source"] = measured_source(m) + ". Each error measured: the larger of the spread and the one assumed without it "
+                "(compute 10%, intra 15%, inter 20%; beyond the nodes measured 30%): " + why;
+  return u;
+}
+
 nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const std::string& name) {
   if (m.gpus_per_node < 1) input_error("measurement: gpus_per_node must be >= 1");
   MachineProfile base_profile;
@@ -807,8 +865,8 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
     b = &base_profile;
     p = base;
     p.erase("raw");  // the base's own measurement no longer describes this profile
-    // Nor do the errors the base's figures were checked to: a measured
-    // profile states none until it is held against runs (MODEL.md §8, "Ranges").
+    // Nor do the errors the base's figures were checked to, where measured
+    // (measured_uncertainty).
     p.erase("uncertainty");
     p["description"] = describe(m) + "; unmeasured sections from " + base.value("name", std::string("the base")) +
                        ": " + base.value("description", std::string(""));
@@ -841,6 +899,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   // Measured with NCCL: the ranks had NVIDIA GPUs, where the engine runs its
   // cuda device. Otherwise the base's (or none: the cpu device).
   if (m.backend == "nccl") p["engine_device"] = "cuda";
+  p["uncertainty"] = measured_uncertainty(m, base);
   p["raw"] = to_json(m);
   try {
     machine_from_json(p, "calibrated profile " + name);

@@ -14,6 +14,8 @@
 #include "advisor/core/atomic_file.hpp"
 #include "advisor/core/error.hpp"
 #include "advisor/core/json_fields.hpp"
+#include "advisor/core/machine_profile.hpp"
+#include "advisor/model/sensitivity.hpp"
 #include "advisor/output/format.hpp"
 #include "advisor/validation/validation_report.hpp"
 
@@ -140,6 +142,8 @@ void print_report(const nlohmann::json& p, const CalibrateOptions& o, const std:
                                         : std::string("back to back (measure --gap-us 0)"))
               << "\n";
   }
+  // The errors each configuration's range is priced at (MODEL.md §8, "Ranges").
+  std::cout << "  ranges: " << ff::range_basis(ff::machine_from_json(p, o.out)) << "\n";
   for (const auto& n : notes) std::cout << "  note: " << n << "\n";
 }
 
