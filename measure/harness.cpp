@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <tuple>
-#include <utility>
 
 #include "engine/runtime/check.hpp"
 #include "engine/runtime/mpi_poll.hpp"
@@ -42,9 +40,8 @@ namespace {
 // over the geometry's groups: a training step sums many collectives, so each
 // group's own time adds up, not the slowest of several groups in each
 // iteration (1.6x more for 4 intra-node pairs; measure/README.md).
-// Each iteration's mean over the groups, and the slowest group's mean over iterations.
-std::pair<std::vector<double>, double> time_each_after_gap(Backend& b, Group* g, const std::function<void()>& issue,
-                                                           const SweepOptions& o) {
+std::vector<double> time_each_after_gap(Backend& b, Group* g, const std::function<void()>& issue,
+                                        const SweepOptions& o) {
   std::vector<double> local(size_t(o.iters), 0.0);
   for (int i = 0; i < o.iters; ++i) {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -62,12 +59,11 @@ std::pair<std::vector<double>, double> time_each_after_gap(Backend& b, Group* g,
     if (g->rank != 0) std::fill(group.begin(), group.end(), 0.0);
     else group.back() = 1;
   }
-  std::vector<double> sum(group.size()), slowest(group.size());
+  std::vector<double> sum(group.size());
   MPI_CHECK(MPI_Allreduce(group.data(), sum.data(), int(sum.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  MPI_CHECK(MPI_Allreduce(group.data(), slowest.data(), int(slowest.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   double groups = std::max(sum.back(), 1.0);
   for (int i = 0; i < o.iters; ++i) local[size_t(i)] = sum[size_t(i)] / groups;
-  return {local, std::accumulate(slowest.begin(), slowest.end() - 1, 0.0) / o.iters};
+  return local;
 }
 
 }  // namespace
@@ -81,7 +77,7 @@ Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, const S
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   Timing t;
   if (o.gap_s > 0) {
-    std::tie(t.iter_s, t.slowest_group_s) = time_each_after_gap(b, g, issue, o);
+    t.iter_s = time_each_after_gap(b, g, issue, o);
     t.per_op_s = std::accumulate(t.iter_s.begin(), t.iter_s.end(), 0.0) / o.iters;
     return t;
   }
@@ -102,7 +98,6 @@ Timing time_op(Backend& b, Group* g, const std::function<void()>& issue, const S
   MPI_CHECK(MPI_Allreduce(local.data(), worst.data(), int(local.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   t.iter_s.assign(worst.begin() + 1, worst.end());
   t.per_op_s = worst[0] / o.iters;
-  t.slowest_group_s = t.per_op_s;
   return t;
 }
 

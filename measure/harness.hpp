@@ -45,12 +45,10 @@ struct SweepOptions {
 using Say = std::function<void(const std::string&)>;
 
 // Back to back: the maximum over all ranks. After a gap: each group's time
-// (its slowest member), the mean over the geometry's groups; and the slowest
-// group's, which a step whose other axes tie the groups together pays.
+// (its slowest member), the mean over the geometry's groups.
 struct Timing {
   double per_op_s = 0;            // loop time / iters; after a gap the mean of iter_s
   std::vector<double> iter_s;     // each iteration's time
-  double slowest_group_s = 0;     // after a gap: the slowest group's time, mean over iterations; else per_op_s
 };
 
 // The one timing loop, over MPI_COMM_WORLD: `issue` enqueues one operation

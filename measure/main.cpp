@@ -628,7 +628,6 @@ std::vector<Row> sweep_collectives(const Plan& p, Backend& backend, const std::v
           Timing t = time_collective(backend, runs[gi].mine.group.get(), forms[oi].op, forms[oi].nonblocking, send, recv,
                                      row.count, p.sweep);
           row.sample.times_s.push_back(t.per_op_s);
-          if (p.sweep.gap_s > 0 && row.groups > 1) row.sample.slowest_s.push_back(t.slowest_group_s);
           row.iterations.insert(row.iterations.end(), t.iter_s.begin(), t.iter_s.end());
           last = &row;
         }

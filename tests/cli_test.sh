@@ -236,7 +236,7 @@ assert prof["intra_node"]["kind"] == "measured" and prof["compute"]["kind"] == "
 # keep perlmutter's stated 6%.
 u = prof["uncertainty"]
 assert u["kind"] == "measured" and u["compute"] == 0.06 and u["intra"] >= 0.15 and u["inter"] >= 0.20, u
-assert u["checked_nodes"] == prof["raw"]["nodes"] and u["beyond"] >= 0.30, u
+assert u["checked_nodes"] == 2 and u["beyond"] >= 0.30, u  # 8 ranks, 4 a node
 print("fits ok")
 PY
 # A calibrated profile is itself a measurement to refit from.

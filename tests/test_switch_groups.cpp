@@ -125,10 +125,18 @@ TEST_CASE("switch groups: a curve timed at the same crossing count already holds
   const AxisLink l = axis_link(p, 8, 1, 8);
   REQUIRE(l.rings_per_uplink == 1);
   CHECK(collective_time(Coll::AllReduce, 64e6, l) == rel(hand_all_reduce(8, 64e6, 10e-6, 80e9)));
-  // Timed with 2 rings an uplink and priced at 1: the tier's bound again
-  // (α 20 µs, busbw min(80, 40 / 1) = 40 GB/s).
+  // The other counts, with the node's own link at 50 GB/s and an uplink
+  // too fast to bind (400 GB/s), so each source of the figures shows.
+  p.inter_node = fftest::measured(10e-6, 50e9);
+  p.switch_groups.busbw = 400e9;
+  // Timed inside the switch groups (0 rings) and priced at 1: the entry,
+  // bounded: α raised to the tier's 20 µs, its 80 GB/s under the uplink.
+  p.inter[0].link.rings_per_uplink = 0;
+  CHECK(collective_time(Coll::AllReduce, 64e6, axis_link(p, 8, 1, 8)) == rel(hand_all_reduce(8, 64e6, 20e-6, 80e9)));
+  // Timed with 2 rings an uplink and priced at 1: not the entry (it holds
+  // more sharing than this group has), the node's link, bounded.
   p.inter[0].link.rings_per_uplink = 2;
-  CHECK(collective_time(Coll::AllReduce, 64e6, axis_link(p, 8, 1, 8)) == rel(hand_all_reduce(8, 64e6, 20e-6, 40e9)));
+  CHECK(collective_time(Coll::AllReduce, 64e6, axis_link(p, 8, 1, 8)) == rel(hand_all_reduce(8, 64e6, 20e-6, 50e9)));
 }
 
 TEST_CASE("switch groups: pipeline pairs crossing an uplink share it") {

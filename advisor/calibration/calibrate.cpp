@@ -802,7 +802,7 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
 // (a curve prices a measured point at that median), never below the error
 // assumed without it, since a spread is noise, not the model's error; a kind
 // not measured keeps the base's stated error (its figures are the base's),
-// else the assumed one. Across nodes the figures hold up to the nodes
+// else the assumed one. Across nodes the figures hold up to the widest group
 // measured; beyond, the assumed error for groups spanning more.
 nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& base) {
   const Uncertainty assumed;
@@ -812,6 +812,7 @@ nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& 
     bool measured = false;
     std::vector<double> d;  // each repeat's |t / median − 1|, points with 2 or more repeats
   } gemm, intra, inter;
+  int widest = 0;  // the most nodes one measured group spans
   auto add = [](Spread& into, const std::vector<double>& times) {
     into.measured = true;
     if (times.size() < 2) return;
@@ -819,7 +820,10 @@ nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& 
     for (double t : times) into.d.push_back(std::abs(t / mid - 1));
   };
   for (const auto& s : m.gemm) add(gemm, s.times_s);
-  for (const auto& c : m.collectives) add(c.geometry.inter ? inter : intra, c.times_s);
+  for (const auto& c : m.collectives) {
+    add(c.geometry.inter ? inter : intra, c.times_s);
+    if (c.geometry.inter) widest = std::max(widest, c.geometry.size / std::max(1, c.geometry.members_per_node));
+  }
   auto error = [&stated](Spread s, double floor, std::string& why, const char* kind, const char* key) {
     why += why.empty() ? "" : "; ";
     if (!s.measured && stated.contains(key)) {
@@ -843,7 +847,7 @@ nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& 
                       {"intra", error(intra, assumed.intra, why, "intra-node collectives", "intra")},
                       {"inter", error(inter, assumed.inter, why, "inter-node collectives", "inter")}};
   if (inter.measured) {
-    u["checked_nodes"] = m.nodes;
+    u["checked_nodes"] = widest;
     u["beyond"] = std::max(assumed.beyond, u["inter"].get<double>());
   } else {
     for (const char* k : {"checked_nodes", "beyond"})
@@ -851,7 +855,7 @@ nlohmann::json measured_uncertainty(const Measurement& m, const nlohmann::json& 
   }
   u["kind"] = "measured";
   u["source"] = measured_source(m) + ". Each error measured: the larger of the spread and the one assumed without it "
-                "(compute 10%, intra 15%, inter 20%; beyond the nodes measured 30%): " + why;
+                "(compute 10%, intra 15%, inter 20%; beyond the widest group measured 30%): " + why;
   return u;
 }
 

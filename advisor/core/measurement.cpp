@@ -69,10 +69,6 @@ CollectiveSample collective_from(const Fields& c) {
     c.fail("node_stride", "1, or more only across nodes with one member a node");
   s.nonblocking = c.boolean_or("nonblocking", false);
   timing_from(c, s);
-  if (c.has("slowest_times_us")) {
-    s.slowest_s = times_from(c, "slowest_times_us");
-    if (s.slowest_s.size() != s.times_s.size()) c.fail("slowest_times_us", "one time per repeat, as times_us has");
-  }
   return s;
 }
 
@@ -235,9 +231,6 @@ void merge_sample(std::vector<CollectiveSample>& into, const CollectiveSample& s
                        a.node_stride == b.node_stride
                  : a.stride == b.stride)) {
       c.times_s.insert(c.times_s.end(), s.times_s.begin(), s.times_s.end());
-      // Kept only where every repeat has one.
-      if (c.slowest_s.empty() || s.slowest_s.empty()) c.slowest_s.clear();
-      else c.slowest_s.insert(c.slowest_s.end(), s.slowest_s.begin(), s.slowest_s.end());
       return;
     }
   }
@@ -354,7 +347,6 @@ nlohmann::json to_json(const Measurement& m) {
     if (c.geometry.node_stride > 1) colls.back()["node_stride"] = c.geometry.node_stride;
     timing_fields(colls.back(), c, algbw, algbw * busbw_factor(c.op, c.geometry.size));
     if (c.nonblocking) colls.back()["nonblocking"] = true;
-    if (!c.slowest_s.empty()) colls.back()["slowest_times_us"] = micros(c.slowest_s);
   }
   nlohmann::json j = {{"format", kMeasurementFormat},
                       {"backend", m.backend},

@@ -51,9 +51,6 @@ struct CollectiveSample : TimedSize {
   // run these with other algorithms than the blocking ones (Open MPI: libnbc).
   bool nonblocking = false;
   Geometry geometry;
-  // measure --gap-us with several groups: per repeat, the slowest group's
-  // time (times_s holds the mean over groups); empty otherwise.
-  std::vector<double> slowest_s;
 };
 
 // One GEMM shape, timed with every rank of the node running the same shape at
