@@ -473,8 +473,8 @@ void Gpt<T>::linear_backward(int mi, const T* in, const T* dout, T* din, M* dbia
     comm_.all_gather(Axis::Y, dout, sp_full_.data(), size_t(ts_) * n);
     dout = sp_full_.data();
   }
-  if (dbias)  // the weight-gradient GEMM's epilogue on a GPU
-    elementwise(KernelClass::Bias, 0, [&] { k_->bias_grad(dout, dbias, t_, n); });
+  if (dbias)  // column sums over the tokens: dout read once
+    elementwise(KernelClass::Bias, double(t_) * n * sizeof(T), [&] { k_->bias_grad(dout, dbias, t_, n); });
   const T* W = acquire(mi);
   const Axis in_axis = transposed ? Axis::X : Axis::Y;
   Comm::Ticket oar = 0;
@@ -586,8 +586,8 @@ void Gpt<T>::norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* xh
   const long H = m_.hidden;
   const double values = double(ts_) * hx_ * sizeof(T);
   const bool rms = m_.norm == Norm::RmsNorm;
-  if (hx_ == H) {
-    elementwise(KernelClass::Norm, 2 * values, [&] {
+  if (hx_ == H) {  // reads x, writes y and x̂ (the backward's input)
+    elementwise(KernelClass::Norm, 3 * values, [&] {
       if (rms) k_->rmsnorm_forward(x, gamma, y, xhat, rstd, ts_, H);
       else k_->layernorm_forward(x, gamma, beta, y, xhat, rstd, ts_, H);
     });

@@ -18,16 +18,27 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
   cublasHandle_t handle;
   CUBLAS_CHECK(ff::cuda::cublas().create(&handle));
   auto samples = sweep_gemm(shapes, repeats, progress, [&](const GemmShape& s) {
+    // A weight gradient ("tn") goes into its fp32 accumulator, β = 1, as the
+    // engine and Megatron's gradient-accumulation fusion run it: C read and
+    // written in fp32, not written once in bf16.
+    const bool to_fp32 = s.layout == "tn";
     void *a = nullptr, *b = nullptr, *c = nullptr;
     CUDA_CHECK(cudaMalloc(&a, size_t(s.m * s.k) * 2));
     CUDA_CHECK(cudaMalloc(&b, size_t(s.k * s.n) * 2));
-    CUDA_CHECK(cudaMalloc(&c, size_t(s.m * s.n) * 2));
+    CUDA_CHECK(cudaMalloc(&c, size_t(s.m * s.n) * (to_fp32 ? 4 : 2)));
+    CUDA_CHECK(cudaMemset(c, 0, size_t(s.m * s.n) * (to_fp32 ? 4 : 2)));
     // Every byte 0x3c: each bf16 is 0x3c3c ≈ 0.0115, a normal number (no denormal slow paths).
     CUDA_CHECK(cudaMemset(a, 0x3c, size_t(s.m * s.k) * 2));
     CUDA_CHECK(cudaMemset(b, 0x3c, size_t(s.k * s.n) * 2));
     const bool ta = s.layout[0] == 't', tb = s.layout[1] == 't';
     const int lda = int(ta ? s.m : s.k), ldb = int(tb ? s.k : s.n);
-    auto call = [&] { ff::cuda::gemm_bf16(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, a, lda, b, ldb, 0.0f, c, int(s.n)); };
+    auto call = [&] {
+      if (to_fp32)
+        ff::cuda::gemm(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, static_cast<const engine::bf16*>(a), lda,
+                       static_cast<const engine::bf16*>(b), ldb, 1.0f, static_cast<float*>(c), int(s.n));
+      else
+        ff::cuda::gemm_bf16(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, a, lda, b, ldb, 0.0f, c, int(s.n));
+    };
     call();
     CUDA_CHECK(cudaDeviceSynchronize());
     int calls = gemm_calls(s, 2e11);  // ~1 ms of an A100

@@ -3,13 +3,17 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 
 #include "engine/adamw.hpp"
 #include "engine/cuda/kernels.hpp"
 #include "engine/runtime/bf16.hpp"
+#include "engine/runtime/cublas_api.hpp"
+#include "engine/runtime/cublas_gemm.hpp"
 #include "engine/runtime/cuda_check.hpp"
+#include "engine/runtime/fatal.hpp"
 
 namespace ff::measure {
 
@@ -96,6 +100,32 @@ std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& m, int mi
     Array<bf16> bias(F);
     out.push_back({"bias add", 0, 0, 0, 4.0 * double(t * F),
                    time_calls([&](cudaStream_t s) { cuda::add_bias(g.p, bias.p, long(t), long(F), s); }, 5, repeats)});
+    // The four biases' gradients (column sums over the tokens, read once),
+    // at the widths of QKV, the output projection, FC1 and FC2.
+    const long qkv = long(m.heads + 2 * m.kv_head_count()) * m.head_size();
+    const long widths[4] = {qkv, long(H), long(F), long(H)};
+    Array<float> dbias(size_t(std::max<long>(qkv, long(F))));
+    out.push_back({"bias gradient", 0, 0, 0, 2.0 * double(t) * double(qkv + 2 * long(H) + long(F)),
+                   time_calls([&](cudaStream_t s) {
+                     for (long n : widths) cuda::bias_grad(g.p, dbias.p, long(t), n, s);
+                   }, 5, repeats)});
+  }
+  {
+    // The norm on whole rows (G_x = 1) each way: forward reads x and writes
+    // y and x̂; backward reads dy and x̂ and writes dx (the statistics and
+    // parameter gradients are a row's and a column's, not counted).
+    Array<bf16> x(t * H), y(t * H), xhat(t * H), gamma(H), beta(H);
+    Array<float> rstd(t), dgamma(H), dbeta(H);
+    const bool rms = m.norm == ff::Norm::RmsNorm;
+    out.push_back({"norm forward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
+                     if (rms) cuda::rmsnorm_forward(x.p, gamma.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
+                     else cuda::layernorm_forward(x.p, gamma.p, beta.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
+                   }, 5, repeats)});
+    out.push_back({"norm backward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
+                     if (rms) cuda::rmsnorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, long(t), long(H), s);
+                     else cuda::layernorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, dbeta.p, long(t),
+                                                   long(H), s);
+                   }, 5, repeats)});
   }
   {
     const size_t n = 12 * H * H;
@@ -106,6 +136,71 @@ std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& m, int mi
                    time_calls([&](cudaStream_t s) { cuda::adamw_update<bf16>(master.p, g.p, mo.p, v.p, w.p, n, st, s); },
                               3, repeats)});
   }
+  return out;
+}
+
+std::vector<ff::HidingSample> time_hiding(const ff::ModelSpec& m, int micro_batch, const std::vector<int>& blocks,
+                                          int repeats) {
+  // FC1's forward GEMM at the model's sizes: [t, H] × [H, F].
+  const int M = micro_batch * int(m.seq_len), N = int(m.ffn), K = int(m.hidden);
+  cublasHandle_t h;
+  CUBLAS_CHECK(cuda::cublas().create(&h));
+  cudaStream_t sg, sc;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sg, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&sc, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cuda::cublas().set_stream(h, sg));
+  Array<bf16> a(size_t(M) * K), b(size_t(K) * N), c(size_t(M) * N);
+  const size_t copy_n = size_t(64) << 20;  // 256 MiB each way: beyond the L2
+  Array<float> src(copy_n), dst(copy_n);
+  cudaEvent_t g0, g1, c0, c1;
+  for (cudaEvent_t* e : {&g0, &g1, &c0, &c1}) CUDA_CHECK(cudaEventCreate(e));
+  auto elapsed = [](cudaEvent_t x, cudaEvent_t y) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, x, y));
+    return double(ms) * 1e-3;
+  };
+  auto gemms = [&](int calls) {
+    CUDA_CHECK(cudaEventRecord(g0, sg));
+    for (int i = 0; i < calls; ++i)
+      cuda::gemm_bf16(h, false, false, M, N, K, 1.0f, a.p, K, b.p, N, 0.0f, c.p, N);
+    CUDA_CHECK(cudaEventRecord(g1, sg));
+  };
+  auto copy = [&](int on, int rounds) {
+    CUDA_CHECK(cudaEventRecord(c0, sc));
+    cuda::copy_on_blocks(src.p, dst.p, copy_n, on, rounds, sc);
+    CUDA_CHECK(cudaEventRecord(c1, sc));
+  };
+  gemms(3);
+  CUDA_CHECK(cudaStreamSynchronize(sg));
+  const double one = elapsed(g0, g1) / 3;
+  const int calls = std::max(3, int(20e-3 / one));  // about 20 ms of GEMMs a timing
+  std::vector<ff::HidingSample> out;
+  for (int on : blocks) {
+    copy(on, 1);
+    CUDA_CHECK(cudaStreamSynchronize(sc));
+    // Enough rounds to outlast the GEMMs even at half their speed.
+    const int rounds = std::max(1, int(std::ceil(2.0 * calls * one / elapsed(c0, c1))));
+    ff::HidingSample hs{double(M), double(N), double(K), on, {}, {}, 0};
+    double moved = 0, took = 0;
+    for (int r = 0; r < repeats; ++r) {
+      gemms(calls);
+      CUDA_CHECK(cudaStreamSynchronize(sg));
+      hs.alone_s.push_back(elapsed(g0, g1) / calls);
+      copy(on, rounds);  // first, so that it holds its SMs before the GEMMs start
+      gemms(calls);
+      CUDA_CHECK(cudaStreamSynchronize(sg));
+      CUDA_CHECK(cudaStreamSynchronize(sc));
+      if (elapsed(c0, c1) < elapsed(c0, g1)) FF_FATAL("measure: the copy beside the GEMMs ended before them");
+      hs.beside_s.push_back(elapsed(g0, g1) / calls);
+      moved += 2.0 * double(copy_n) * sizeof(float) * rounds, took += elapsed(c0, c1);
+    }
+    hs.copy_bytes_per_s = moved / took;
+    out.push_back(hs);
+  }
+  for (cudaEvent_t e : {g0, g1, c0, c1}) CUDA_CHECK(cudaEventDestroy(e));
+  CUDA_CHECK(cudaStreamDestroy(sg));
+  CUDA_CHECK(cudaStreamDestroy(sc));
+  CUBLAS_CHECK(cuda::cublas().destroy(h));
   return out;
 }
 

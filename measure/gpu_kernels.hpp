@@ -15,6 +15,11 @@ namespace ff::measure {
 // sequences of S tokens for each S in `seqs`; `repeats` timings of each.
 std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& model, int micro_batch,
                                                   const std::vector<double>& seqs, int repeats);
+// The model's FC1 GEMM (bf16) alone and beside a copy kernel on each count
+// of `blocks` SMs, `repeats` times each: what a collective's kernels in
+// flight cost the compute it hides under, by proxy on one GPU.
+std::vector<ff::HidingSample> time_hiding(const ff::ModelSpec& model, int micro_batch, const std::vector<int>& blocks,
+                                          int repeats);
 // Seconds per launch of a one-element kernel, back to back on one stream.
 double time_launch(int repeats);
 

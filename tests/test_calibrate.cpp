@@ -681,7 +681,14 @@ TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the ele
     m.gpu_kernels.push_back({"flash_attention", S, 128, flops, 0, {flops / (e * peak * S / (S + h))}});
   // 2,000, 2,400 and 2,800 GB/s: the median is 0.8 of the copy's 3,000.
   for (double gbps : {2000.0, 2800.0, 2400.0}) m.gpu_kernels.push_back({"gelu forward", 0, 0, 0, 1e9, {1e9 / (gbps * GB)}});
+  // A norm at 1,500 GB/s and a bias add at 3,000: the median stays 2,400.
+  m.gpu_kernels.push_back({"norm forward", 0, 0, 0, 1e9, {1e9 / (1500 * GB)}});
+  m.gpu_kernels.push_back({"bias add", 0, 0, 0, 1e9, {1e9 / (3000 * GB)}});
   m.launch_s = 2.5e-6;
+  // FC1's GEMM at 100 µs alone; beside a copy on 16 SMs a median of 112 µs
+  // (+12%), on 32 SMs 124 µs (+24%): the profile's slowdown their mean, 0.18.
+  m.hiding.push_back({8192, 8192, 2048, 16, {100e-6, 101e-6, 99e-6}, {112e-6, 110e-6, 114e-6}, 500e9});
+  m.hiding.push_back({8192, 8192, 2048, 32, {100e-6}, {124e-6}, 900e9});
   const nlohmann::json j = ff::calibrate_profile(base, m, "h100-kernels");
   const ff::MachineProfile p = ff::machine_from_json(j, "h100-kernels.json");
   const ff::AttentionCurve* causal128 = nullptr;
@@ -693,10 +700,28 @@ TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the ele
   CHECK(p.flash_attention.size() == 4);  // the base's other three curves kept
   CHECK(j["compute"]["flash_attention"]["kind"] == "measured");
   CHECK(p.elementwise_efficiency == rel(0.8, 1e-12));
+  // Each class its kernels' bytes over their time: GELU's three 1 GB at
+  // 2,000, 2,800 and 2,400 GB/s take 1/2000 + 1/2800 + 1/2400 s per GB,
+  // 3 GB in 1.2738095e-3 s = 2,355.14 GB/s = 0.785047 of the copy; the norm
+  // 0.5; the bias add prices no class (an epilogue wherever the engine can).
+  const auto by = [&](ff::KernelClass c) { return p.elementwise_by_class[size_t(c)]; };
+  CHECK(by(ff::KernelClass::Activation) == rel(0.785047, 1e-6));
+  CHECK(by(ff::KernelClass::Norm) == rel(0.5, 1e-12));
+  CHECK(by(ff::KernelClass::Bias) == 0);
+  CHECK(by(ff::KernelClass::Residual) == 0);
+  // Priced: 1 GB of norm at 1,500 GB/s; of residual (not measured) at 0.8.
+  CHECK(ff::elementwise_time(p, ff::KernelClass::Norm, 1e9, 0) == rel(1.0 / 1500, 1e-9));
+  CHECK(ff::elementwise_time(p, ff::KernelClass::Residual, 1e9, 2) == rel(1.0 / 2400 + 2 * 2.5e-6, 1e-9));
   CHECK(p.launch_s == rel(2.5e-6, 1e-12));
+  CHECK(p.compute_slowdown == rel(0.18, 1e-9));
+  CHECK(contains(j["overlap"]["source"], "a proxy on one GPU"));
   // The record keeps the samples: read back, the same.
   const ff::Measurement back = ff::measurement_from_json(ff::to_json(m), "record");
-  REQUIRE(back.gpu_kernels.size() == 6);
+  REQUIRE(back.hiding.size() == 2);
+  CHECK(back.hiding[1].blocks == 32);
+  CHECK(back.hiding[0].slowdown() == rel(0.12, 1e-9));
+  CHECK(back.hiding[1].copy_bytes_per_s == rel(900e9, 1e-12));
+  REQUIRE(back.gpu_kernels.size() == 8);
   CHECK(back.gpu_kernels[1].seq == 1024);
   CHECK(back.gpu_kernels[1].head_dim == 128);
   CHECK(back.gpu_kernels[4].bytes == 1e9);

@@ -257,7 +257,7 @@ TEST_CASE("inputs: machine profile files") {
     CHECK(contains(msg, "gemm.fp32"));
     CHECK(contains(msg, "6x6x6"));
   }
-  SUBCASE("a GEMM rate above the peak, a negative launch, a slowdown of 1") {
+  SUBCASE("a GEMM rate above the peak, a negative launch, a slowdown of 1, a class not known or above 1") {
     auto refused = [&](const nlohmann::json& bad, const char* field) {
       std::string msg = input_error_of([&] { load_machine(dir.write("pm.json", bad.dump(2))); });
       CAPTURE(msg);
@@ -275,6 +275,12 @@ TEST_CASE("inputs: machine profile files") {
     k = j;
     k["overlap"]["compute_slowdown"] = 1;
     refused(k, "overlap.compute_slowdown");
+    k = j;
+    k["memory"]["elementwise_by_class"] = {{"norms", 0.5}};  // not a class
+    refused(k, "memory.elementwise_by_class.norms");
+    k = j;
+    k["memory"]["elementwise_by_class"] = {{"norm", 1.5}};
+    refused(k, "memory.elementwise_by_class.norm");
   }
   SUBCASE("malformed JSON") {
     std::string f = dir.write("pm.json", "{\"name\": \"x\",\n\"gpus_per_node\": 4,,\n}");

@@ -750,10 +750,23 @@ void fit_elementwise_section(nlohmann::json& p, const Measurement& m, const std:
 // (rates at the engine level's FLOP count, of the bf16 peak above), the
 // element-wise efficiency (the median memory-bound kernel's bytes per
 // second over the device copy's), and the launch cost.
+// The class a memory-bound kernel `measure` times is priced as (MODEL.md
+// §2, "Kernels"); none for the bias add, which the engine runs as a GEMM
+// epilogue wherever it can.
+const char* measured_kernel_class(const std::string& kernel) {
+  if (kernel == "residual add") return "residual";
+  if (kernel == "gelu forward" || kernel == "gelu backward") return "activation";
+  if (kernel == "bias gradient") return "bias";
+  if (kernel == "norm forward" || kernel == "norm backward") return "norm";
+  if (kernel == "adamw") return "optimizer";
+  return nullptr;
+}
+
 void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   const std::string src = measured_source(m);
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> attention;  // head_dim: S, rate
   std::vector<double> bandwidth;
+  std::map<std::string, std::pair<double, double>> by_class;  // class: bytes, seconds
   for (const GpuKernelSample& k : m.gpu_kernels) {
     const double t = k.median_s();
     if (!(t > 0)) continue;
@@ -762,6 +775,7 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
       attention[k.head_dim].second.push_back(k.flops / t);
     } else {
       bandwidth.push_back(k.bytes / t);
+      if (const char* c = measured_kernel_class(k.kernel)) by_class[c].first += k.bytes, by_class[c].second += t;
     }
   }
   nlohmann::json& compute = p["compute"];
@@ -791,10 +805,35 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
       mem["elementwise_efficiency"] = eff;
       mem["source"] = mem.value("source", std::string("")) + " elementwise_efficiency " + fmt(eff) +
                       " measured: the median of the engine's own memory-bound kernels (a block's residual add, GELU "
-                      "each way, bias add, AdamW; bf16, the model's sizes), timed alone, over the device copy.";
+                      "each way, bias add and gradient, the norm each way, AdamW; bf16, the model's sizes), timed "
+                      "alone, over the device copy; elementwise_by_class: each class's kernels' bytes over their "
+                      "time, over the device copy.";
+      nlohmann::json classes = nlohmann::json::object();
+      for (const auto& [c, bt] : by_class) classes[c] = std::min(1.0, bt.first / bt.second / hbm);
+      if (!classes.empty()) mem["elementwise_by_class"] = classes;
     }
   }
   if (m.launch_s > 0) compute["launch_us"] = m.launch_s * 1e6;
+  if (!m.hiding.empty()) {
+    // A collective's kernels take SMs (and bandwidth) from the compute it
+    // hides under; on one GPU, a copy on as many blocks as NCCL's channels
+    // stands in for them: the mean over the block counts timed.
+    double sum = 0;
+    std::string each;
+    for (const HidingSample& h : m.hiding) {
+      sum += h.slowdown();
+      each += (each.empty() ? "" : ", ") + fmt(100 * h.slowdown()) + "% beside " + std::to_string(h.blocks) + " SMs";
+    }
+    const double slowdown = std::clamp(sum / double(m.hiding.size()), 0.0, 0.95);
+    const HidingSample& h = m.hiding.front();
+    nlohmann::json& ov = p["overlap"];
+    ov["compute_slowdown"] = slowdown;
+    ov["source"] = ov.value("source", std::string("")) + " This profile's compute_slowdown, " + fmt(slowdown) +
+                   ", is measured instead (" + src + "), a proxy on one GPU: a bf16 GEMM " + fmt(h.m) + "x" + fmt(h.n) +
+                   "x" + fmt(h.k) +
+                   " timed alone and beside a copy kernel holding a collective's channels of SMs (" + each +
+                   "); not a collective's own kernels.";
+  }
 }
 
 // How far the figures are known (MODEL.md §8, "Ranges"): per kind of term,
@@ -891,7 +930,7 @@ nlohmann::json calibrate(const nlohmann::json& base, const Measurement& m, const
   fit_host_section(p, base, m);
   fit_gemm(p, base, b, m);
   if (!m.engine_steps.empty()) fit_elementwise_section(p, m, name);
-  if (!m.gpu_kernels.empty() || m.launch_s > 0) fit_gpu_kernels_section(p, m);
+  if (!m.gpu_kernels.empty() || m.launch_s > 0 || !m.hiding.empty()) fit_gpu_kernels_section(p, m);
   // How the links were waited for: a paced validation (advisor validate
   // --device paced) needs them measured with its engine's Δ; and whether
   // each operation followed idle time. A base's do not describe this

@@ -33,6 +33,7 @@ nlohmann::json paced_profile_json(nlohmann::json j, const DevicePace& p) {
   nlohmann::json& mem = j["memory"];
   mem["hbm_GBps"] = as_written(p.bytes_per_s / 1e9);
   mem["elementwise_efficiency"] = 1.0;
+  mem.erase("elementwise_by_class");  // the pace moves every class's bytes at one rate
   nlohmann::json& ov = j["overlap"];
   ov["efficiency"] = 1.0;
   ov["compute_slowdown"] = 0.0;

@@ -180,9 +180,19 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
   p.launch_s = compute.microseconds("launch_us", "microseconds >= 0: a memory-bound kernel's launch and ramp").value_or(0);
 
   Fields mem = f.object("memory");
-  mem.only(documented({"hbm_GBps", "elementwise_efficiency", "capacity_GiB", "reserve_GiB"}));
+  mem.only(documented({"hbm_GBps", "elementwise_efficiency", "elementwise_by_class", "capacity_GiB", "reserve_GiB"}));
   p.hbm_bandwidth = figure(mem, "hbm_GBps", GB);
   p.elementwise_efficiency = efficiency(mem, "elementwise_efficiency");
+  if (mem.has("elementwise_by_class")) {
+    const Fields by = mem.object("elementwise_by_class");
+    for (const auto& [name, v] : by.json().items()) {
+      if (name == "comment" || name == "source") continue;
+      int c = 0;
+      while (c < kKernelClasses && name != kernel_class_name(KernelClass(c))) ++c;
+      if (c == kKernelClasses) by.fail(name, "a kernel class (norm, activation, residual, bias, optimizer, ...)");
+      p.elementwise_by_class[size_t(c)] = efficiency(by, name);
+    }
+  }
   p.hbm_capacity = figure(mem, "capacity_GiB", GiB);
   p.memory_reserve = mem.number("reserve_GiB") * GiB;
   if (p.memory_reserve < 0 || p.memory_reserve >= p.hbm_capacity)

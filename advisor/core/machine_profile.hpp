@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "advisor/core/config.hpp"
+#include "advisor/core/kernel_class.hpp"
 
 namespace ff {
 
@@ -156,6 +157,9 @@ struct MachineProfile {
   // least time the host takes to issue any kernel (compute.launch_us;
   // MODEL.md §2, "Kernels"). GEMM and attention rates include theirs.
   double launch_s = 0;
+  // A memory-bound class's own efficiency where measured (memory.
+  // elementwise_by_class; 0: elementwise_efficiency prices it).
+  std::array<double, kKernelClasses> elementwise_by_class{};
   // Compute under a collective in flight runs this fraction slower: the
   // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
   double compute_slowdown = 0;

@@ -133,6 +133,17 @@ GpuKernelSample gpu_kernel_from(const Fields& g) {
   return s;
 }
 
+HidingSample hiding_from(const Fields& h) {
+  HidingSample s;
+  s.m = h.positive("m"), s.n = h.positive("n"), s.k = h.positive("k");
+  s.blocks = int(h.integer("blocks", 1));
+  s.alone_s = times_from(h, "alone_us");
+  s.beside_s = times_from(h, "beside_us");
+  s.copy_bytes_per_s = h.number_or("copy_GBps", 0) * GB;
+  if (s.copy_bytes_per_s < 0) h.fail("copy_GBps", "GB/s >= 0");
+  return s;
+}
+
 // Each element of the array f[key], read by `from` with its own path in errors.
 template <class T, class From>
 void append_elements(const Fields& f, const char* key, std::vector<T>& out, From from) {
@@ -172,6 +183,7 @@ Measurement measurement_from(const Fields& f) {
   if (f.has("gpu_kernels")) append_elements(f, "gpu_kernels", m.gpu_kernels, gpu_kernel_from);
   m.launch_s = f.number_or("launch_us", 0) * us;
   if (m.launch_s < 0) f.fail("launch_us", "microseconds >= 0");
+  if (f.has("hiding")) append_elements(f, "hiding", m.hiding, hiding_from);
   if (f.has("p2p")) append_elements(f, "p2p", m.p2p, p2p_from);
   if (f.has("host_link")) {
     Fields h = f.object("host_link");
@@ -202,6 +214,7 @@ double TimedSize::min_s() const { return times_s.empty() ? 0 : *std::min_element
 double TimedSize::max_s() const { return times_s.empty() ? 0 : *std::max_element(times_s.begin(), times_s.end()); }
 double GemmSample::median_s() const { return median(times_s); }
 double GpuKernelSample::median_s() const { return median(times_s); }
+double HidingSample::slowdown() const { return median(beside_s) / median(alone_s) - 1; }
 
 std::string host_link_description(const std::string& kind) {
   if (kind == "cuda-pinned") return "pinned cudaMemcpyAsync between host memory and the GPU";
@@ -303,6 +316,7 @@ Measurement merge_measurements(const std::vector<Measurement>& ms) {
     out.engine_steps.insert(out.engine_steps.end(), m.engine_steps.begin(), m.engine_steps.end());
     out.gpu_kernels.insert(out.gpu_kernels.end(), m.gpu_kernels.begin(), m.gpu_kernels.end());
     if (!(out.launch_s > 0)) out.launch_s = m.launch_s;
+    out.hiding.insert(out.hiding.end(), m.hiding.begin(), m.hiding.end());
     if (!(out.stream_bytes_per_s > 0)) out.stream_bytes_per_s = m.stream_bytes_per_s;
     if (!(out.memory_bytes_per_rank > 0)) out.memory_bytes_per_rank = m.memory_bytes_per_rank;
     if (!(out.host_memory_bytes > 0)) out.host_memory_bytes = m.host_memory_bytes;
@@ -387,6 +401,9 @@ nlohmann::json to_json(const Measurement& m) {
     }
   }
   if (m.launch_s > 0) j["launch_us"] = m.launch_s / us;
+  for (const auto& h : m.hiding)
+    j["hiding"].push_back({{"m", h.m}, {"n", h.n}, {"k", h.k}, {"blocks", h.blocks}, {"alone_us", micros(h.alone_s)},
+                           {"beside_us", micros(h.beside_s)}, {"copy_GBps", h.copy_bytes_per_s / GB}});
   if (!m.p2p.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& c : m.p2p) {

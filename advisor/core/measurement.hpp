@@ -88,6 +88,17 @@ struct GpuKernelSample {
   double median_s() const;
 };
 
+// A GEMM (bf16, m×n×k) timed alone and beside a copy kernel holding
+// `blocks` SMs, on one GPU: measure's proxy for a collective's kernels in
+// flight under compute (MODEL.md §2, "Compute under a collective").
+struct HidingSample {
+  double m = 0, n = 0, k = 0;
+  int blocks = 0;
+  std::vector<double> alone_s, beside_s;  // per GEMM, one per repeat
+  double copy_bytes_per_s = 0;            // what the copy moved meanwhile (read + write)
+  double slowdown() const;                // median beside / median alone − 1
+};
+
 // One message size on one pair geometry (`size` 2): every pair of it
 // exchanging `bytes` each way at once, each rank posting MPI_Irecv and
 // MPI_Isend to its partner (ncclRecv/ncclSend in one group) and waiting for
@@ -128,6 +139,7 @@ struct Measurement {
   std::vector<EngineStepSample> engine_steps;  // CPU ranks with a model given; empty otherwise
   std::vector<GpuKernelSample> gpu_kernels;    // GPU ranks with a model given; empty otherwise
   double launch_s = 0;  // GPU: a kernel launched back to back after another, per launch; 0 if not measured
+  std::vector<HidingSample> hiding;  // GPU ranks with a model given; empty otherwise
   std::vector<P2PSample> p2p;             // pairs (send-recv); empty if not measured
   std::vector<HostLinkSample> host_link;  // empty if not measured
   // What the host-link samples time: "cuda-pinned" (cudaMemcpyAsync between

@@ -73,8 +73,9 @@ double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, dou
   return flops / (p.peak_flops(dt) * flash_attention_efficiency(p, dt, seq, head_dim));
 }
 
-double elementwise_time(const MachineProfile& p, double bytes, double launches) {
-  return bytes / (p.hbm_bandwidth * p.elementwise_efficiency) + launches * p.launch_s;
+double elementwise_time(const MachineProfile& p, KernelClass cls, double bytes, double launches) {
+  const double own = p.elementwise_by_class[size_t(cls)];
+  return bytes / (p.hbm_bandwidth * (own > 0 ? own : p.elementwise_efficiency)) + launches * p.launch_s;
 }
 
 }  // namespace ff

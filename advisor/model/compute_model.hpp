@@ -19,7 +19,8 @@ double attention_time(const MachineProfile& p, Dtype dt, double flops);
 double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, double seq, double head_dim);
 // The efficiency flash_attention_time prices at (of the dtype's peak).
 double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim);
-// Memory-bound kernels moving `bytes` in all, in `launches` launches.
-double elementwise_time(const MachineProfile& p, double bytes, double launches);
+// Memory-bound kernels of a class moving `bytes` in all, in `launches`
+// launches: at the class's measured efficiency where the profile has one.
+double elementwise_time(const MachineProfile& p, KernelClass cls, double bytes, double launches);
 
 }  // namespace ff

@@ -75,7 +75,7 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   // A memory-bound term: its kernels' bytes and launches, each launch priced.
   auto mem = [&](const char* layer, const char* what, KernelClass cls, const MemoryKernels& k, double count,
                  bool per_step = false) {
-    const double s = elementwise_time(p, k.bytes, k.launches);
+    const double s = elementwise_time(p, cls, k.bytes, k.launches);
     work(layer, what, cls, s, k.launches, count, per_step);
     return s;
   };
@@ -203,8 +203,8 @@ void make_plan(const Job& job, const MachineProfile& p, const Grid& g, int mb, R
   for (int j = 0; j < kBlockLayers; ++j) {
     if (bias_columns[j] == 0) continue;
     const double share = bias_columns[j] / columns;  // one launch each way where not in the GEMM
-    if (!bk.bias_in_gemm[j]) bias_fwd[j] = elementwise_time(p, bk.bias_fwd.bytes * share, 1);
-    if (bk.bias_bwd.launches > 0) bias_bwd[j] = elementwise_time(p, bk.bias_bwd.bytes * share, 1);
+    if (!bk.bias_in_gemm[j]) bias_fwd[j] = elementwise_time(p, KernelClass::Bias, bk.bias_fwd.bytes * share, 1);
+    if (bk.bias_bwd.launches > 0) bias_bwd[j] = elementwise_time(p, KernelClass::Bias, bk.bias_bwd.bytes * share, 1);
   }
   // Exact norms over a hidden split over X. LayerNorm: per-token sum, then
   // centred sum of squares, forward; one reduction of 2t backward. RMSNorm:

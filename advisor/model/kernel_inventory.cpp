@@ -6,7 +6,7 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, in
                            const std::array<double, 4>& bias_columns, const std::array<bool, 4>& whole, int b) {
   BlockKernels k;
   // Bytes are the same at every level but the biases' (and the engine's
-  // GELU in FC1's epilogue, below): a norm reads x and
+  // GELU in FC1's epilogue and x̂, below): a norm reads x and
   // writes y (its statistics stay on chip), and its backward reads dy and
   // x and writes dx; a residual add reads two and writes one, both ways;
   // GELU reads and writes forward and reads two, writes one backward;
@@ -19,7 +19,10 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, in
   // gradients. On whole rows, one fused kernel forward; backward dx with the
   // chunks' partial gradients, then the chunks added (the same 2).
   const bool rms = m.norm == Norm::RmsNorm, split = gx > 1;
-  k.norm_fwd = {2 * t * hx * b, f == Fusion::Engine && split ? (rms ? 2.0 : 3.0) : 1.0};
+  // The engine's fused forward also writes x̂, which its backward reads in
+  // place of x.
+  const bool engine_rows = f == Fusion::Engine && !split;
+  k.norm_fwd = {(engine_rows ? 3 : 2) * t * hx * b, f == Fusion::Engine && split ? (rms ? 2.0 : 3.0) : 1.0};
   k.norm_bwd = {3 * t * hx * b, f == Fusion::Engine && !split ? double(kFusedNormBackwardKernels) : 2.0};
   k.residual_fwd = {3 * t * hx * b, 1};
   k.residual_bwd = {3 * t * hx * b, 1};
@@ -49,9 +52,10 @@ BlockKernels block_kernels(Fusion f, const ModelSpec& m, double t, double hx, in
     case Fusion::Engine:
       // cuBLASLt's epilogue where the output is whole after the GEMM; else
       // (its partial sums reduced first) a kernel of its own, charged as the
-      // epilogue it stands for. Backward, the column sums' kernels likewise.
+      // epilogue it stands for. Backward, column sums of their own: each
+      // bias's output gradient read once.
       k.bias_fwd = {0, apart};
-      k.bias_bwd = {0, biased};
+      k.bias_bwd = {t * columns * b, biased};
       // GELU in FC1's epilogue with its bias: no launch; the GEMM writes
       // GELU's output besides its input, where a kernel of its own read that
       // input and wrote the output.

@@ -63,13 +63,31 @@ __global__ void bias_chunks_kernel(const T* dout, long rows, long n, M* part) {
   if (j0 >= n) return;
   const long lo = long(blockIdx.y) * kChunkRows, hi = lo + kChunkRows < rows ? lo + kChunkRows : rows;
   M acc[kPack<T>] = {};
-  for (long i = lo; i < hi; ++i) {
+  // kBatchRows rows' loads in flight before their additions (one row at a
+  // time left the loads waiting on each other: half the bandwidth).
+  long i = lo;
+  for (; i + kBatchRows <= hi; i += kBatchRows) {
+    M v[kBatchRows][kPack<T>];
+#pragma unroll
+    for (int r = 0; r < kBatchRows; ++r) load_pack(dout + (i + r) * n + j0, v[r], kPack<T>, true);
+#pragma unroll
+    for (int r = 0; r < kBatchRows; ++r)
+#pragma unroll
+      for (int k = 0; k < kPack<T>; ++k) acc[k] += v[r][k];
+  }
+  for (; i < hi; ++i) {
     M v[kPack<T>];
     load_pack(dout + i * n + j0, v, kPack<T>, true);
 #pragma unroll
     for (int k = 0; k < kPack<T>; ++k) acc[k] += v[k];
   }
   store_pack(part + long(blockIdx.y) * n + j0, acc, kPack<T>, true);
+}
+
+__global__ void copy_blocks_kernel(const float4* src, float4* dst, size_t n4, int rounds) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) dst[i] = src[i];
 }
 
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
@@ -146,6 +164,11 @@ void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {
   M* part = static_cast<M*>(column_sum_workspace(size_t(chunks * n) * sizeof(M)));
   bias_chunks_kernel<<<dim3(blocks_for(n / kPack<T>), unsigned(chunks)), kThreads, 0, s>>>(dout, rows, n, part);
   add_chunks_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, chunks, n, dbias);
+}
+void copy_on_blocks(const float* src, float* dst, size_t n, int blocks, int rounds, Stream s) {
+  if (n >= 4 && blocks > 0 && rounds > 0)
+    copy_blocks_kernel<<<unsigned(blocks), 512, 0, s>>>(reinterpret_cast<const float4*>(src),
+                                                         reinterpret_cast<float4*>(dst), n / 4, rounds);
 }
 void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);

@@ -39,7 +39,9 @@ struct RowSlice {
   long nvec;
   M v[V][W];
 
-  __device__ RowSlice(const T* r, long H) : row(r), nvec(H / W) {
+  __device__ RowSlice(const T* r, long H) : row(r), nvec(H / W) { load(r); }
+  __device__ void load(const T* r) {
+    row = r;
 #pragma unroll
     for (int k = 0; k < V; ++k)
       if (index(k) < nvec) load_values<W>(row + index(k) * W, v[k]);
@@ -109,6 +111,17 @@ __global__ void fused_norm_forward_kernel(const T* x, const T* gamma, const T* b
   });
 }
 
+// γ's values at column j: from the registers of slot k, else read.
+template <typename T, int W, int V, typename M = master_t<T>>
+__device__ inline void gamma_at(const RowSlice<T, W, V>& g, const T* gamma, long j, int k, M (&out)[W]) {
+  if (k >= 0) {
+#pragma unroll
+    for (int w = 0; w < W; ++w) out[w] = g.v[k][w];
+  } else {
+    load_values<W>(gamma + j, out);
+  }
+}
+
 // part [chunks, P·H]: each chunk's Σ dy·x̂ (dγ), then for LayerNorm its Σ dy
 // (dβ). A thread keeps its register slots' partials in registers and adds
 // any further vectors' straight into part (its own columns: no race).
@@ -119,13 +132,23 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
   const long lo = long(blockIdx.x) * rows, hi = lo + rows < t ? lo + rows : t;
   M* pc = part + long(blockIdx.x) * P * H;
   M acc[V][P][W] = {};
+  // The next row's loads go out before this row's barriers where the
+  // registers allow (rows of up to 2·kThreads vectors): a row at a time,
+  // a block waited on memory and on its barriers in turn.
+  constexpr bool kPrefetch = V <= 2;
+  RowSlice<T, W, V> d(dy + lo * H, H), xh(xhat + lo * H, H);
+  const RowSlice<T, W, V> gm_row(gamma, H);  // γ, the same for every row: read once
+  M r = rstd[lo];
   for (long i = lo; i < hi; ++i) {
     const long at = i * H;
-    const RowSlice<T, W, V> d(dy + at, H), xh(xhat + at, H);
+    RowSlice<T, W, V> next_d = d, next_xh = xh;
+    M next_r = r;
+    if constexpr (kPrefetch)
+      if (i + 1 < hi) next_d.load(dy + at + H), next_xh.load(xhat + at + H), next_r = rstd[i + 1];
     M a = 0, b = 0;  // Σ g and Σ g·x̂, g = dy·γ
-    d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int) {
+    d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {
       M gm[W];
-      load_values<W>(gamma + j, gm);
+      gamma_at(gm_row, gamma, j, k, gm);
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         const M g = dv[w] * gm[w];
@@ -133,12 +156,13 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
         b += g * xv[w];
       }
     });
-    M ma = 0;
-    if constexpr (Centred) ma = block_reduce(a, Add{}) / M(H);
-    const M mb = block_reduce(b, Add{}) / M(H), r = rstd[i];
+    if constexpr (Centred) block_sum2(a, b);
+    else b = block_reduce(b, Add{});
+    if (!kPrefetch) r = rstd[i];
+    const M ma = Centred ? a / M(H) : M(0), mb = b / M(H);
     d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {
       M gm[W], out[W];
-      load_values<W>(gamma + j, gm);
+      gamma_at(gm_row, gamma, j, k, gm);
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         out[w] = r * (dv[w] * gm[w] - ma - xv[w] * mb);
@@ -151,6 +175,9 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
       }
       store_values<W>(dx + at + j, out);
     });
+    if (i + 1 >= hi) break;
+    if constexpr (kPrefetch) d = next_d, xh = next_xh, r = next_r;
+    else d.load(dy + at + H), xh.load(xhat + at + H);
   }
 #pragma unroll
   for (int k = 0; k < V; ++k) {

@@ -30,6 +30,22 @@ struct Max {
   template <typename T> __device__ T operator()(T a, T b) const { return a > b ? a : b; }
 };
 
+// block_reduce(a, Add{}) and block_reduce(b, Add{}) at once: the same tree,
+// so the same sums, at half the barriers.
+template <typename T>
+__device__ void block_sum2(T& a, T& b) {
+  __shared__ T pa[kThreads], pb[kThreads];
+  const int t = int(threadIdx.x);
+  pa[t] = a, pb[t] = b;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (t < half) pa[t] = pa[t] + pa[t + half], pb[t] = pb[t] + pb[t + half];
+    __syncthreads();
+  }
+  a = pa[0], b = pb[0];
+  __syncthreads();  // pa, pb are reused by the next call
+}
+
 inline unsigned blocks_for(long n) { return unsigned((n + kThreads - 1) / kThreads); }
 // Blocks for n values at kPack<T> a thread (scalar.cuh).
 template <typename T>
@@ -44,6 +60,8 @@ inline unsigned pack_blocks(size_t n) {
 // thread per column adds the chunks in order. A thread per column alone
 // (n of a few thousand) would leave most of the GPU idle.
 constexpr long kChunkRows = 64;
+// Rows (or chunks) a thread loads before it adds them, in order.
+constexpr int kBatchRows = 8;
 // Device memory every column sum reuses, grown as needed (glue.cu); one
 // stream launches them all.
 void* column_sum_workspace(size_t bytes);
@@ -77,7 +95,15 @@ __global__ void add_chunks_kernel(const T* part, long chunks, long n, T* out) {
   const long j = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
   T acc = out[j];
-  for (long c = 0; c < chunks; ++c) acc += part[c * n + j];
+  long c = 0;
+  for (; c + kBatchRows <= chunks; c += kBatchRows) {  // the loads in flight together, added in order
+    T v[kBatchRows];
+#pragma unroll
+    for (int r = 0; r < kBatchRows; ++r) v[r] = part[(c + r) * n + j];
+#pragma unroll
+    for (int r = 0; r < kBatchRows; ++r) acc += v[r];
+  }
+  for (; c < chunks; ++c) acc += part[c * n + j];
   out[j] = acc;
 }
 template <typename T, class Value>
