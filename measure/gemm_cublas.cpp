@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/runtime/cublas_api.hpp"
 #include "engine/runtime/cublas_gemm.hpp"
@@ -17,27 +18,42 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
                                               const GemmProgress& progress) {
   cublasHandle_t handle;
   CUBLAS_CHECK(ff::cuda::cublas().create(&handle));
+  int device = 0, l2 = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   auto samples = sweep_gemm(shapes, repeats, progress, [&](const GemmShape& s) {
     // A weight gradient ("tn") goes into its fp32 accumulator, β = 1, as the
     // engine and Megatron's gradient-accumulation fusion run it: C read and
     // written in fp32, not written once in bf16.
     const bool to_fp32 = s.layout == "tn";
-    void *a = nullptr, *b = nullptr, *c = nullptr;
-    CUDA_CHECK(cudaMalloc(&a, size_t(s.m * s.k) * 2));
-    CUDA_CHECK(cudaMalloc(&b, size_t(s.k * s.n) * 2));
-    CUDA_CHECK(cudaMalloc(&c, size_t(s.m * s.n) * (to_fp32 ? 4 : 2)));
-    CUDA_CHECK(cudaMemset(c, 0, size_t(s.m * s.n) * (to_fp32 ? 4 : 2)));
-    // Every byte 0x3c: each bf16 is 0x3c3c ≈ 0.0115, a normal number (no denormal slow paths).
-    CUDA_CHECK(cudaMemset(a, 0x3c, size_t(s.m * s.k) * 2));
-    CUDA_CHECK(cudaMemset(b, 0x3c, size_t(s.k * s.n) * 2));
+    const size_t a_bytes = size_t(s.m * s.k) * 2, b_bytes = size_t(s.k * s.n) * 2,
+                 c_bytes = size_t(s.m * s.n) * (to_fp32 ? 4 : 2);
+    // As many sets of operands as take twice the L2, used in turn: a GEMM
+    // in a training step finds its operands in memory, not in the cache.
+    const int sets = int(std::clamp<size_t>((2 * size_t(l2) + a_bytes + b_bytes + c_bytes - 1) /
+                                                (a_bytes + b_bytes + c_bytes), 1, 64));
+    std::vector<void*> a(sets), b(sets), c(sets);
+    for (int i = 0; i < sets; ++i) {
+      CUDA_CHECK(cudaMalloc(&a[i], a_bytes));
+      CUDA_CHECK(cudaMalloc(&b[i], b_bytes));
+      CUDA_CHECK(cudaMalloc(&c[i], c_bytes));
+      CUDA_CHECK(cudaMemset(c[i], 0, c_bytes));
+      // Every byte 0x3c: each bf16 is 0x3c3c ≈ 0.0115, a normal number (no denormal slow paths).
+      CUDA_CHECK(cudaMemset(a[i], 0x3c, a_bytes));
+      CUDA_CHECK(cudaMemset(b[i], 0x3c, b_bytes));
+    }
     const bool ta = s.layout[0] == 't', tb = s.layout[1] == 't';
     const int lda = int(ta ? s.m : s.k), ldb = int(tb ? s.k : s.n);
+    int next = 0;
     auto call = [&] {
+      const int i = next;
+      next = (next + 1) % sets;
       if (to_fp32)
-        ff::cuda::gemm(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, static_cast<const engine::bf16*>(a), lda,
-                       static_cast<const engine::bf16*>(b), ldb, 1.0f, static_cast<float*>(c), int(s.n));
+        ff::cuda::gemm(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, static_cast<const engine::bf16*>(a[i]),
+                       lda, static_cast<const engine::bf16*>(b[i]), ldb, 1.0f, static_cast<float*>(c[i]), int(s.n));
       else
-        ff::cuda::gemm_bf16(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, a, lda, b, ldb, 0.0f, c, int(s.n));
+        ff::cuda::gemm_bf16(handle, ta, tb, int(s.m), int(s.n), int(s.k), 1.0f, a[i], lda, b[i], ldb, 0.0f, c[i],
+                            int(s.n));
     };
     call();
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -46,9 +62,11 @@ std::vector<ff::GemmSample> measure_gemm_cuda(const std::vector<GemmShape>& shap
       for (int j = 0; j < calls; ++j) call();
       CUDA_CHECK(cudaDeviceSynchronize());
     });
-    CUDA_CHECK(cudaFree(a));
-    CUDA_CHECK(cudaFree(b));
-    CUDA_CHECK(cudaFree(c));
+    for (int i = 0; i < sets; ++i) {
+      CUDA_CHECK(cudaFree(a[i]));
+      CUDA_CHECK(cudaFree(b[i]));
+      CUDA_CHECK(cudaFree(c[i]));
+    }
     return t / calls;
   });
   CUBLAS_CHECK(ff::cuda::cublas().destroy(handle));

@@ -165,9 +165,16 @@ std::vector<ff::HidingSample> time_hiding(const ff::ModelSpec& m, int micro_batc
       cuda::gemm_bf16(h, false, false, M, N, K, 1.0f, a.p, K, b.p, N, 0.0f, c.p, N);
     CUDA_CHECK(cudaEventRecord(g1, sg));
   };
-  auto copy = [&](int on, int rounds) {
+  int device = 0, khz = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+  // The blocks beside the GEMMs: copying `rounds` times over, or held for
+  // as many seconds as one copy round took times `rounds`.
+  double round_s = 0;
+  auto beside = [&](bool copying, int on, int rounds) {
     CUDA_CHECK(cudaEventRecord(c0, sc));
-    cuda::copy_on_blocks(src.p, dst.p, copy_n, on, rounds, sc);
+    if (copying) cuda::copy_on_blocks(src.p, dst.p, copy_n, on, rounds, sc);
+    else cuda::hold_blocks(on, (long long)(round_s * rounds * 1e3 * khz), sc);
     CUDA_CHECK(cudaEventRecord(c1, sc));
   };
   gemms(3);
@@ -175,28 +182,30 @@ std::vector<ff::HidingSample> time_hiding(const ff::ModelSpec& m, int micro_batc
   const double one = elapsed(g0, g1) / 3;
   const int calls = std::max(3, int(20e-3 / one));  // about 20 ms of GEMMs a timing
   std::vector<ff::HidingSample> out;
-  for (int on : blocks) {
-    copy(on, 1);
-    CUDA_CHECK(cudaStreamSynchronize(sc));
-    // Enough rounds to outlast the GEMMs even at half their speed.
-    const int rounds = std::max(1, int(std::ceil(2.0 * calls * one / elapsed(c0, c1))));
-    ff::HidingSample hs{double(M), double(N), double(K), on, {}, {}, 0};
-    double moved = 0, took = 0;
-    for (int r = 0; r < repeats; ++r) {
-      gemms(calls);
-      CUDA_CHECK(cudaStreamSynchronize(sg));
-      hs.alone_s.push_back(elapsed(g0, g1) / calls);
-      copy(on, rounds);  // first, so that it holds its SMs before the GEMMs start
-      gemms(calls);
-      CUDA_CHECK(cudaStreamSynchronize(sg));
+  for (bool copying : {true, false})
+    for (int on : blocks) {
+      beside(true, on, 1);
       CUDA_CHECK(cudaStreamSynchronize(sc));
-      if (elapsed(c0, c1) < elapsed(c0, g1)) FF_FATAL("measure: the copy beside the GEMMs ended before them");
-      hs.beside_s.push_back(elapsed(g0, g1) / calls);
-      moved += 2.0 * double(copy_n) * sizeof(float) * rounds, took += elapsed(c0, c1);
+      round_s = elapsed(c0, c1);
+      // Enough rounds to outlast the GEMMs even at half their speed.
+      const int rounds = std::max(1, int(std::ceil(2.0 * calls * one / round_s)));
+      ff::HidingSample hs{double(M), double(N), double(K), on, copying, {}, {}, 0};
+      double moved = 0, took = 0;
+      for (int r = 0; r < repeats; ++r) {
+        gemms(calls);
+        CUDA_CHECK(cudaStreamSynchronize(sg));
+        hs.alone_s.push_back(elapsed(g0, g1) / calls);
+        beside(copying, on, rounds);  // first, so that its blocks hold their SMs before the GEMMs start
+        gemms(calls);
+        CUDA_CHECK(cudaStreamSynchronize(sg));
+        CUDA_CHECK(cudaStreamSynchronize(sc));
+        if (elapsed(c0, c1) < elapsed(c0, g1)) FF_FATAL("measure: the blocks beside the GEMMs ended before them");
+        hs.beside_s.push_back(elapsed(g0, g1) / calls);
+        moved += copying ? 2.0 * double(copy_n) * sizeof(float) * rounds : 0, took += elapsed(c0, c1);
+      }
+      hs.copy_bytes_per_s = moved / took;
+      out.push_back(hs);
     }
-    hs.copy_bytes_per_s = moved / took;
-    out.push_back(hs);
-  }
   for (cudaEvent_t e : {g0, g1, c0, c1}) CUDA_CHECK(cudaEventDestroy(e));
   CUDA_CHECK(cudaStreamDestroy(sg));
   CUDA_CHECK(cudaStreamDestroy(sc));

@@ -770,8 +770,9 @@ void time_engine_kernels(const Plan& p, ff::Measurement& m) {
   m.hiding = time_hiding(p.model, o.micro_batch, {16, 32}, std::max(3, o.repeats));
   for (const auto& h : m.hiding)
     say("hiding (proxy): FC1's GEMM " + fmt("%.4g", ff::median(h.alone_s) * 1e6) + " us alone, " +
-        fmt("%.4g", ff::median(h.beside_s) * 1e6) + " us beside a copy on " + std::to_string(h.blocks) + " SMs (" +
-        fmt("%+.1f", 100 * h.slowdown()) + "%; the copy moved " + fmt("%.4g", h.copy_bytes_per_s / 1e9) + " GB/s)");
+        fmt("%.4g", ff::median(h.beside_s) * 1e6) + " us beside " + std::to_string(h.blocks) + " SMs " +
+        (h.copying ? "copying" : "held") + " (" + fmt("%+.1f", 100 * h.slowdown()) + "%" +
+        (h.copying ? "; the copy moved " + fmt("%.4g", h.copy_bytes_per_s / 1e9) + " GB/s" : "") + ")");
 }
 
 // The record; rank 0 holds the same maxima as everyone and writes

@@ -822,7 +822,8 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
     std::string each;
     for (const HidingSample& h : m.hiding) {
       sum += h.slowdown();
-      each += (each.empty() ? "" : ", ") + fmt(100 * h.slowdown()) + "% beside " + std::to_string(h.blocks) + " SMs";
+      each += (each.empty() ? "" : ", ") + fmt(100 * h.slowdown()) + "% beside " + std::to_string(h.blocks) +
+              (h.copying ? " SMs copying" : " SMs held");
     }
     const double slowdown = std::clamp(sum / double(m.hiding.size()), 0.0, 0.95);
     const HidingSample& h = m.hiding.front();
@@ -831,8 +832,9 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
     ov["source"] = ov.value("source", std::string("")) + " This profile's compute_slowdown, " + fmt(slowdown) +
                    ", is measured instead (" + src + "), a proxy on one GPU: a bf16 GEMM " + fmt(h.m) + "x" + fmt(h.n) +
                    "x" + fmt(h.k) +
-                   " timed alone and beside a copy kernel holding a collective's channels of SMs (" + each +
-                   "); not a collective's own kernels.";
+                   " timed alone and beside blocks on a collective's channels of SMs, copying at full speed (a "
+                   "collective over NVLink) or only holding them (one waiting on the network): " + each +
+                   "; their mean; not a collective's own kernels.";
   }
 }
 

@@ -137,6 +137,7 @@ HidingSample hiding_from(const Fields& h) {
   HidingSample s;
   s.m = h.positive("m"), s.n = h.positive("n"), s.k = h.positive("k");
   s.blocks = int(h.integer("blocks", 1));
+  s.copying = h.boolean_or("copying", true);
   s.alone_s = times_from(h, "alone_us");
   s.beside_s = times_from(h, "beside_us");
   s.copy_bytes_per_s = h.number_or("copy_GBps", 0) * GB;
@@ -402,7 +403,7 @@ nlohmann::json to_json(const Measurement& m) {
   }
   if (m.launch_s > 0) j["launch_us"] = m.launch_s / us;
   for (const auto& h : m.hiding)
-    j["hiding"].push_back({{"m", h.m}, {"n", h.n}, {"k", h.k}, {"blocks", h.blocks}, {"alone_us", micros(h.alone_s)},
+    j["hiding"].push_back({{"m", h.m}, {"n", h.n}, {"k", h.k}, {"blocks", h.blocks}, {"copying", h.copying}, {"alone_us", micros(h.alone_s)},
                            {"beside_us", micros(h.beside_s)}, {"copy_GBps", h.copy_bytes_per_s / GB}});
   if (!m.p2p.empty()) {
     nlohmann::json rows = nlohmann::json::array();

@@ -94,6 +94,7 @@ struct GpuKernelSample {
 struct HidingSample {
   double m = 0, n = 0, k = 0;
   int blocks = 0;
+  bool copying = true;                    // the blocks copy at full speed; false: they only hold their SMs
   std::vector<double> alone_s, beside_s;  // per GEMM, one per repeat
   double copy_bytes_per_s = 0;            // what the copy moved meanwhile (read + write)
   double slowdown() const;                // median beside / median alone − 1

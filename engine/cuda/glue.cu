@@ -58,10 +58,10 @@ __global__ void add_bias_kernel(T* out, const T* bias, long rows, long n, bool a
 // The bias gradient's chunk sums (reduce.cuh's add_column_sums) with kPack
 // columns a thread, 16 bytes a row: the same additions in the same order.
 template <typename T, typename M = master_t<T>>
-__global__ void bias_chunks_kernel(const T* dout, long rows, long n, M* part) {
+__global__ void bias_chunks_kernel(const T* dout, long rows, long n, M* part, long chunk_rows) {
   const long j0 = (long(blockIdx.x) * blockDim.x + threadIdx.x) * kPack<T>;
   if (j0 >= n) return;
-  const long lo = long(blockIdx.y) * kChunkRows, hi = lo + kChunkRows < rows ? lo + kChunkRows : rows;
+  const long lo = long(blockIdx.y) * chunk_rows, hi = lo + chunk_rows < rows ? lo + chunk_rows : rows;
   M acc[kPack<T>] = {};
   // kBatchRows rows' loads in flight before their additions (one row at a
   // time left the loads waiting on each other: half the bandwidth).
@@ -90,6 +90,12 @@ __global__ void copy_blocks_kernel(const float4* src, float4* dst, size_t n4, in
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) dst[i] = src[i];
 }
 
+__global__ void hold_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
   const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < t) targets[i] = tokens[(i / S) * (S + 1) + i % S + 1];
@@ -99,11 +105,22 @@ __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) 
 // sums and tree into part[block], then one block sums the parts.
 template <typename T>
 __global__ void squares_partial_kernel(SquaresParts<T> p, double* part) {
+  // 16 bytes a load where a part is aligned (4 bytes a thread left the
+  // pass at 1.3 TB/s on an H100): a thread's chunks of kPack<T> values.
+  constexpr int W = kPack<T>;
   const size_t stride = size_t(gridDim.x) * kThreads;
   double s = 0;
-  for (int k = 0; k < p.count; ++k)
-    for (size_t i = size_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n[k]; i += stride)
-      s += double(p.x[k][i]) * double(p.x[k][i]);
+  for (int k = 0; k < p.count; ++k) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(p.x[k]) % 16 == 0;
+    for (size_t c = size_t(blockIdx.x) * kThreads + threadIdx.x; c * W < p.n[k]; c += stride) {
+      const size_t i0 = c * W;
+      const int count = p.n[k] - i0 < size_t(W) ? int(p.n[k] - i0) : W;
+      double v[W];
+      load_pack(p.x[k] + i0, v, count, aligned && count == W);
+#pragma unroll
+      for (int w = 0; w < W; ++w) s += v[w] * v[w];
+    }
+  }
   s = block_reduce(s, Add{});
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
@@ -155,15 +172,31 @@ void add_bias(T* out, const T* bias, long rows, long n, Stream s) {
 template <typename T>
 void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {
   if (rows <= 0 || n <= 0) return;
+  // Chunks of fewer rows where the columns are few, so that a narrow bias
+  // (2,048 columns: one block of 16-byte lanes) still fills the GPU with
+  // blocks: at least 4 a multiprocessor. The same for both paths, which
+  // thus add the same values in the same order.
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  const long lanes = blocks_for((n + kPack<T> - 1) / kPack<T>);
+  long chunk_rows = kChunkRows;
+  while (chunk_rows > kBatchRows && lanes * ((rows + chunk_rows - 1) / chunk_rows) < 4L * sms) chunk_rows /= 2;
   if (n % kPack<T> != 0 || !aligned16({dout})) {
-    add_column_sums(Element<T>{dout, n}, rows, n, dbias, s);
+    add_column_sums(Element<T>{dout, n}, rows, n, dbias, s, chunk_rows);
     return;
   }
   using M = master_t<T>;
-  const long chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const long chunks = (rows + chunk_rows - 1) / chunk_rows;
   M* part = static_cast<M*>(column_sum_workspace(size_t(chunks * n) * sizeof(M)));
-  bias_chunks_kernel<<<dim3(blocks_for(n / kPack<T>), unsigned(chunks)), kThreads, 0, s>>>(dout, rows, n, part);
+  bias_chunks_kernel<<<dim3(unsigned(lanes), unsigned(chunks)), kThreads, 0, s>>>(dout, rows, n, part, chunk_rows);
   add_chunks_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, chunks, n, dbias);
+}
+void hold_blocks(int blocks, long long cycles, Stream s) {
+  if (blocks > 0 && cycles > 0) hold_kernel<<<unsigned(blocks), 512, 0, s>>>(cycles);
 }
 void copy_on_blocks(const float* src, float* dst, size_t n, int blocks, int rounds, Stream s) {
   if (n >= 4 && blocks > 0 && rounds > 0)

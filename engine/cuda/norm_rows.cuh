@@ -126,7 +126,7 @@ __device__ inline void gamma_at(const RowSlice<T, W, V>& g, const T* gamma, long
 // (dβ). A thread keeps its register slots' partials in registers and adds
 // any further vectors' straight into part (its own columns: no race).
 template <bool Centred, typename T, int W, int V, typename M = master_t<T>>
-__global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* part,
+__global__ void __launch_bounds__(kThreads, V == 1 ? 3 : 1) fused_norm_backward_kernel(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* part,
                                            long t, long H, long rows) {
   constexpr int P = Centred ? 2 : 1;
   const long lo = long(blockIdx.x) * rows, hi = lo + rows < t ? lo + rows : t;
@@ -156,8 +156,7 @@ __global__ void fused_norm_backward_kernel(const T* dy, const T* xhat, const M* 
         b += g * xv[w];
       }
     });
-    if constexpr (Centred) block_sum2(a, b);
-    else b = block_reduce(b, Add{});
+    block_sum2(a, b);  // (a is 0 for RMSNorm)
     if (!kPrefetch) r = rstd[i];
     const M ma = Centred ? a / M(H) : M(0), mb = b / M(H);
     d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {

@@ -342,10 +342,11 @@ TEST_CASE_TEMPLATE("element-wise kernels in 16-byte chunks: tails and arrays off
     ff::cuda::add_bias(dout.p, dbias.p, rows, cols, nullptr);
     CHECK(rel_diff(dout.get(), want) == 0);
   }
-  // The bias gradient over 150 rows (chunks of 64, the last partial): 16
-  // bytes a row where the columns are whole chunks and the array aligned;
-  // the same array a value past alignment takes one column a thread, and
-  // must add the same values in the same order.
+  // The bias gradient over 150 rows (in chunks of 8 rows here, the last
+  // partial: so few columns leave the GPU's blocks to the rows): 16 bytes
+  // a row where the columns are whole chunks and the array aligned; the
+  // same array a value past alignment takes one column a thread, and must
+  // add the same values in the same order.
   for (long cols : {8L, 16L, 7L}) {
     const long rows = 150;
     INFO("bias gradient, " << rows << " rows of " << cols);
