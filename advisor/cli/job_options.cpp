@@ -45,6 +45,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
                         "The framework's kernels (MODEL.md §2): fused (Megatron-LM with Transformer Engine), unfused "
                         "(PyTorch eager) or engine (this project's engine)")
             ->capture_default_str());
+  group(app->add_option("--collectives", o.collectives,
+                        "How groups spanning nodes run their collectives: ring (NCCL, RCCL) or two-level (inside each "
+                        "node, then one GPU a node across, where faster: the PCCL library's form; MODEL.md §2)")
+            ->capture_default_str());
 }
 
 long long default_batch(const ModelSpec& m, long long gpus) {
@@ -116,6 +120,9 @@ LoadedJob load_job(const JobOptions& o) {
     l.job.stage_layers = o.stage_layers;
   }
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
+  if (o.collectives != "ring" && o.collectives != "two-level")
+    input_error("--collectives '" + o.collectives + "': expected ring or two-level");
+  l.machine.two_level_collectives = o.collectives == "two-level";
   if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
   l.job.grad_dtype = flag_value("--grad-dtype", [&] { return parse_dtype(o.grad_dtype); });
   if (l.job.grad_dtype != Dtype::FP32 && l.job.grad_dtype != l.job.dtype)
@@ -144,6 +151,11 @@ LoadedJob load_job(const JobOptions& o) {
     std::cerr << "advisor: note: " << l.job.gpus << " GPUs is not a whole number of " << l.machine.name
               << " nodes (" << l.machine.gpus_per_node << " GPUs each); the last node is priced as partly used\n";
   return l;
+}
+
+std::string collectives_words(const MachineProfile& m) {
+  return m.two_level_collectives ? ", two-level collectives where faster (PCCL's form; the launch lines run NCCL's rings)"
+                                 : "";
 }
 
 void check_optimizer_state(const MachineProfile& m, OptimizerState os) {

@@ -17,6 +17,7 @@ struct JobOptions {
   long long batch_tokens = -1; // -1: not given
   std::string dtype;  // empty: bf16, or fp16 on a machine without bf16
   std::string fusion = "fused";
+  std::string collectives = "ring";
   std::string grad_dtype = "fp32";
   int seq_len = -1;  // -1: not given, the model's (a config.json's max_position_embeddings)
   std::vector<int> stage_layers;  // --stage-layers: each stage's blocks, pinned
@@ -47,5 +48,9 @@ void check_pipelines(const Job& job, const std::vector<int>& stages);
 void check_optimizer_state(const MachineProfile& m, OptimizerState os);  // --offload, --shard-optimizer
 void check_grid_gpus(const Job& job, const Grid& g);                      // --grid against --gpus
 long long default_batch(const ModelSpec& m, long long gpus);
+
+// ", two-level collectives where faster (…)" for a title line where
+// --collectives two-level was given, else "".
+std::string collectives_words(const MachineProfile& m);
 
 }  // namespace ff::advisor

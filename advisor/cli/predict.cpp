@@ -205,6 +205,7 @@ void run(const PredictOptions& o) {
     out["compute_s"] = e.compute_s;
     out["contention_s"] = e.contention_s;  // of compute_s: slowed under the collectives it hides
     out["fusion"] = fusion_name(job.fusion);
+    out["collective_form"] = m.two_level_collectives ? "two-level" : "ring";
     out["grad_dtype"] = dtype_name(job.grad_dtype);
     out["launches"] = plan.launches;
     out["exposed_comm_s"] = per_axis_json(e.exposed_comm_s);
@@ -265,7 +266,8 @@ void run(const PredictOptions& o) {
             << " tokens per rank), " << plan.micro_steps << " micro-step" << (plan.micro_steps == 1 ? "" : "s")
             << ", " << recompute_words(c.recompute, job.model) << ", overlap " << c.overlap.str()
             << (c.offload ? ", offload" : "") << (c.shard_optimizer ? ", optimizer sharded over data" : "") << ", "
-            << dtype_name(c.dtype) << ", " << fusion_name(job.fusion) << " kernels\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
+            << dtype_name(c.dtype) << ", " << fusion_name(job.fusion) << " kernels" << collectives_words(m)
+            << "\n\nPlacement (" << m.gpus_per_node << " GPUs per node):\n";
   Table place({"<axis", "size", "stride", "<groups", "busbw", "α"});
   for (Axis a : kAxes) {
     const AxisLink& k = pr.links[int(a)];

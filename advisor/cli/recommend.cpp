@@ -106,7 +106,8 @@ void run(const RecommendOptions& o) {
 
   std::cout << job.model.name << " (" << fixed(params / 1e9, 1) << " B parameters) on " << grouped(job.gpus) << " × " << m.name
             << " GPUs (" << m.gpus_per_node << " per node), batch " << grouped(job.batch) << " × "
-            << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << ", " << fusion_name(job.fusion) << " kernels\n"
+            << job.model.seq_len << " tokens, " << dtype_name(job.dtype) << ", " << fusion_name(job.fusion) << " kernels"
+            << collectives_words(m) << "\n"
             << "evaluated " << grouped(r.evaluated) << " configurations, " << grouped(r.feasible) << " fit in "
             << gib(m.hbm_capacity) << " GiB, searched in " << seconds(r.seconds) << " on "
             << r.threads << (r.threads == 1 ? " thread" : " threads") << "\n\n";

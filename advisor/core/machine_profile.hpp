@@ -163,6 +163,11 @@ struct MachineProfile {
   // Compute under a collective in flight runs this fraction slower: the
   // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
   double compute_slowdown = 0;
+  // Collectives of groups spanning nodes run two-level where that is faster:
+  // inside each node, then one GPU a node across (the PCCL library's form;
+  // NCCL and RCCL run rings). Set by the advisor's --collectives two-level,
+  // not read from a profile: it is the library's choice, not the machine's.
+  bool two_level_collectives = false;
   Uncertainty uncertainty;
   double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
   // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a

@@ -209,6 +209,20 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
     l.rings_per_uplink = rings_per_uplink(p, total, stride, size, stages);
     l.inter = inter_link(p, geo.groups_per_node, size, geo.members_per_node, l.rings_per_uplink);
     bound_by_switch_groups(l.inter, p.switch_groups, size, l.rings_per_uplink);
+    // Two-level where every crossing group has the same m ranks on each of
+    // its n nodes: then each node's GPUs are one-GPU-a-node groups of n
+    // across, m of them for each group (every GPU of the node in one).
+    const int per_node = p.gpus_per_node;
+    if (p.two_level_collectives && stride < per_node && per_node % stride == 0 && (stride * size) % per_node == 0) {
+      const int m = int(per_node / stride), n = size / m;
+      if (m >= 2 && n >= 2) {
+        l.two_level_members = m, l.two_level_nodes = n;
+        l.two_level_intra = intra_link(p, stride, m);
+        const int rings = l.rings_per_uplink * m;
+        l.two_level_inter = inter_link(p, per_node, n, 1, rings);
+        bound_by_switch_groups(l.two_level_inter, p.switch_groups, n, rings);
+      }
+    }
   }
   resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);
   resolve(l.inter, l.inter_alpha, l.inter_busbw, l.inter_curve);
@@ -230,10 +244,32 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   if (l.inside)
     t = priced_time(c, l.size, bytes, l.intra_alpha[k], l.intra_busbw[k], l.intra_measured, l.doubling_rounds,
                     l.intra_curve[k], l.intra);
-  if (l.across)
-    t = std::max(t, priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
-                                l.doubling_rounds, l.inter_curve[k], l.inter));
+  if (l.across) {
+    double ring = priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
+                              l.doubling_rounds, l.inter_curve[k], l.inter);
+    if (l.two_level_members > 0) ring = std::min(ring, two_level_time(c, bytes, l));
+    t = std::max(t, ring);
+  }
   return t;
+}
+
+double two_level_time(Coll c, double bytes, const AxisLink& l) {
+  const int m = l.two_level_members, n = l.two_level_nodes;
+  if (m <= 0) return collective_time(c, bytes, l);
+  const double shard = bytes / m;  // what each one-GPU-a-node group moves
+  switch (c) {
+    case Coll::AllGather:
+      return collective_time(Coll::AllGather, n, shard, l.two_level_inter) +
+             collective_time(Coll::AllGather, m, bytes, l.two_level_intra);
+    case Coll::ReduceScatter:
+      return collective_time(Coll::ReduceScatter, m, bytes, l.two_level_intra) +
+             collective_time(Coll::ReduceScatter, n, shard, l.two_level_inter);
+    case Coll::AllReduce:
+      return collective_time(Coll::ReduceScatter, m, bytes, l.two_level_intra) +
+             collective_time(Coll::AllReduce, n, shard, l.two_level_inter) +
+             collective_time(Coll::AllGather, m, bytes, l.two_level_intra);
+  }
+  return 0;
 }
 
 namespace {

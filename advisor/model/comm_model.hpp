@@ -70,7 +70,18 @@ struct AxisLink {
   // Rings of this axis sharing one switch group's uplink, the most over
   // switch groups (MODEL.md §2, "Switch groups"); 0: none leaves its group.
   int rings_per_uplink = 0;
+  // Two-level collectives (MachineProfile::two_level_collectives): each
+  // crossing group holds `two_level_members` ranks on each of
+  // `two_level_nodes` nodes; a collective runs inside each node, then in
+  // one-GPU-a-node groups across (MODEL.md §2, "Two-level collectives").
+  // 0: rings only.
+  int two_level_members = 0, two_level_nodes = 0;
+  LinkParams two_level_intra, two_level_inter;
 };
+// A crossing group's collective in the two-level form: all-gather across
+// then inside, reduce-scatter inside then across, all-reduce as
+// reduce-scatter inside, all-reduce across, all-gather inside.
+double two_level_time(Coll c, double bytes, const AxisLink& l);
 LinkParams intra_link(const MachineProfile& p, long long stride, int size);
 // The entry measured for (groups_per_node, size, members_per_node) at `rings`
 // an uplink, else at the most rings below (unstated counts as 0), else the
