@@ -125,9 +125,13 @@ __device__ inline void gamma_at(const RowSlice<T, W, V>& g, const T* gamma, long
 // part [chunks, P·H]: each chunk's Σ dy·x̂ (dγ), then for LayerNorm its Σ dy
 // (dβ). A thread keeps its register slots' partials in registers and adds
 // any further vectors' straight into part (its own columns: no race).
+// Three blocks a multiprocessor where a row fits one vector a thread (80
+// registers, no spills; 96 left two): a row's work waits on latency, so
+// more rows in flight pay.
 template <bool Centred, typename T, int W, int V, typename M = master_t<T>>
-__global__ void __launch_bounds__(kThreads, V == 1 ? 3 : 1) fused_norm_backward_kernel(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* part,
-                                           long t, long H, long rows) {
+__global__ void __launch_bounds__(kThreads, V == 1 ? 3 : 1)
+    fused_norm_backward_kernel(const T* dy, const T* xhat, const M* rstd, const T* gamma, T* dx, M* part, long t,
+                               long H, long rows) {
   constexpr int P = Centred ? 2 : 1;
   const long lo = long(blockIdx.x) * rows, hi = lo + rows < t ? lo + rows : t;
   M* pc = part + long(blockIdx.x) * P * H;
@@ -157,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? 3 : 1) fused_norm_backward_
       }
     });
     block_sum2(a, b);  // (a is 0 for RMSNorm)
-    if (!kPrefetch) r = rstd[i];
+    if constexpr (!kPrefetch) r = rstd[i];
     const M ma = Centred ? a / M(H) : M(0), mb = b / M(H);
     d.each_with(xh, [&](const M(&dv)[W], const M(&xv)[W], long j, int k) {
       M gm[W], out[W];
