@@ -744,12 +744,6 @@ void fit_elementwise_section(nlohmann::json& p, const Measurement& m, const std:
   mem["kind"] = "measured";
 }
 
-// The engine's own kernels, timed alone on this GPU (measure --model with
-// the nccl backend), replace what the profile assumed of everything but
-// the GEMMs: the causal flash-attention curve at each head size timed
-// (rates at the engine level's FLOP count, of the bf16 peak above), the
-// element-wise efficiency (the median memory-bound kernel's bytes per
-// second over the device copy's), and the launch cost.
 // The class a memory-bound kernel `measure` times is priced as (MODEL.md
 // §2, "Kernels"); none for the bias add, which the engine runs as a GEMM
 // epilogue wherever it can.
@@ -762,6 +756,13 @@ const char* measured_kernel_class(const std::string& kernel) {
   return nullptr;
 }
 
+// The engine's own kernels, timed alone on this GPU (measure --model with
+// the nccl backend), replace what the profile assumed of everything but
+// the GEMMs: the causal flash-attention curve at each head size timed
+// (rates at the engine level's FLOP count, of the bf16 peak above), the
+// element-wise efficiency (the median memory-bound kernel's bytes per
+// second over the device copy's) and each class's own, the launch cost,
+// and the slowdown of compute under a collective, by proxy.
 void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   const std::string src = measured_source(m);
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> attention;  // head_dim: S, rate
@@ -816,8 +817,8 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   if (m.launch_s > 0) compute["launch_us"] = m.launch_s * 1e6;
   if (!m.hiding.empty()) {
     // A collective's kernels take SMs (and bandwidth) from the compute it
-    // hides under; on one GPU, a copy on as many blocks as NCCL's channels
-    // stands in for them: the mean over the block counts timed.
+    // hides under; on one GPU, blocks on as many SMs as NCCL's channels,
+    // copying or only holding them, stand in for them: the mean over all.
     double sum = 0;
     std::string each;
     for (const HidingSample& h : m.hiding) {

@@ -403,8 +403,9 @@ nlohmann::json to_json(const Measurement& m) {
   }
   if (m.launch_s > 0) j["launch_us"] = m.launch_s / us;
   for (const auto& h : m.hiding)
-    j["hiding"].push_back({{"m", h.m}, {"n", h.n}, {"k", h.k}, {"blocks", h.blocks}, {"copying", h.copying}, {"alone_us", micros(h.alone_s)},
-                           {"beside_us", micros(h.beside_s)}, {"copy_GBps", h.copy_bytes_per_s / GB}});
+    j["hiding"].push_back({{"m", h.m}, {"n", h.n}, {"k", h.k}, {"blocks", h.blocks}, {"copying", h.copying},
+                           {"alone_us", micros(h.alone_s)}, {"beside_us", micros(h.beside_s)},
+                           {"copy_GBps", h.copy_bytes_per_s / GB}});
   if (!m.p2p.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& c : m.p2p) {

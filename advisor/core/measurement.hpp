@@ -88,9 +88,10 @@ struct GpuKernelSample {
   double median_s() const;
 };
 
-// A GEMM (bf16, m×n×k) timed alone and beside a copy kernel holding
-// `blocks` SMs, on one GPU: measure's proxy for a collective's kernels in
-// flight under compute (MODEL.md §2, "Compute under a collective").
+// A GEMM (bf16, m×n×k) timed alone and beside `blocks` blocks, one an SM,
+// that copy or only hold their SMs, on one GPU: measure's proxy for a
+// collective's kernels in flight under compute (MODEL.md §2, "Compute
+// under a collective").
 struct HidingSample {
   double m = 0, n = 0, k = 0;
   int blocks = 0;
