@@ -81,51 +81,57 @@ std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& m, int mi
   std::vector<ff::GpuKernelSample> out;
   for (double S : seqs) out.push_back(flash_sample(m, micro_batch, long(S), repeats));
   // A block's memory-bound kernels at the model's sizes, bf16 as the engine
-  // runs them: the residual add over [t, H], GELU each way over [t, F], the
-  // four biases' add, and AdamW over a block's weights (fp32 master, m, v
-  // and gradient; the bf16 weight).
-  const size_t t = size_t(micro_batch) * size_t(m.seq_len), H = size_t(m.hidden), F = size_t(m.ffn);
-  {
-    Array<bf16> a(t * H), b(t * H), c(t * H);
-    out.push_back({"residual add", 0, 0, 0, 6.0 * double(t * H),
-                   time_calls([&](cudaStream_t s) { cuda::add(a.p, b.p, c.p, t * H, s); }, 5, repeats)});
-  }
-  {
-    Array<bf16> f(t * F), g(t * F), dg(t * F);
-    out.push_back({"gelu forward", 0, 0, 0, 4.0 * double(t * F),
-                   time_calls([&](cudaStream_t s) { cuda::gelu_forward(f.p, g.p, long(t * F), s); }, 5, repeats)});
-    out.push_back({"gelu backward", 0, 0, 0, 6.0 * double(t * F),
-                   time_calls([&](cudaStream_t s) { cuda::gelu_backward(f.p, dg.p, g.p, long(t * F), s); }, 5,
-                              repeats)});
-    Array<bf16> bias(F);
-    out.push_back({"bias add", 0, 0, 0, 4.0 * double(t * F),
-                   time_calls([&](cudaStream_t s) { cuda::add_bias(g.p, bias.p, long(t), long(F), s); }, 5, repeats)});
-    // The four biases' gradients (column sums over the tokens, read once),
-    // at the widths of QKV, the output projection, FC1 and FC2.
-    const long qkv = long(m.heads + 2 * m.kv_head_count()) * m.head_size();
-    const long widths[4] = {qkv, long(H), long(F), long(H)};
-    Array<float> dbias(size_t(std::max<long>(qkv, long(F))));
-    out.push_back({"bias gradient", 0, 0, 0, 2.0 * double(t) * double(qkv + 2 * long(H) + long(F)),
-                   time_calls([&](cudaStream_t s) {
-                     for (long n : widths) cuda::bias_grad(g.p, dbias.p, long(t), n, s);
-                   }, 5, repeats)});
-  }
-  {
-    // The norm on whole rows (G_x = 1) each way: forward reads x and writes
-    // y and x̂; backward reads dy and x̂ and writes dx (the statistics and
-    // parameter gradients are a row's and a column's, not counted).
-    Array<bf16> x(t * H), y(t * H), xhat(t * H), gamma(H), beta(H);
-    Array<float> rstd(t), dgamma(H), dbeta(H);
-    const bool rms = m.norm == ff::Norm::RmsNorm;
-    out.push_back({"norm forward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
-                     if (rms) cuda::rmsnorm_forward(x.p, gamma.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
-                     else cuda::layernorm_forward(x.p, gamma.p, beta.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
-                   }, 5, repeats)});
-    out.push_back({"norm backward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
-                     if (rms) cuda::rmsnorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, long(t), long(H), s);
-                     else cuda::layernorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, dbeta.p, long(t),
-                                                   long(H), s);
-                   }, 5, repeats)});
+  // runs them, at the micro-batch's tokens and at a quarter of them (what a
+  // kernel costs beyond its bytes shows in the difference): the residual add
+  // over [t, H], GELU each way over [t, F], the four biases' add and
+  // gradients, and the norm each way; AdamW over a block's weights (fp32
+  // master, m, v and gradient; the bf16 weight) once.
+  const size_t tokens = size_t(micro_batch) * size_t(m.seq_len), H = size_t(m.hidden), F = size_t(m.ffn);
+  for (const size_t t : {tokens, std::max<size_t>(tokens / 4, 1)}) {
+    {
+      Array<bf16> a(t * H), b(t * H), c(t * H);
+      out.push_back({"residual add", 0, 0, 0, 6.0 * double(t * H),
+                     time_calls([&](cudaStream_t s) { cuda::add(a.p, b.p, c.p, t * H, s); }, 5, repeats)});
+    }
+    {
+      Array<bf16> f(t * F), g(t * F), dg(t * F);
+      out.push_back({"gelu forward", 0, 0, 0, 4.0 * double(t * F),
+                     time_calls([&](cudaStream_t s) { cuda::gelu_forward(f.p, g.p, long(t * F), s); }, 5, repeats)});
+      out.push_back({"gelu backward", 0, 0, 0, 6.0 * double(t * F),
+                     time_calls([&](cudaStream_t s) { cuda::gelu_backward(f.p, dg.p, g.p, long(t * F), s); }, 5,
+                                repeats)});
+      Array<bf16> bias(F);
+      out.push_back({"bias add", 0, 0, 0, 4.0 * double(t * F),
+                     time_calls([&](cudaStream_t s) { cuda::add_bias(g.p, bias.p, long(t), long(F), s); }, 5,
+                                repeats)});
+      // The four biases' gradients (column sums over the tokens, read once),
+      // at the widths of QKV, the output projection, FC1 and FC2.
+      const long qkv = long(m.heads + 2 * m.kv_head_count()) * m.head_size();
+      const long widths[4] = {qkv, long(H), long(F), long(H)};
+      Array<float> dbias(size_t(std::max<long>(qkv, long(F))));
+      out.push_back({"bias gradient", 0, 0, 0, 2.0 * double(t) * double(qkv + 2 * long(H) + long(F)),
+                     time_calls([&](cudaStream_t s) {
+                       for (long n : widths) cuda::bias_grad(g.p, dbias.p, long(t), n, s);
+                     }, 5, repeats)});
+    }
+    {
+      // The norm on whole rows (G_x = 1) each way: forward reads x and writes
+      // y and x̂; backward reads dy and x̂ and writes dx (the statistics and
+      // parameter gradients are a row's and a column's, not counted).
+      Array<bf16> x(t * H), y(t * H), xhat(t * H), gamma(H), beta(H);
+      Array<float> rstd(t), dgamma(H), dbeta(H);
+      const bool rms = m.norm == ff::Norm::RmsNorm;
+      out.push_back({"norm forward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
+                       if (rms) cuda::rmsnorm_forward(x.p, gamma.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
+                       else cuda::layernorm_forward(x.p, gamma.p, beta.p, y.p, xhat.p, rstd.p, long(t), long(H), s);
+                     }, 5, repeats)});
+      out.push_back({"norm backward", 0, 0, 0, 6.0 * double(t * H), time_calls([&](cudaStream_t s) {
+                       if (rms)
+                         cuda::rmsnorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, long(t), long(H), s);
+                       else cuda::layernorm_backward(y.p, xhat.p, rstd.p, gamma.p, x.p, dgamma.p, dbeta.p, long(t),
+                                                     long(H), s);
+                     }, 5, repeats)});
+    }
   }
   {
     const size_t n = 12 * H * H;
@@ -133,8 +139,9 @@ std::vector<ff::GpuKernelSample> time_gpu_kernels(const ff::ModelSpec& m, int mi
     Array<bf16> w(n);
     const engine::AdamWStep<float> st{1, 0.9f, 0.95f, 1e-4f, 1e-8f, 0.1f, 0.05f, 0.1f};
     out.push_back({"adamw", 0, 0, 0, double(n) * (4 * 4 + 4 * 4 + 2),
-                   time_calls([&](cudaStream_t s) { cuda::adamw_update<bf16>(master.p, g.p, mo.p, v.p, w.p, n, st, s); },
-                              3, repeats)});
+                   time_calls(
+                       [&](cudaStream_t s) { cuda::adamw_update<bf16>(master.p, g.p, mo.p, v.p, w.p, n, st, s); }, 3,
+                       repeats)});
   }
   return out;
 }

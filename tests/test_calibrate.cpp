@@ -681,9 +681,16 @@ TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the ele
     m.gpu_kernels.push_back({"flash_attention", S, 128, flops, 0, {flops / (e * peak * S / (S + h))}});
   // 2,000, 2,400 and 2,800 GB/s: the median is 0.8 of the copy's 3,000.
   for (double gbps : {2000.0, 2800.0, 2400.0}) m.gpu_kernels.push_back({"gelu forward", 0, 0, 0, 1e9, {1e9 / (gbps * GB)}});
-  // A norm at 1,500 GB/s and a bias add at 3,000: the median stays 2,400.
-  m.gpu_kernels.push_back({"norm forward", 0, 0, 0, 1e9, {1e9 / (1500 * GB)}});
+  // The norm forward at 1,500 GB/s and backward at 1,000, 20 µs a launch
+  // each, at 1 GB and at a quarter of it; a bias add and a residual add at
+  // 3,000: the median over each kernel's largest timing stays 2,400 (980,
+  // 1,456, 2,000, 2,400, 2,800, 3,000, 3,000).
+  for (double bytes : {1e9, 0.25e9}) {
+    m.gpu_kernels.push_back({"norm forward", 0, 0, 0, bytes, {bytes / (1500 * GB) + 20e-6}});
+    m.gpu_kernels.push_back({"norm backward", 0, 0, 0, bytes, {bytes / (1000 * GB) + 20e-6}});
+  }
   m.gpu_kernels.push_back({"bias add", 0, 0, 0, 1e9, {1e9 / (3000 * GB)}});
+  m.gpu_kernels.push_back({"residual add", 0, 0, 0, 1e9, {1e9 / (3000 * GB)}});
   m.launch_s = 2.5e-6;
   // FC1's GEMM at 100 µs alone; beside 16 SMs copying a median of 112 µs
   // (+12%), 32 copying 124 µs (+24%), 16 only held 106 µs (+6%): the
@@ -702,18 +709,24 @@ TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the ele
   CHECK(p.flash_attention.size() == 4);  // the base's other three curves kept
   CHECK(j["compute"]["flash_attention"]["kind"] == "measured");
   CHECK(p.elementwise_efficiency == rel(0.8, 1e-12));
-  // Each class its kernels' bytes over their time: GELU's three 1 GB at
+  // Each class fitted on its kernels: GELU's three 1 GB (one size) at
   // 2,000, 2,800 and 2,400 GB/s take 1/2000 + 1/2800 + 1/2400 s per GB,
-  // 3 GB in 1.2738095e-3 s = 2,355.14 GB/s = 0.785047 of the copy; the norm
-  // 0.5; the bias add prices no class (an epilogue wherever the engine can).
+  // 3 GB in 1.2738095e-3 s = 2,355.14 GB/s = 0.785047 of the copy, no
+  // launch of its own; the norm's two kernels at two sizes give back 20 µs
+  // and 2 GB in 1/1500 + 1/1000 s per GB = 1,200 GB/s = 0.4; the bias add
+  // prices no class (an epilogue wherever the engine can).
   const auto by = [&](ff::KernelClass c) { return p.elementwise_by_class[size_t(c)]; };
+  const auto launch = [&](ff::KernelClass c) { return p.launch_by_class_s[size_t(c)]; };
   CHECK(by(ff::KernelClass::Activation) == rel(0.785047, 1e-6));
-  CHECK(by(ff::KernelClass::Norm) == rel(0.5, 1e-12));
+  CHECK(launch(ff::KernelClass::Activation) == -1);
+  CHECK(by(ff::KernelClass::Norm) == rel(0.4, 1e-9));
+  CHECK(launch(ff::KernelClass::Norm) == rel(20e-6, 1e-6));
   CHECK(by(ff::KernelClass::Bias) == 0);
-  CHECK(by(ff::KernelClass::Residual) == 0);
-  // Priced: 1 GB of norm at 1,500 GB/s; of residual (not measured) at 0.8.
-  CHECK(ff::elementwise_time(p, ff::KernelClass::Norm, 1e9, 0) == rel(1.0 / 1500, 1e-9));
-  CHECK(ff::elementwise_time(p, ff::KernelClass::Residual, 1e9, 2) == rel(1.0 / 2400 + 2 * 2.5e-6, 1e-9));
+  CHECK(by(ff::KernelClass::Residual) == rel(1.0, 1e-12));
+  // Priced: 1 GB of norm in 2 launches at 1,200 GB/s and 20 µs each; of
+  // embedding (not measured) at 0.8 and the profile's 2.5 µs.
+  CHECK(ff::elementwise_time(p, ff::KernelClass::Norm, 1e9, 2) == rel(1.0 / 1200 + 40e-6, 1e-9));
+  CHECK(ff::elementwise_time(p, ff::KernelClass::Embedding, 1e9, 2) == rel(1.0 / 2400 + 2 * 2.5e-6, 1e-9));
   CHECK(p.launch_s == rel(2.5e-6, 1e-12));
   CHECK(p.compute_slowdown == rel(0.14, 1e-9));
   CHECK(contains(j["overlap"]["source"], "a proxy on one GPU"));
@@ -725,7 +738,7 @@ TEST_CASE("the engine's GPU kernels timed alone: the causal flash curve, the ele
   CHECK_FALSE(back.hiding[2].copying);
   CHECK(back.hiding[0].slowdown() == rel(0.12, 1e-9));
   CHECK(back.hiding[1].copy_bytes_per_s == rel(900e9, 1e-12));
-  REQUIRE(back.gpu_kernels.size() == 8);
+  REQUIRE(back.gpu_kernels.size() == 12);
   CHECK(back.gpu_kernels[1].seq == 1024);
   CHECK(back.gpu_kernels[1].head_dim == 128);
   CHECK(back.gpu_kernels[4].bytes == 1e9);

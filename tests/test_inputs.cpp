@@ -276,11 +276,14 @@ TEST_CASE("inputs: machine profile files") {
     k["overlap"]["compute_slowdown"] = 1;
     refused(k, "overlap.compute_slowdown");
     k = j;
-    k["memory"]["elementwise_by_class"] = {{"norms", 0.5}};  // not a class
+    k["memory"]["elementwise_by_class"] = {{"norms", {{"efficiency", 0.5}}}};  // not a class
     refused(k, "memory.elementwise_by_class.norms");
     k = j;
-    k["memory"]["elementwise_by_class"] = {{"norm", 1.5}};
-    refused(k, "memory.elementwise_by_class.norm");
+    k["memory"]["elementwise_by_class"] = {{"norm", {{"efficiency", 1.5}}}};
+    refused(k, "memory.elementwise_by_class.norm.efficiency");
+    k = j;
+    k["memory"]["elementwise_by_class"] = {{"norm", {{"efficiency", 0.5}, {"launch", 3}}}};  // misspelt
+    refused(k, "launch_us");
   }
   SUBCASE("malformed JSON") {
     std::string f = dir.write("pm.json", "{\"name\": \"x\",\n\"gpus_per_node\": 4,,\n}");

@@ -763,11 +763,52 @@ const char* measured_kernel_class(const std::string& kernel) {
 // element-wise efficiency (the median memory-bound kernel's bytes per
 // second over the device copy's) and each class's own, the launch cost,
 // and the slowdown of compute under a collective, by proxy.
+// A class's kernels as `seconds = bytes · a_kernel + launch_s`: a rate of
+// each kernel's own (GELU's two ways differ) and one cost a launch, least
+// squares in relative error; the class's rate is its kernels' largest
+// timings' bytes over that fit's time for them. Where a kernel has one size
+// (or the launch comes out negative): launch_s 0, the rate all their bytes
+// over all their time.
+struct ClassPoint {
+  std::string kernel;
+  double bytes = 0, seconds = 0;
+};
+struct ClassFit {
+  double bytes_per_s = 0, launch_s = 0;
+};
+ClassFit fit_class(const std::vector<ClassPoint>& points) {
+  std::vector<std::string> kernels;
+  std::map<std::string, double> largest;
+  double bytes = 0, seconds = 0;
+  for (const ClassPoint& q : points) {
+    if (!largest.count(q.kernel)) kernels.push_back(q.kernel);
+    largest[q.kernel] = std::max(largest[q.kernel], q.bytes);
+    bytes += q.bytes, seconds += q.seconds;
+  }
+  std::vector<std::vector<double>> rows;
+  for (const ClassPoint& q : points) {
+    std::vector<double> row(kernels.size() + 1, 0.0);
+    row[size_t(std::find(kernels.begin(), kernels.end(), q.kernel) - kernels.begin())] = q.bytes / q.seconds;
+    row.back() = 1 / q.seconds;
+    rows.push_back(row);
+  }
+  std::vector<double> x;
+  const bool fitted = relative_least_squares(rows, x) && x.back() >= 0 &&
+                      std::all_of(x.begin(), x.end() - 1, [](double a) { return a > 0; });
+  if (!fitted) return {bytes / seconds, 0};
+  double at_largest = 0, their_time = 0;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    at_largest += largest[kernels[k]], their_time += x[k] * largest[kernels[k]];
+  return {at_largest / their_time, x.back()};
+}
+
 void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   const std::string src = measured_source(m);
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> attention;  // head_dim: S, rate
   std::vector<double> bandwidth;
-  std::map<std::string, std::pair<double, double>> by_class;  // class: bytes, seconds
+  std::map<std::string, double> largest;  // kernel: its largest timing's bytes (the model's own size)
+  for (const GpuKernelSample& k : m.gpu_kernels) largest[k.kernel] = std::max(largest[k.kernel], k.bytes);
+  std::map<std::string, std::vector<ClassPoint>> by_class;
   for (const GpuKernelSample& k : m.gpu_kernels) {
     const double t = k.median_s();
     if (!(t > 0)) continue;
@@ -775,8 +816,8 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
       attention[k.head_dim].first.push_back(k.seq);
       attention[k.head_dim].second.push_back(k.flops / t);
     } else {
-      bandwidth.push_back(k.bytes / t);
-      if (const char* c = measured_kernel_class(k.kernel)) by_class[c].first += k.bytes, by_class[c].second += t;
+      if (k.bytes == largest[k.kernel]) bandwidth.push_back(k.bytes / t);
+      if (const char* c = measured_kernel_class(k.kernel)) by_class[c].push_back({k.kernel, k.bytes, t});
     }
   }
   nlohmann::json& compute = p["compute"];
@@ -807,10 +848,14 @@ void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
       mem["source"] = mem.value("source", std::string("")) + " elementwise_efficiency " + fmt(eff) +
                       " measured: the median of the engine's own memory-bound kernels (a block's residual add, GELU "
                       "each way, bias add and gradient, the norm each way, AdamW; bf16, the model's sizes), timed "
-                      "alone, over the device copy; elementwise_by_class: each class's kernels' bytes over their "
-                      "time, over the device copy.";
+                      "alone, over the device copy; elementwise_by_class: each class's time = bytes / (copy · "
+                      "efficiency) + launch_us, fitted on its kernels at the model's tokens and a quarter of them.";
       nlohmann::json classes = nlohmann::json::object();
-      for (const auto& [c, bt] : by_class) classes[c] = std::min(1.0, bt.first / bt.second / hbm);
+      for (const auto& [c, points] : by_class) {
+        const ClassFit f = fit_class(points);
+        classes[c] = {{"efficiency", std::min(1.0, f.bytes_per_s / hbm)}};
+        if (f.launch_s > 0) classes[c]["launch_us"] = f.launch_s * 1e6;
+      }
       if (!classes.empty()) mem["elementwise_by_class"] = classes;
     }
   }

@@ -190,7 +190,11 @@ MachineProfile machine_from_json(const nlohmann::json& j, const std::string& ori
       int c = 0;
       while (c < kKernelClasses && name != kernel_class_name(KernelClass(c))) ++c;
       if (c == kKernelClasses) by.fail(name, "a kernel class (norm, activation, residual, bias, optimizer, ...)");
-      p.elementwise_by_class[size_t(c)] = efficiency(by, name);
+      const Fields k = by.object(name);
+      k.only({"efficiency", "launch_us"});
+      p.elementwise_by_class[size_t(c)] = efficiency(k, "efficiency");
+      p.launch_by_class_s[size_t(c)] =
+          k.microseconds("launch_us", "microseconds >= 0: the class's cost a launch beyond its bytes").value_or(-1);
     }
   }
   p.hbm_capacity = figure(mem, "capacity_GiB", GiB);

@@ -157,9 +157,15 @@ struct MachineProfile {
   // least time the host takes to issue any kernel (compute.launch_us;
   // MODEL.md §2, "Kernels"). GEMM and attention rates include theirs.
   double launch_s = 0;
-  // A memory-bound class's own efficiency where measured (memory.
-  // elementwise_by_class; 0: elementwise_efficiency prices it).
+  // A memory-bound class's own efficiency and cost a launch where measured
+  // (memory.elementwise_by_class; 0 and −1: elementwise_efficiency and
+  // launch_s price it).
   std::array<double, kKernelClasses> elementwise_by_class{};
+  std::array<double, kKernelClasses> launch_by_class_s = [] {
+    std::array<double, kKernelClasses> a{};
+    a.fill(-1);
+    return a;
+  }();
   // Compute under a collective in flight runs this fraction slower: the
   // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
   double compute_slowdown = 0;

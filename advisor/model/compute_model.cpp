@@ -74,8 +74,9 @@ double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, dou
 }
 
 double elementwise_time(const MachineProfile& p, KernelClass cls, double bytes, double launches) {
-  const double own = p.elementwise_by_class[size_t(cls)];
-  return bytes / (p.hbm_bandwidth * (own > 0 ? own : p.elementwise_efficiency)) + launches * p.launch_s;
+  const double own = p.elementwise_by_class[size_t(cls)], launch = p.launch_by_class_s[size_t(cls)];
+  return bytes / (p.hbm_bandwidth * (own > 0 ? own : p.elementwise_efficiency)) +
+         launches * (launch >= 0 ? launch : p.launch_s);
 }
 
 }  // namespace ff

@@ -20,7 +20,8 @@ double flash_attention_time(const MachineProfile& p, Dtype dt, double flops, dou
 // The efficiency flash_attention_time prices at (of the dtype's peak).
 double flash_attention_efficiency(const MachineProfile& p, Dtype dt, double seq, double head_dim);
 // Memory-bound kernels of a class moving `bytes` in all, in `launches`
-// launches: at the class's measured efficiency where the profile has one.
+// launches: at the class's measured efficiency and cost a launch where the
+// profile has them.
 double elementwise_time(const MachineProfile& p, KernelClass cls, double bytes, double launches);
 
 }  // namespace ff
