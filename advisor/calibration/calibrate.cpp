@@ -756,13 +756,6 @@ const char* measured_kernel_class(const std::string& kernel) {
   return nullptr;
 }
 
-// The engine's own kernels, timed alone on this GPU (measure --model with
-// the nccl backend), replace what the profile assumed of everything but
-// the GEMMs: the causal flash-attention curve at each head size timed
-// (rates at the engine level's FLOP count, of the bf16 peak above), the
-// element-wise efficiency (the median memory-bound kernel's bytes per
-// second over the device copy's) and each class's own, the launch cost,
-// and the slowdown of compute under a collective, by proxy.
 // A class's kernels as `seconds = bytes · a_kernel + launch_s`: a rate of
 // each kernel's own (GELU's two ways differ) and one cost a launch, least
 // squares in relative error; the class's rate is its kernels' largest
@@ -802,6 +795,13 @@ ClassFit fit_class(const std::vector<ClassPoint>& points) {
   return {at_largest / their_time, x.back()};
 }
 
+// The engine's own kernels, timed alone on this GPU (measure --model with
+// the nccl backend), replace what the profile assumed of everything but
+// the GEMMs: the causal flash-attention curve at each head size timed
+// (rates at the engine level's FLOP count, of the bf16 peak above), the
+// element-wise efficiency (the median memory-bound kernel's bytes per
+// second over the device copy's) and each class's own, the launch cost,
+// and the slowdown of compute under a collective, by proxy.
 void fit_gpu_kernels_section(nlohmann::json& p, const Measurement& m) {
   const std::string src = measured_source(m);
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> attention;  // head_dim: S, rate
