@@ -212,10 +212,11 @@ TEST_CASE("two-level collectives: the hybrid all-gathers priced at or under thei
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int g = 4 * nodes[i];
     const ff::AxisLink link = ff::axis_link(p, g, 1, g);  // the whole job one group, 4 ranks a node
-    REQUIRE(link.two_level_members == 4);
-    REQUIRE(link.two_level_nodes == nodes[i]);
+    REQUIRE(link.two_level);
+    REQUIRE(link.two_level->members == 4);
+    REQUIRE(link.two_level->nodes == nodes[i]);
     ff::AxisLink rings = link;
-    rings.two_level_members = 0;
+    rings.two_level = nullptr;
     for (size_t j = 0; j < sizes.size(); ++j) {
       const double S = sizes[j] * kMiB, measured = hybrid_ms[i][j] * 1e-3;
       const double two = ff::two_level_time(ff::Coll::AllGather, S, link);
@@ -238,27 +239,33 @@ TEST_CASE("two-level collectives: the hybrid all-gathers priced at or under thei
 }
 
 TEST_CASE("two-level collectives: by hand on a toy machine, and only where the groups hold several ranks a node") {
-  ff::MachineProfile p = ff::load_machine("perlmutter");
+  // 4 GPUs a node, 5 µs and 100 GB/s inside, a node's 80 GB/s across at
+  // 10 µs shared by its crossing groups; 8 ranks in one group: two nodes of 4.
+  ff::MachineProfile p = fftest::toy_machine(4);
   p.two_level_collectives = true;
-  // 8 ranks, 4 a node, one group: two nodes of 4.
   const ff::AxisLink l = ff::axis_link(p, 8, 1, 8);
-  REQUIRE(l.two_level_members == 4);
-  const double S = 64 * kMiB;
-  const auto ag = [&](int g, double b, const ff::LinkParams& k) { return ff::collective_time(ff::Coll::AllGather, g, b, k); };
-  const auto rs = [&](int g, double b, const ff::LinkParams& k) {
-    return ff::collective_time(ff::Coll::ReduceScatter, g, b, k);
-  };
-  const auto ar = [&](int g, double b, const ff::LinkParams& k) { return ff::collective_time(ff::Coll::AllReduce, g, b, k); };
-  CHECK(ff::two_level_time(ff::Coll::AllGather, S, l) == ag(2, S / 4, l.two_level_inter) + ag(4, S, l.two_level_intra));
-  CHECK(ff::two_level_time(ff::Coll::ReduceScatter, S, l) ==
-        rs(4, S, l.two_level_intra) + rs(2, S / 4, l.two_level_inter));
-  CHECK(ff::two_level_time(ff::Coll::AllReduce, S, l) ==
-        rs(4, S, l.two_level_intra) + ar(2, S / 4, l.two_level_inter) + ag(4, S, l.two_level_intra));
-  // The one-GPU-a-node groups: all 4 of a node's GPUs cross at once.
-  CHECK(l.two_level_inter.busbw == ff::inter_link(p, 4, 2, 1).busbw);
+  REQUIRE(l.two_level);
+  using fftest::hand_all_reduce, fftest::hand_gather_scatter, fftest::rel;
+  for (const double S : {64 * kMiB, 64.0 * 1024}) {
+    CAPTURE(S);
+    // Inside: 4 ranks at 100 GB/s. Across: groups of 2 (one GPU a node),
+    // all 4 of a node's GPUs crossing at once, 20 GB/s each.
+    const double ag = hand_gather_scatter(2, S / 4, 10e-6, 20e9) + hand_gather_scatter(4, S, 5e-6, 100e9);
+    const double ar = hand_gather_scatter(4, S, 5e-6, 100e9) + hand_all_reduce(2, S / 4, 10e-6, 20e9) +
+                      hand_gather_scatter(4, S, 5e-6, 100e9);
+    CHECK(ff::two_level_time(ff::Coll::AllGather, S, l) == rel(ag, 1e-12));
+    CHECK(ff::two_level_time(ff::Coll::ReduceScatter, S, l) == rel(ag, 1e-12));
+    CHECK(ff::two_level_time(ff::Coll::AllReduce, S, l) == rel(ar, 1e-12));
+    // Each call the cheaper: the ring (8 steps of 10 µs at the node's 80
+    // GB/s) for 64 MiB (804 µs against 948), two-level for 64 KiB (25 µs
+    // against 71).
+    const double ring = hand_gather_scatter(8, S, 10e-6, 80e9);
+    CHECK(ff::collective_time(ff::Coll::AllGather, S, l) == rel(std::min(ring, ag), 1e-12));
+    CHECK((S > 1e6 ? ring < ag : ag < ring));
+  }
   // One rank a node already (stride 4), inside a node, or rings asked for: none.
-  CHECK(ff::axis_link(p, 32, 4, 8).two_level_members == 0);
-  CHECK(ff::axis_link(p, 8, 1, 4).two_level_members == 0);
+  CHECK_FALSE(ff::axis_link(p, 32, 4, 8).two_level);
+  CHECK_FALSE(ff::axis_link(p, 8, 1, 4).two_level);
   p.two_level_collectives = false;
-  CHECK(ff::axis_link(p, 8, 1, 8).two_level_members == 0);
+  CHECK_FALSE(ff::axis_link(p, 8, 1, 8).two_level);
 }

@@ -216,11 +216,10 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
     if (p.two_level_collectives && stride < per_node && per_node % stride == 0 && (stride * size) % per_node == 0) {
       const int m = int(per_node / stride), n = size / m;
       if (m >= 2 && n >= 2) {
-        l.two_level_members = m, l.two_level_nodes = n;
-        l.two_level_intra = intra_link(p, stride, m);
         const int rings = l.rings_per_uplink * m;
-        l.two_level_inter = inter_link(p, per_node, n, 1, rings);
-        bound_by_switch_groups(l.two_level_inter, p.switch_groups, n, rings);
+        auto t = std::make_shared<TwoLevel>(TwoLevel{m, n, intra_link(p, stride, m), inter_link(p, per_node, n, 1, rings)});
+        bound_by_switch_groups(t->inter, p.switch_groups, n, rings);
+        l.two_level = std::move(t);
       }
     }
   }
@@ -247,27 +246,26 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
   if (l.across) {
     double ring = priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
                               l.doubling_rounds, l.inter_curve[k], l.inter);
-    if (l.two_level_members > 0) ring = std::min(ring, two_level_time(c, bytes, l));
+    if (l.two_level) ring = std::min(ring, two_level_time(c, bytes, l));
     t = std::max(t, ring);
   }
   return t;
 }
 
 double two_level_time(Coll c, double bytes, const AxisLink& l) {
-  const int m = l.two_level_members, n = l.two_level_nodes;
-  if (m <= 0) return collective_time(c, bytes, l);
+  if (!l.two_level) return collective_time(c, bytes, l);
+  const TwoLevel& t = *l.two_level;
+  const int m = t.members, n = t.nodes;
   const double shard = bytes / m;  // what each one-GPU-a-node group moves
   switch (c) {
     case Coll::AllGather:
-      return collective_time(Coll::AllGather, n, shard, l.two_level_inter) +
-             collective_time(Coll::AllGather, m, bytes, l.two_level_intra);
+      return collective_time(Coll::AllGather, n, shard, t.inter) + collective_time(Coll::AllGather, m, bytes, t.intra);
     case Coll::ReduceScatter:
-      return collective_time(Coll::ReduceScatter, m, bytes, l.two_level_intra) +
-             collective_time(Coll::ReduceScatter, n, shard, l.two_level_inter);
+      return collective_time(Coll::ReduceScatter, m, bytes, t.intra) +
+             collective_time(Coll::ReduceScatter, n, shard, t.inter);
     case Coll::AllReduce:
-      return collective_time(Coll::ReduceScatter, m, bytes, l.two_level_intra) +
-             collective_time(Coll::AllReduce, n, shard, l.two_level_inter) +
-             collective_time(Coll::AllGather, m, bytes, l.two_level_intra);
+      return collective_time(Coll::ReduceScatter, m, bytes, t.intra) + collective_time(Coll::AllReduce, n, shard, t.inter) +
+             collective_time(Coll::AllGather, m, bytes, t.intra);
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 // grid axis sees, from where its groups' ranks sit on nodes.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -53,6 +54,14 @@ struct CurveUse {
   double alpha_factor = 1, bw_factor = 1;
 };
 
+// Each crossing group holds `members` ranks on each of `nodes` nodes: a
+// collective runs inside each node (`intra`), then in one-GPU-a-node groups
+// across (`inter`; MODEL.md §2, "Two-level collectives").
+struct TwoLevel {
+  int members = 0, nodes = 0;
+  LinkParams intra, inter;
+};
+
 // The links an axis uses: its cost is its slowest group's.
 struct AxisLink {
   int size = 1;
@@ -70,13 +79,10 @@ struct AxisLink {
   // Rings of this axis sharing one switch group's uplink, the most over
   // switch groups (MODEL.md §2, "Switch groups"); 0: none leaves its group.
   int rings_per_uplink = 0;
-  // Two-level collectives (MachineProfile::two_level_collectives): each
-  // crossing group holds `two_level_members` ranks on each of
-  // `two_level_nodes` nodes; a collective runs inside each node, then in
-  // one-GPU-a-node groups across (MODEL.md §2, "Two-level collectives").
-  // 0: rings only.
-  int two_level_members = 0, two_level_nodes = 0;
-  LinkParams two_level_intra, two_level_inter;
+  // Two-level collectives (MachineProfile::two_level_collectives), where
+  // they apply; null (rings only) otherwise, so that the search's copies of
+  // a link carry one empty pointer, not two more links.
+  std::shared_ptr<const TwoLevel> two_level;
 };
 // A crossing group's collective in the two-level form: all-gather across
 // then inside, reduce-scatter inside then across, all-reduce as
