@@ -14,6 +14,7 @@
 #include "engine/runtime/cublas_gemm.hpp"
 #include "engine/runtime/cuda_check.hpp"
 #include "engine/runtime/fatal.hpp"
+#include "measure/hiding_kernels.hpp"
 
 namespace ff::measure {
 
@@ -180,8 +181,8 @@ std::vector<ff::HidingSample> time_hiding(const ff::ModelSpec& m, int micro_batc
   double round_s = 0;
   auto beside = [&](bool copying, int on, int rounds) {
     CUDA_CHECK(cudaEventRecord(c0, sc));
-    if (copying) cuda::copy_on_blocks(src.p, dst.p, copy_n, on, rounds, sc);
-    else cuda::hold_blocks(on, (long long)(round_s * rounds * 1e3 * khz), sc);
+    if (copying) copy_on_blocks(src.p, dst.p, copy_n, on, rounds, sc);
+    else hold_blocks(on, (long long)(round_s * rounds * 1e3 * khz), sc);
     CUDA_CHECK(cudaEventRecord(c1, sc));
   };
   gemms(3);

@@ -84,18 +84,6 @@ __global__ void bias_chunks_kernel(const T* dout, long rows, long n, M* part, lo
   store_pack(part + long(blockIdx.y) * n + j0, acc, kPack<T>, true);
 }
 
-__global__ void copy_blocks_kernel(const float4* src, float4* dst, size_t n4, int rounds) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (int r = 0; r < rounds; ++r)
-    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) dst[i] = src[i];
-}
-
-__global__ void hold_kernel(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
 __global__ void targets_kernel(const int* tokens, int* targets, long t, long S) {
   const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < t) targets[i] = tokens[(i / S) * (S + 1) + i % S + 1];
@@ -194,14 +182,6 @@ void bias_grad(const T* dout, master_t<T>* dbias, long rows, long n, Stream s) {
   M* part = static_cast<M*>(column_sum_workspace(size_t(chunks * n) * sizeof(M)));
   bias_chunks_kernel<<<dim3(unsigned(lanes), unsigned(chunks)), kThreads, 0, s>>>(dout, rows, n, part, chunk_rows);
   add_chunks_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, chunks, n, dbias);
-}
-void hold_blocks(int blocks, long long cycles, Stream s) {
-  if (blocks > 0 && cycles > 0) hold_kernel<<<unsigned(blocks), 512, 0, s>>>(cycles);
-}
-void copy_on_blocks(const float* src, float* dst, size_t n, int blocks, int rounds, Stream s) {
-  if (n >= 4 && blocks > 0 && rounds > 0)
-    copy_blocks_kernel<<<unsigned(blocks), 512, 0, s>>>(reinterpret_cast<const float4*>(src),
-                                                         reinterpret_cast<float4*>(dst), n / 4, rounds);
 }
 void targets(const int* tokens, int* targets, long t, long S, Stream s) {
   if (t > 0) targets_kernel<<<blocks_for(t), kThreads, 0, s>>>(tokens, targets, t, S);

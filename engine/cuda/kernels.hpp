@@ -201,15 +201,6 @@ struct SquaresParts {
 };
 template <typename M> void sum_of_squares(const SquaresParts<M>& parts, bool accumulate, double* out, Stream s);
 
-// dst = src (n floats, n a multiple of 4) `rounds` times over, on exactly
-// `blocks` blocks: the SMs a collective's channels hold while it runs (its
-// kernels copy on the SMs, not on a copy engine). Not the engine's: measure
-// times a GEMM beside it, a one-GPU proxy for what hiding a collective costs.
-void copy_on_blocks(const float* src, float* dst, size_t n, int blocks, int rounds, Stream s);
-// `blocks` blocks of copy_on_blocks' size that only hold their SMs for
-// `cycles` clock cycles, moving nothing: a collective waiting on the network.
-void hold_blocks(int blocks, long long cycles, Stream s);
-
 // AdamW on n master parameters; the gradient is left zero, as on the cpu.
 // w, where not nullptr, receives each updated master rounded to T.
 template <typename T>
