@@ -149,8 +149,8 @@ TEST_CASE("fit_link on noisy timings: α within 10%, busbw within 3%") {
         t.push_back(ring_time(op, 4, x, alpha, busbw) * (1 + noise));
       }
       ff::LinkFit f = ff::fit_link(op, 4, b, t);
-      CHECK(f.link.alpha_s == doctest::Approx(alpha).epsilon(0.10));
-      CHECK(f.link.busbw == doctest::Approx(busbw).epsilon(0.03));
+      CHECK(f.link.alpha_s == doctest::Approx(alpha).epsilon(0.10).scale(0));
+      CHECK(f.link.busbw == doctest::Approx(busbw).epsilon(0.03).scale(0));
       CHECK(f.rel_rms > 0.001);  // uniform ±3% has an rms of 1.7%
       CHECK(f.rel_rms < 0.03);
     }
@@ -186,8 +186,8 @@ TEST_CASE("fit_link bounds times that do not grow with size") {
   // rows leave 1 − 0.25 = 0.75 and 0 for α·steps/t (steps/t = 1500, 3000):
   // α = 1500 · 0.75 / (1500² + 3000²) = 100 µs.
   ff::LinkFit f = ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {2e-3, 1e-3});
-  CHECK(f.link.busbw == doctest::Approx(1.5e9).epsilon(1e-12));
-  CHECK(f.link.alpha_s == doctest::Approx(100e-6).epsilon(1e-12));
+  CHECK(f.link.busbw == doctest::Approx(1.5e9).epsilon(1e-12).scale(0));
+  CHECK(f.link.alpha_s == doctest::Approx(100e-6).epsilon(1e-12).scale(0));
   CHECK(contains(f.note, "do not grow"));
   // Times that grow: no note.
   CHECK(ff::fit_link(ff::Coll::AllGather, 4, {1e6, 2e6}, {1e-3, 2e-3}).note.empty());
@@ -216,7 +216,7 @@ TEST_CASE("a geometry whose times fall with size is calibrated with a note sayin
   // Pairs, all-reduce (2 steps, factor 1): the best busbw measured is
   // 2e6 / 1e-3 = 2 GB/s, in the joint fit and in the all-reduce's own.
   const nlohmann::json& e = j["inter_node"]["table"][0];
-  CHECK(e["busbw_GBps"].get<double>() == doctest::Approx(2).epsilon(1e-9));
+  CHECK(e["busbw_GBps"].get<double>() == doctest::Approx(2).epsilon(1e-9).scale(0));
   const std::string note = e["fit"]["note"].get<std::string>();
   CHECK(contains(note, "do not grow"));
   // Named wherever the bounded fit went: the entry, its all-reduce, and the
@@ -1103,13 +1103,13 @@ TEST_CASE("poll_us and gap_us: how measure timed, in the record, carried into th
     CHECK(j[name] == 50);  // as given, not 49.99999999999999
     ff::Measurement back = ff::measurement_from_json(j, "run.json");
     REQUIRE((back.*f.in_record).has_value());
-    CHECK(*(back.*f.in_record) == doctest::Approx(50e-6));
+    CHECK(*(back.*f.in_record) == fftest::rel(50e-6, 1e-9));
 
     nlohmann::json p = ff::calibrate_profile(nullptr, m, "cpu");
     CHECK(p[name] == 50);
     ff::MachineProfile mp = ff::machine_from_json(p, "cpu.json");
     REQUIRE((mp.*f.in_profile).has_value());
-    CHECK(*(mp.*f.in_profile) == doctest::Approx(50e-6));
+    CHECK(*(mp.*f.in_profile) == fftest::rel(50e-6, 1e-9));
     // A base's figure does not describe this measurement.
     (m.*f.in_record).reset();
     CHECK(!ff::calibrate_profile(p, m, "again").contains(name));
@@ -1123,7 +1123,7 @@ TEST_CASE("poll_us and gap_us: how measure timed, in the record, carried into th
 
     ff::Measurement a = cpu_run(), b = cpu_run(), c = cpu_run();
     a.*f.in_record = 50e-6, b.*f.in_record = 50e-6;
-    CHECK(*(ff::merge_measurements({a, b, c}).*f.in_record) == doctest::Approx(50e-6));  // c does not say
+    CHECK(*(ff::merge_measurements({a, b, c}).*f.in_record) == fftest::rel(50e-6, 1e-9));  // c does not say
     b.*f.in_record = 0;
     std::string why = input_error_of([&] { ff::merge_measurements({a, b}); });
     CHECK(contains(why, f.disagree));

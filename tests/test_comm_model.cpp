@@ -190,6 +190,12 @@ TEST_CASE("comm: rings at scale: a call cost, and the faster of two protocols") 
   CHECK(collective_time(Coll::AllGather, 8, 1048576, l) == rel(50e-6 + 35e-6 + 18.350080e-6));
   // 1 GiB: Simple 70 µs + 9,395.24 µs beats LL's 35 + 18,790.48 µs.
   CHECK(collective_time(Coll::AllGather, 8, 1073741824, l) == rel(50e-6 + 70e-6 + 9395.240960e-6));
+  // LL at a quarter of the busbw (a fitted ll_bw_fraction): 35 µs + four
+  // times the wire, 35 + 36.700 µs, still under Simple's 79.175 µs.
+  l.ll_bw_fraction = 0.25;
+  CHECK(collective_time(Coll::AllGather, 8, 1048576, l) == rel(50e-6 + 35e-6 + 36.700160e-6));
+  // 16 MiB: LL's 35 + 587.2 µs loses to Simple's 70 + 146.8 µs.
+  CHECK(collective_time(Coll::AllGather, 8, 16777216, l) == rel(50e-6 + 70e-6 + 146.800640e-6));
   // Without them, the ring as before.
   l.call_s = l.ll_alpha_s = 0;
   CHECK(collective_time(Coll::AllGather, 8, 1048576, l) == rel(70e-6 + 9.175040e-6));
@@ -201,17 +207,18 @@ TEST_CASE("comm: the bundled perlmutter profile gives the same links") {
   CHECK(axis_link(p, 16, 1, 4).intra.busbw == 225 * GBps);
   CHECK(axis_link(p, 16, 1, 2).intra.busbw == 76 * GBps);
   CHECK(axis_link(p, 16, 2, 2).intra.busbw == 76 * GBps);
-  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(67.6 * GBps / 4));
-  CHECK(axis_link(p, 16, 1, 8).inter.busbw == rel(67.6 * GBps));
-  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(67.6 * GBps / 2));
+  CHECK(axis_link(p, 16, 4, 2).inter.busbw == rel(67.9 * GBps / 4));
+  CHECK(axis_link(p, 16, 1, 8).inter.busbw == rel(67.9 * GBps));
+  CHECK(axis_link(p, 16, 2, 4).inter.busbw == rel(67.9 * GBps / 2));
   // Rings at scale (MODEL.md §2): the call cost and the LL step latency go
   // with the node's link to every group that shares it.
-  CHECK(axis_link(p, 16, 4, 2).inter.call_s == rel(89e-6));
-  CHECK(axis_link(p, 16, 4, 2).inter.ll_alpha_s == rel(7.2e-6));
+  CHECK(axis_link(p, 16, 4, 2).inter.call_s == rel(68.8e-6));
+  CHECK(axis_link(p, 16, 4, 2).inter.ll_alpha_s == rel(6.37e-6));
+  CHECK(axis_link(p, 16, 4, 2).inter.ll_bw_fraction == rel(0.195));
   // 1024 ranks (256 nodes), stride 16 size 4: every node's 4 ranks each lead to
   // a different group, c = min(16, 4) = 4.
   CHECK(axis_link(p, 1024, 16, 4).groups_per_node == 4);
-  CHECK(axis_link(p, 1024, 16, 4).inter.busbw == rel(67.6 * GBps / 4));
+  CHECK(axis_link(p, 1024, 16, 4).inter.busbw == rel(67.9 * GBps / 4));
 }
 
 TEST_CASE("comm: the bundled frontier profile (8 GCDs a node)") {

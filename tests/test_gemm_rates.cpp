@@ -88,8 +88,8 @@ TEST_CASE("GEMM rates: a rate the fit is given back exactly, and bad input refus
     pts.push_back({n, n, n, flops / t, 100e12});
   }
   const ff::GemmRate r = ff::fit_gemm_rate(pts);
-  CHECK(r.efficiency_max == doctest::Approx(0.8).epsilon(1e-9));
-  CHECK(r.fixed_s == doctest::Approx(10e-6).epsilon(1e-9));
+  CHECK(r.efficiency_max == doctest::Approx(0.8).epsilon(1e-9).scale(0));
+  CHECK(r.fixed_s == doctest::Approx(10e-6).epsilon(1e-9).scale(0));
   CHECK_THROWS_WITH_AS(ff::fit_gemm_rate({pts[0]}), doctest::Contains("2 or more shapes"), ff::InputError);
   pts[1].flops_per_s = 0;
   CHECK_THROWS_WITH_AS(ff::fit_gemm_rate(pts), doctest::Contains("must be > 0"), ff::InputError);
@@ -104,18 +104,18 @@ TEST_CASE("GEMM rates: the bundled A100 and H100 profiles carry the fit of every
   for (const char* name : {"perlmutter"}) {
     const ff::MachineProfile p = ff::load_machine(name);
     CAPTURE(name);
-    CHECK(p.gemm_rate.efficiency_max == doctest::Approx(a100.efficiency_max).epsilon(0.002));
-    CHECK(p.gemm_rate.fixed_s == doctest::Approx(a100.fixed_s).epsilon(0.01));
+    CHECK(p.gemm_rate.efficiency_max == doctest::Approx(a100.efficiency_max).epsilon(0.002).scale(0));
+    CHECK(p.gemm_rate.fixed_s == doctest::Approx(a100.fixed_s).epsilon(0.01).scale(0));
   }
   for (const char* name : {"alps", "dgx-h100"}) {
     const ff::MachineProfile p = ff::load_machine(name);
     CAPTURE(name);
-    CHECK(p.gemm_rate.efficiency_max == doctest::Approx(h100_eff).epsilon(0.01));
-    CHECK(p.gemm_rate.fixed_s == doctest::Approx(fixed).epsilon(0.01));
+    CHECK(p.gemm_rate.efficiency_max == doctest::Approx(h100_eff).epsilon(0.01).scale(0));
+    CHECK(p.gemm_rate.fixed_s == doctest::Approx(fixed).epsilon(0.01).scale(0));
   }
   // And the profile prices a GEMM as the form says: 8192³ on the A100.
   const ff::MachineProfile p = ff::load_machine("perlmutter");
   const double flops = 2.0 * 8192 * 8192 * 8192;
   CHECK(ff::gemm_time(p, ff::Dtype::BF16, 8192, 8192, 8192) ==
-        doctest::Approx(flops / (p.gemm_rate.efficiency_max * kA100) + p.gemm_rate.fixed_s));
+        doctest::Approx(flops / (p.gemm_rate.efficiency_max * kA100) + p.gemm_rate.fixed_s).scale(0));
 }

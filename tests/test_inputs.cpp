@@ -182,9 +182,10 @@ TEST_CASE("inputs: machine profile files") {
     MachineProfile p = load_machine(f);
     CHECK(p.gpus_per_node == 4);
     CHECK(p.peak_flops_bf16 == 312e12);  // MODEL.md §4
-    CHECK(p.inter_node.busbw == doctest::Approx(67.6e9));
-    CHECK(p.inter_node.call_s == doctest::Approx(89e-6));
-    CHECK(p.inter_node.ll_alpha_s == doctest::Approx(7.2e-6));
+    CHECK(p.inter_node.busbw == fftest::rel(67.9e9));
+    CHECK(p.inter_node.call_s == fftest::rel(68.8e-6));
+    CHECK(p.inter_node.ll_alpha_s == fftest::rel(6.37e-6));
+    CHECK(p.inter_node.ll_bw_fraction == fftest::rel(0.195));
     CHECK(p.hbm_capacity == 40.0 * 1073741824.0);
     CHECK(p.intra.size() == 3);
   }
@@ -208,6 +209,14 @@ TEST_CASE("inputs: machine profile files") {
     j["inter_node"]["call_us"] = -1;
     std::string f = dir.write("neg.json", j.dump(2));
     CHECK(fftest::contains(fftest::input_error_of([&] { load_machine(f); }), "field 'inter_node.call_us'"));
+  }
+  SUBCASE("ll_bw_fraction: a share of the busbw, 0 to 1") {
+    for (const double bad : {-0.1, 1.5}) {
+      j["inter_node"]["ll_bw_fraction"] = bad;
+      std::string f = dir.write("frac.json", j.dump(2));
+      CHECK(fftest::contains(fftest::input_error_of([&] { load_machine(f); }),
+                             "field 'inter_node.ll_bw_fraction': expected a number from 0 to 1"));
+    }
   }
   SUBCASE("gpus_per_node: \"four\"") {
     j["gpus_per_node"] = "four";
@@ -241,9 +250,9 @@ TEST_CASE("inputs: machine profile files") {
     MachineProfile padded = load_machine(dir.write("pm.json", j.dump(2)));
     const std::vector<double>& t = padded.intra[0].link.curve[0]->seconds;
     REQUIRE(t.size() == 3);
-    CHECK(t[0] == doctest::Approx(100e-6).epsilon(1e-12));
-    CHECK(t[1] == doctest::Approx(100e-6).epsilon(1e-12));
-    CHECK(t[2] == doctest::Approx(200e-6).epsilon(1e-12));
+    CHECK(t[0] == doctest::Approx(100e-6).epsilon(1e-12).scale(0));
+    CHECK(t[1] == doctest::Approx(100e-6).epsilon(1e-12).scale(0));
+    CHECK(t[2] == doctest::Approx(200e-6).epsilon(1e-12).scale(0));
     j["intra_node"]["table"][0]["by_op"]["all-reduce"]["curve"] = {{4096, 20}, {1024, 30}};
     std::string f = dir.write("pm.json", j.dump(2));
     std::string msg = input_error_of([&] { load_machine(f); });

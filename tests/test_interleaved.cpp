@@ -50,7 +50,7 @@ TEST_CASE("interleaved: P = 4, v = 2, M = 8 idles 3/16 of the ideal, closed form
   for (double t : {0.0, 0.05, 0.2}) {
     CAPTURE(t);
     const double c = flush_schedule(uneven, 16, t, 2).time_s, e = simulate_interleaved(uneven, 16, t, 2).time_s;
-    CHECK(c == doctest::Approx(e).epsilon(0.05));
+    CHECK(c == doctest::Approx(e).epsilon(0.05).scale(0));
   }
 }
 
@@ -91,7 +91,10 @@ TEST_CASE("interleaved: predicted, searched and launched") {
   c.virtual_stages = 2;
   const Prediction inter = predict(job, p, c);
   CHECK(inter.static_order);
-  CHECK(inter.simulated.time_s == doctest::Approx(inter.schedule.time_s).epsilon(0.05));
+  // The closed form against the event simulation. The toy's 5 µs messages
+  // weigh against its small chunks, so the fill's P·v − 1 crossings count:
+  // priced as P − 1 crossings, the closed form came out 8.7% fast.
+  CHECK(inter.simulated.time_s == doctest::Approx(inter.schedule.time_s).epsilon(0.05).scale(0));
   // Twice the messages: every chunk boundary is a stage boundary.
   CHECK(inter.estimate.comm_s[int(Axis::P)] == rel(2 * plain.estimate.comm_s[int(Axis::P)]));
   c.micro_batch = 4;  // M = 2: not a multiple of P

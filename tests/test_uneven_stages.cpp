@@ -78,7 +78,7 @@ TEST_CASE("a 70-layer model on 12 stages: three kinds of stage, the last lighter
   CHECK(pr.per_kind[2].fwd_s + pr.per_kind[2].bwd_s < pr.per_kind[1].fwd_s + pr.per_kind[1].bwd_s);
   CHECK(pr.schedule.critical_stage != 11);
   // The closed form against the event simulation (MODEL.md §9).
-  CHECK(pr.schedule.time_s == doctest::Approx(pr.simulated.time_s).epsilon(0.02));
+  CHECK(pr.schedule.time_s == doctest::Approx(pr.simulated.time_s).epsilon(0.02).scale(0));
 
   // Megatron pins the first and last runs: 6 and 4, the middle 6 each.
   std::string mega;

@@ -333,7 +333,7 @@ TEST_CASE("refit recovers known factors and predicts runs it did not see") {
     CAPTURE(knob);
     CHECK(r.fitted[size_t(k)]);
     CHECK_FALSE(r.at_bound[size_t(k)]);
-    CHECK(r.factors[k] == doctest::Approx(truth[k]).epsilon(0.02));
+    CHECK(r.factors[k] == doctest::Approx(truth[k]).epsilon(0.02).scale(0));
   }
   MESSAGE("evaluations " << r.evaluations << " rms " << r.rms_before << " -> " << r.rms_after);
   // Levenberg–Marquardt reaches a smooth minimum in tens of steps of 7
@@ -389,7 +389,7 @@ TEST_CASE("refit: a stage's blocked time is its messages and the bubble, as the 
     // The runs are the model's own, so the fit lands within 1e-4 of the
     // truth; P compared with the messages alone moved intra_bw_scale and
     // elementwise_scale by 0.8-0.9%.
-    CHECK(r.factors[k] == doctest::Approx(truth[k]).epsilon(0.002));
+    CHECK(r.factors[k] == doctest::Approx(truth[k]).epsilon(0.002).scale(0));
   }
   CHECK(r.rms_after < 0.01);
 }
@@ -408,8 +408,8 @@ TEST_CASE("refit holds what the runs cannot tell: one node, no overlap") {
   CHECK(r.factors[ff::Knob::InterBw] == 1);
   CHECK_FALSE(r.fitted[size_t(ff::Knob::Overlap)]);
   CHECK(r.factors[ff::Knob::Overlap] == 0.4);  // the base's, untouched
-  CHECK(r.factors[ff::Knob::IntraBw] == doctest::Approx(0.5).epsilon(0.02));
-  CHECK(r.factors[ff::Knob::Gemm] == doctest::Approx(2).epsilon(0.02));
+  CHECK(r.factors[ff::Knob::IntraBw] == doctest::Approx(0.5).epsilon(0.02).scale(0));
+  CHECK(r.factors[ff::Knob::Gemm] == doctest::Approx(2).epsilon(0.02).scale(0));
   CHECK(fftest::input_error_of([&] { ff::refit(job, base, {}); }) != "");
 }
 
@@ -482,7 +482,7 @@ TEST_CASE("out of sample: each half is scored by the fit of the other, never its
     CHECK(half.fit_on.size() + half.scored_on.size() == runs.size());
     for (size_t i : half.scored_on)
       CHECK(std::find(half.fit_on.begin(), half.fit_on.end(), i) == half.fit_on.end());
-    CHECK(half.fit.factors[ff::Knob::Gemm] == doctest::Approx(0.3).epsilon(0.02));
+    CHECK(half.fit.factors[ff::Knob::Gemm] == doctest::Approx(0.3).epsilon(0.02).scale(0));
     CHECK(half.raw.mape > 0.3);
     CHECK(half.fitted.mape < 0.01);
   }

@@ -340,7 +340,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
     p["inter_node"] = {
         {"kind", "measured"},
         {"source", measured_source(m) + ". Each entry fitted like intra_node's. node_busbw_GBps, alpha_us, "
-                   "ll_alpha_us and call_us = one fit over the rings of groups_per_node " +
+                   "ll_alpha_us, ll_bw_fraction and call_us = one fit over the rings of groups_per_node " +
                        std::to_string(node->g.groups_per_node) + ", members_per_node " +
                        std::to_string(node->g.members_per_node) + " at sizes " + sizes +
                        (c == 1 ? "" : " (busbw times groups_per_node)") +
@@ -348,6 +348,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
         {"node_busbw_GBps", rings.link.busbw * c / GB},
         {"alpha_us", rings.link.alpha_s / us},
         {"ll_alpha_us", rings.link.ll_alpha_s / us},
+        {"ll_bw_fraction", ll_fraction(rings.link)},
         {"call_us", rings.link.call_s / us},
         {"fit", fit_json(rings)},
         {"table", tier_table(fits, base, "inter_node", m)}};
@@ -1023,7 +1024,7 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   return fit_ring(pts, what);
 }
 
-LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples) {
+LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples, bool fit_ll_bandwidth) {
   std::set<int> spans;
   for (const auto& s : samples) {
     if (s.geometry.size < 2) input_error("rings at scale: a group of fewer than 2 ranks uses no link");
@@ -1033,40 +1034,54 @@ LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples) {
   if (samples.size() < 3) input_error(what + ": need at least 3 points to fit a call cost, α and busbw");
   if (spans.size() < 2) input_error("rings at scale: every sample has one group size; measure several spans");
   // Each split of the points by chunk (bytes per rank; at or below it, LL)
-  // makes the model linear in x = (call, α, α_LL, 1/busbw); a split with no
-  // LL point drops α_LL. Each candidate is scored as the advisor prices it.
+  // makes the model linear in x = (call, α, α_LL, 1/busbw, 1/busbw_LL), LL's
+  // bandwidth its own unknown where at least 3 points run LL, else half the
+  // link's (so α_LL is never fitted on fewer points than it moves); a split
+  // with no LL point drops both. Each candidate is scored as the advisor
+  // prices it.
   std::vector<double> splits = {0};
   for (const auto& s : samples) splits.push_back(s.bytes / s.geometry.size);
   std::sort(splits.begin(), splits.end());
   splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
   LinkFit best;
   for (double split : splits) {
-    bool any_ll = false;
-    for (const auto& s : samples) any_ll |= s.bytes / s.geometry.size <= split;
-    std::vector<std::vector<double>> rows;
-    for (const auto& s : samples) {
-      const RingPoint p = ring_point(s.op, s.geometry.size, s.bytes, s.median_s());
-      const bool ll = s.bytes / s.geometry.size <= split;
-      std::vector<double> row = {1, ll ? 0 : p.steps, (ll ? 2 : 1) * p.factor * p.bytes};
-      if (any_ll) row.insert(row.begin() + 2, ll ? p.steps : 0);
-      for (double& v : row) v /= p.seconds;
-      rows.push_back(std::move(row));
+    int ll_points = 0;
+    for (const auto& s : samples) ll_points += s.bytes / s.geometry.size <= split;
+    for (const bool own_ll_bw : {false, true}) {
+      if (own_ll_bw && (!fit_ll_bandwidth || ll_points < 3)) continue;
+      std::vector<std::vector<double>> rows;
+      for (const auto& s : samples) {
+        const RingPoint p = ring_point(s.op, s.geometry.size, s.bytes, s.median_s());
+        const bool ll = s.bytes / s.geometry.size <= split;
+        const double wire = p.factor * p.bytes;
+        std::vector<double> row = {1, ll ? 0 : p.steps};
+        if (ll_points > 0) row.push_back(ll ? p.steps : 0);
+        if (own_ll_bw)
+          row.insert(row.end(), {ll ? 0 : wire, ll ? wire : 0});
+        else
+          row.push_back((ll ? 2 : 1) * wire);
+        for (double& v : row) v /= p.seconds;
+        rows.push_back(std::move(row));
+      }
+      std::vector<double> x;
+      if (!relative_least_squares(rows, x)) continue;
+      LinkParams l;
+      l.call_s = std::max(0.0, x[0]), l.alpha_s = x[1];
+      l.ll_alpha_s = ll_points > 0 ? x[2] : 0;
+      const double inv_bw = own_ll_bw ? x[3] : x.back();
+      if (own_ll_bw) l.ll_bw_fraction = x.back() > 0 ? inv_bw / x.back() : 0;
+      if (!(l.alpha_s > 0) || !(inv_bw > 0)) continue;
+      if (ll_points > 0 && !(l.ll_alpha_s > 0 && l.ll_alpha_s < l.alpha_s)) continue;
+      if (own_ll_bw && !(l.ll_bw_fraction > 0 && l.ll_bw_fraction <= 1)) continue;
+      l.busbw = 1 / inv_bw;
+      double sum = 0;
+      for (const auto& s : samples) {
+        const double e = collective_time(s.op, s.geometry.size, s.bytes, l) / s.median_s() - 1;
+        sum += e * e;
+      }
+      const double rms = std::sqrt(sum / double(samples.size()));
+      if (best.points == 0 || rms < best.rel_rms) best.link = l, best.points = int(samples.size()), best.rel_rms = rms;
     }
-    std::vector<double> x;
-    if (!relative_least_squares(rows, x)) continue;
-    LinkParams l;
-    l.call_s = std::max(0.0, x[0]), l.alpha_s = x[1];
-    l.ll_alpha_s = any_ll ? x[2] : 0;
-    const double inv_bw = x.back();
-    if (!(l.alpha_s > 0) || !(inv_bw > 0) || (any_ll && !(l.ll_alpha_s > 0 && l.ll_alpha_s < l.alpha_s))) continue;
-    l.busbw = 1 / inv_bw;
-    double sum = 0;
-    for (const auto& s : samples) {
-      const double e = collective_time(s.op, s.geometry.size, s.bytes, l) / s.median_s() - 1;
-      sum += e * e;
-    }
-    const double rms = std::sqrt(sum / double(samples.size()));
-    if (best.points == 0 || rms < best.rel_rms) best.link = l, best.points = int(samples.size()), best.rel_rms = rms;
   }
   if (best.points == 0)
     input_error(what + ": no positive call cost, α and busbw fit these times (do they grow with size and span?)");

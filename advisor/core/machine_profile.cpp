@@ -84,7 +84,8 @@ void ops_from(const Fields& f, const char* key, std::array<bool, 3>& given, std:
 // `busbw_key`: "busbw_GBps", or a node's "node_busbw_GBps"; `more`: the
 // fields of where the link sits (a table entry's geometry, the node's table).
 LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps", std::vector<const char*> more = {}) {
-  for (const char* k : {"alpha_us", "by_op", "nonblocking_by_op", "call_us", "ll_alpha_us"}) more.push_back(k);
+  for (const char* k : {"alpha_us", "by_op", "nonblocking_by_op", "call_us", "ll_alpha_us", "ll_bw_fraction"})
+    more.push_back(k);
   more.push_back(busbw_key);
   f.only(documented(more));
   LinkParams l;
@@ -97,6 +98,8 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps", std:
     if (!(v >= 0 && v <= kHighest)) f.fail(key, "a number from 0 to 1e+09");
     *value = v * us;
   }
+  l.ll_bw_fraction = f.number_or("ll_bw_fraction", 0);
+  if (!(l.ll_bw_fraction >= 0 && l.ll_bw_fraction <= 1)) f.fail("ll_bw_fraction", "a number from 0 to 1");
   return l;
 }
 

@@ -18,8 +18,9 @@ Schedule flush_schedule(const std::vector<StageTime>& stages, long long M, doubl
   // of a round trip are on the critical path of the steady state.
   s.per_micro_s = std::max(most, (sum + 2 * (P - 1) * t) / P);
   // Interleaved, micro-batch 0 crosses the stages in chunks of 1/v: the fill
-  // (and drain) is Σ s_i/v, the steady state M − 1/v rounds.
-  s.drained_s = sum / v + 2 * (P - 1) * t + (double(M) - 1.0 / v) * s.per_micro_s;
+  // (and drain) is Σ s_i/v and a message at each of the P·v − 1 boundaries
+  // between virtual stages, the steady state M − 1/v rounds.
+  s.drained_s = sum / v + 2 * (P * v - 1) * t + (double(M) - 1.0 / v) * s.per_micro_s;
   // Stage i drains Σ_{j<i} b_j/v before stage 0; its data-parallel step starts then.
   double before = 0;
   s.time_s = -1;
@@ -400,7 +401,7 @@ Estimate finish_staged(const StagedPlan& sp, const StagedTimes& st, std::array<E
   e.comm_s[pipe] = 2.0 * double(plan0.micro_steps) * v * t;  // interleaved: v-fold
   e.exposed_comm_s[pipe] = sp.blocking_messages
                                ? double(plan0.micro_steps) * t * (2 * v - (c == 0 ? 1 : 0) - (c == P - 1 ? 1 : 0))
-                               : 2.0 * (P - 1) * t;
+                               : 2.0 * (P * v - 1) * t;
   e.time_s = s.time_s;
   double busy = e.compute_s + e.host_s + e.sync_s;
   for (double x : e.exposed_comm_s) busy += x;
