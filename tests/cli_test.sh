@@ -92,10 +92,13 @@ expect 2 "num_local_experts" -- "$advisor" recommend --model "$hf/Mixtral-8x7B-v
 expect 2 "--seq-len 0: expected tokens >= 1" -- "$advisor" recommend --model gpt-5b --gpus 8 --seq-len 0
 expect 2 "--fusion 'megatron': expected fused, unfused or engine" -- "$advisor" recommend --model gpt-5b --gpus 8 --fusion megatron
 expect 2 "--stage-messages 'eager': expected overlapped or blocking" -- "$advisor" recommend --model gpt-5b --gpus 8 --stage-messages eager
-expect 2 "--collectives 'tree': expected ring or two-level" -- "$advisor" recommend --model gpt-5b --gpus 8 --collectives tree
+expect 2 "--collectives 'tree': expected ring, two-level or pat" -- "$advisor" recommend --model gpt-5b --gpus 8 --collectives tree
 # Two-level collectives: Y of 8 over 2 nodes of 4 (stride 1) takes them; said in the header and the JSON.
 expect 0 'two-level collectives where faster' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,8,1,8 --micro-batch 1 --collectives two-level
 expect 0 '"collective_form": "two-level"' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,8,1,8 --micro-batch 1 --collectives two-level --json
+# PAT (NCCL >= 2.23.4): said in the header and the JSON; Z of 16 at stride 4 has one GPU a node.
+expect 0 'PAT for one-GPU-a-node all-gathers' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,1,16,4 --order xypdz --micro-batch 1 --collectives pat
+expect 0 '"collective_form": "pat"' -- "$advisor" predict --model gpt-5b --gpus 64 --grid 1,1,16,4 --order xypdz --micro-batch 1 --collectives pat --json
 expect 0 'overlapped: paid in the fill and drain' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute
 expect 0 'blocking: each paid by its sender on every micro-batch' -- "$advisor" predict --model gpt-80b --gpus 1024 --grid 1,2,32,8 --pipeline 2 --recompute --stage-messages blocking
 expect 2 "--grad-dtype fp16: expected fp32 or the training dtype \(bf16\)" -- "$advisor" recommend --model gpt-5b --gpus 8 --grad-dtype fp16

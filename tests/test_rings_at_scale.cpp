@@ -231,7 +231,7 @@ TEST_CASE("rings at scale: Frontier's RCCL reduce-scatter fitted up to 16 nodes,
 // advisor prices with the bundled perlmutter profile as fitted on flat rings.
 TEST_CASE("two-level collectives: the hybrid all-gathers priced at or under their times, and chosen where they pay") {
   ff::MachineProfile p = ff::load_machine("perlmutter");
-  p.two_level_collectives = true;
+  p.collectives = ff::CollectiveForm::TwoLevel;
   const std::vector<int> nodes = {16, 32, 64, 128};
   const std::vector<double> sizes = {1, 16, 128, 1024};
   const std::vector<std::vector<double>> hybrid_ms = {
@@ -270,7 +270,7 @@ TEST_CASE("two-level collectives: by hand on a toy machine, and only where the g
   // 4 GPUs a node, 5 µs and 100 GB/s inside, a node's 80 GB/s across at
   // 10 µs shared by its crossing groups; 8 ranks in one group: two nodes of 4.
   ff::MachineProfile p = fftest::toy_machine(4);
-  p.two_level_collectives = true;
+  p.collectives = ff::CollectiveForm::TwoLevel;
   const ff::AxisLink l = ff::axis_link(p, 8, 1, 8);
   REQUIRE(l.two_level);
   using fftest::hand_all_reduce, fftest::hand_gather_scatter, fftest::rel;
@@ -294,6 +294,35 @@ TEST_CASE("two-level collectives: by hand on a toy machine, and only where the g
   // One rank a node already (stride 4), inside a node, or rings asked for: none.
   CHECK_FALSE(ff::axis_link(p, 32, 4, 8).two_level);
   CHECK_FALSE(ff::axis_link(p, 8, 1, 4).two_level);
-  p.two_level_collectives = false;
+  p.collectives = ff::CollectiveForm::Ring;
   CHECK_FALSE(ff::axis_link(p, 8, 1, 8).two_level);
+}
+
+TEST_CASE("PAT: by hand on a toy machine, only for one GPU a node, all-gathers and reduce-scatters") {
+  // 4 GPUs a node, a node's 80 GB/s across at 10 µs; 32 ranks, groups of 8 at
+  // stride 4: one GPU on each of 8 nodes, 4 groups sharing a node (20 GB/s).
+  ff::MachineProfile p = fftest::toy_machine(4);
+  p.collectives = ff::CollectiveForm::Pat;
+  const ff::AxisLink l = ff::axis_link(p, 32, 4, 8);
+  REQUIRE(l.pat);
+  using fftest::hand_all_reduce, fftest::hand_gather_scatter, fftest::rel;
+  // NCCL's tuner (2.24+): 8 µs + ⌊log2 8⌋ = 3 levels of 10/3.5 µs + 2.8 µs
+  // for each of the 8 ranks = 38.971 µs, then the buffer at 0.75 × 20 GB/s.
+  const double latency = 8e-6 + 3 * 10e-6 / 3.5 + 8 * 2.8e-6;
+  for (const double S : {64.0 * 1024, 64 * kMiB}) {
+    CAPTURE(S);
+    const double pat = latency + S / 15e9, ring = hand_gather_scatter(8, S, 10e-6, 20e9);
+    CHECK(ff::pat_time(8, S, 10e-6, 20e9, 0) == rel(pat, 1e-12));
+    // 64 KiB: PAT's 43.3 µs against the ring's 72.9; 64 MiB: the ring's
+    // 3,006 µs against PAT's 4,513.
+    CHECK((S < 1e6 ? pat < ring : ring < pat));
+    CHECK(ff::collective_time(ff::Coll::AllGather, S, l) == rel(std::min(ring, pat), 1e-12));
+    CHECK(ff::collective_time(ff::Coll::ReduceScatter, S, l) == rel(std::min(ring, pat), 1e-12));
+    // NCCL runs no PAT all-reduce.
+    CHECK(ff::collective_time(ff::Coll::AllReduce, S, l) == rel(hand_all_reduce(8, S, 10e-6, 20e9), 1e-12));
+  }
+  // Two GPUs a node in each group (stride 2), or rings asked for: no PAT.
+  CHECK_FALSE(ff::axis_link(p, 32, 2, 8).pat);
+  p.collectives = ff::CollectiveForm::Ring;
+  CHECK_FALSE(ff::axis_link(p, 32, 4, 8).pat);
 }

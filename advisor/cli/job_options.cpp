@@ -46,8 +46,10 @@ void add_job_options(CLI::App* app, JobOptions& o, bool gpus_required) {
                         "(PyTorch eager) or engine (this project's engine)")
             ->capture_default_str());
   group(app->add_option("--collectives", o.collectives,
-                        "How groups spanning nodes run their collectives: ring (NCCL, RCCL) or two-level (inside each "
-                        "node, then one GPU a node across, where faster: the PCCL library's form; MODEL.md §2)")
+                        "How groups spanning nodes run their collectives: ring (NCCL, RCCL), two-level (inside each "
+                        "node, then one GPU a node across, where faster: the PCCL library's form) or pat (NCCL >= "
+                        "2.23.4: PAT for the all-gathers and reduce-scatters of groups with one GPU a node, where "
+                        "faster; MODEL.md §2)")
             ->capture_default_str());
 }
 
@@ -120,9 +122,10 @@ LoadedJob load_job(const JobOptions& o) {
     l.job.stage_layers = o.stage_layers;
   }
   l.machine = load_machine(o.machine.empty() ? default_machine() : o.machine);
-  if (o.collectives != "ring" && o.collectives != "two-level")
-    input_error("--collectives '" + o.collectives + "': expected ring or two-level");
-  l.machine.two_level_collectives = o.collectives == "two-level";
+  bool known = false;
+  for (CollectiveForm f : {CollectiveForm::Ring, CollectiveForm::TwoLevel, CollectiveForm::Pat})
+    if (o.collectives == collective_form_name(f)) l.machine.collectives = f, known = true;
+  if (!known) input_error("--collectives '" + o.collectives + "': expected ring, two-level or pat");
   if (o.dtype.empty()) l.job.dtype = l.machine.peak_flops_bf16 > 0 ? Dtype::BF16 : Dtype::FP16;
   l.job.grad_dtype = flag_value("--grad-dtype", [&] { return parse_dtype(o.grad_dtype); });
   if (l.job.grad_dtype != Dtype::FP32 && l.job.grad_dtype != l.job.dtype)
@@ -154,8 +157,15 @@ LoadedJob load_job(const JobOptions& o) {
 }
 
 std::string collectives_words(const MachineProfile& m) {
-  return m.two_level_collectives ? ", two-level collectives where faster (PCCL's form; the launch lines run NCCL's rings)"
-                                 : "";
+  switch (m.collectives) {
+    case CollectiveForm::TwoLevel:
+      return ", two-level collectives where faster (PCCL's form; the launch lines run NCCL's rings)";
+    case CollectiveForm::Pat:
+      return ", PAT for one-GPU-a-node all-gathers and reduce-scatters where faster (NCCL >= 2.23.4; priced by "
+             "NCCL's own cost model, not measured)";
+    case CollectiveForm::Ring: break;
+  }
+  return "";
 }
 
 void check_optimizer_state(const MachineProfile& m, OptimizerState os) {

@@ -205,7 +205,7 @@ void run(const PredictOptions& o) {
     out["compute_s"] = e.compute_s;
     out["contention_s"] = e.contention_s;  // of compute_s: slowed under the collectives it hides
     out["fusion"] = fusion_name(job.fusion);
-    out["collective_form"] = m.two_level_collectives ? "two-level" : "ring";
+    out["collective_form"] = collective_form_name(m.collectives);
     out["grad_dtype"] = dtype_name(job.grad_dtype);
     out["launches"] = plan.launches;
     out["exposed_comm_s"] = per_axis_json(e.exposed_comm_s);

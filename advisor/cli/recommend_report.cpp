@@ -24,7 +24,7 @@ nlohmann::json recommend_json(const Job& job, const JobOptions& o, const Machine
                         {"gpus", job.gpus},         {"batch_sequences", job.batch},
                         {"seq_len", job.model.seq_len}, {"dtype", dtype_name(job.dtype)},
                         {"fusion", fusion_name(job.fusion)},
-                        {"collective_form", m.two_level_collectives ? "two-level" : "ring"},
+                        {"collective_form", collective_form_name(m.collectives)},
                         {"grad_dtype", dtype_name(job.grad_dtype)},
                         {"stage_messages", job.blocking_messages ? "blocking" : "overlapped"},
                         {"evaluated", r.evaluated}, {"feasible", r.feasible},

@@ -354,6 +354,15 @@ const char* tier_name(Tier t) {
   return "";
 }
 
+const char* collective_form_name(CollectiveForm f) {
+  switch (f) {
+    case CollectiveForm::Ring: return "ring";
+    case CollectiveForm::TwoLevel: return "two-level";
+    case CollectiveForm::Pat: return "pat";
+  }
+  return "";
+}
+
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor) {
   l.busbw *= bw_factor;
   l.alpha_s *= alpha_factor;

@@ -58,6 +58,9 @@ struct LinkParams {
   // that count has the uplink in its figures already. -1: not stated.
   int rings_per_uplink = -1;
 };
+enum class CollectiveForm { Ring, TwoLevel, Pat };
+const char* collective_form_name(CollectiveForm f);  // "ring", "two-level", "pat"
+
 // LL's share of the link's busbw (MODEL.md §2, "Rings at scale").
 inline double ll_fraction(const LinkParams& l) { return l.ll_bw_fraction > 0 ? l.ll_bw_fraction : 0.5; }
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
@@ -174,11 +177,13 @@ struct MachineProfile {
   // Compute under a collective in flight runs this fraction slower: the
   // collective's kernels take SMs and memory bandwidth (overlap.compute_slowdown).
   double compute_slowdown = 0;
-  // Collectives of groups spanning nodes run two-level where that is faster:
-  // inside each node, then one GPU a node across (the PCCL library's form;
-  // NCCL and RCCL run rings). Set by the advisor's --collectives two-level,
-  // not read from a profile: it is the library's choice, not the machine's.
-  bool two_level_collectives = false;
+  // How collectives of groups spanning nodes run (MODEL.md §2): NCCL's and
+  // RCCL's rings; two-level where faster (inside each node, then one GPU a
+  // node across: the PCCL library's form); or, as NCCL >= 2.23.4 does by
+  // itself, PAT for the all-gathers and reduce-scatters of groups with one
+  // GPU a node where faster. Set by the advisor's --collectives, not read
+  // from a profile: it is the library's, not the machine's.
+  CollectiveForm collectives = CollectiveForm::Ring;
   Uncertainty uncertainty;
   double peak_flops_fp16 = 0;        // 0: the profile gives none (the advisor refuses --dtype fp16); likewise bf16
   // Point-to-point, measured or stated ("p2p"); absent, a pair is priced as a

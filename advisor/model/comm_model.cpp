@@ -213,7 +213,7 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
     // its n nodes: then each node's GPUs are one-GPU-a-node groups of n
     // across, m of them for each group (every GPU of the node in one).
     const int per_node = p.gpus_per_node;
-    if (p.two_level_collectives && stride < per_node && per_node % stride == 0 && (stride * size) % per_node == 0) {
+    if (p.collectives == CollectiveForm::TwoLevel && stride < per_node && per_node % stride == 0 && (stride * size) % per_node == 0) {
       const int m = int(per_node / stride), n = size / m;
       if (m >= 2 && n >= 2) {
         const int rings = l.rings_per_uplink * m;
@@ -223,6 +223,8 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
       }
     }
   }
+  // NCCL turns PAT on by itself only where every rank has a node of its own.
+  l.pat = l.across && p.collectives == CollectiveForm::Pat && geo.members_per_node == 1;
   resolve(l.intra, l.intra_alpha, l.intra_busbw, l.intra_curve);
   resolve(l.inter, l.inter_alpha, l.inter_busbw, l.inter_curve);
   l.intra_measured = l.intra.measured_here;
@@ -247,9 +249,20 @@ double collective_time(Coll c, double bytes, const AxisLink& l, bool nonblocking
     double ring = priced_time(c, l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter_measured,
                               l.doubling_rounds, l.inter_curve[k], l.inter);
     if (l.two_level) ring = std::min(ring, two_level_time(c, bytes, l));
+    // A measured curve holds whatever algorithm the library chose.
+    if (l.pat && c != Coll::AllReduce && !l.inter_curve[k].curve)
+      ring = std::min(ring, pat_time(l.size, bytes, l.inter_alpha[k], l.inter_busbw[k], l.inter.call_s));
     t = std::max(t, ring);
   }
   return t;
+}
+
+double pat_time(int g, double bytes, double alpha, double busbw, double call_s) {
+  // NCCL's tuner: a base of 8 µs, a log-depth part of α/3.5 a level
+  // (⌊log2 g⌋ levels) and a part still linear in the ranks; the bandwidth
+  // not scaled by (g−1)/g.
+  const double levels = std::floor(std::log2(double(g)));
+  return call_s + 8e-6 + levels * alpha / 3.5 + 2.8e-6 * g + bytes / (0.75 * busbw);
 }
 
 double two_level_time(Coll c, double bytes, const AxisLink& l) {

@@ -79,11 +79,19 @@ struct AxisLink {
   // Rings of this axis sharing one switch group's uplink, the most over
   // switch groups (MODEL.md §2, "Switch groups"); 0: none leaves its group.
   int rings_per_uplink = 0;
-  // Two-level collectives (MachineProfile::two_level_collectives), where
+  // Two-level collectives (CollectiveForm::TwoLevel), where
   // they apply; null (rings only) otherwise, so that the search's copies of
   // a link carry one empty pointer, not two more links.
   std::shared_ptr<const TwoLevel> two_level;
+  // PAT (CollectiveForm::Pat) for this axis' all-gathers and reduce-scatters
+  // across nodes: every crossing group has one GPU a node, as NCCL needs.
+  bool pat = false;
 };
+// NCCL's PAT all-gather or reduce-scatter over g ranks on g nodes, as NCCL's
+// own tuner prices it (src/graph/tuning.cc, 2.24 and later) with the link's
+// α in place of its 14 µs network step: call + 8 µs + ⌊log2 g⌋·α/3.5 +
+// 2.8 µs·g, the buffer at 0.75 of the busbw (MODEL.md §2).
+double pat_time(int g, double bytes, double alpha, double busbw, double call_s);
 // A crossing group's collective in the two-level form: all-gather across
 // then inside, reduce-scatter inside then across, all-reduce as
 // reduce-scatter inside, all-reduce across, all-gather inside.
