@@ -58,7 +58,7 @@ struct LinkParams {
   // that count has the uplink in its figures already. -1: not stated.
   int rings_per_uplink = -1;
 };
-enum class CollectiveForm { Ring, TwoLevel, Pat };
+enum class CollectiveForm { Ring, TwoLevel, Pat };  // MachineProfile::collectives
 const char* collective_form_name(CollectiveForm f);  // "ring", "two-level", "pat"
 
 // LL's share of the link's busbw (MODEL.md §2, "Rings at scale").

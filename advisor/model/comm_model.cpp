@@ -213,7 +213,8 @@ AxisLink axis_link(const MachineProfile& p, long long total, long long stride, i
     // its n nodes: then each node's GPUs are one-GPU-a-node groups of n
     // across, m of them for each group (every GPU of the node in one).
     const int per_node = p.gpus_per_node;
-    if (p.collectives == CollectiveForm::TwoLevel && stride < per_node && per_node % stride == 0 && (stride * size) % per_node == 0) {
+    if (p.collectives == CollectiveForm::TwoLevel && stride < per_node && per_node % stride == 0 &&
+        (stride * size) % per_node == 0) {
       const int m = int(per_node / stride), n = size / m;
       if (m >= 2 && n >= 2) {
         const int rings = l.rings_per_uplink * m;
