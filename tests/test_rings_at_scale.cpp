@@ -75,7 +75,7 @@ TEST_CASE("rings at scale: fitted up to 64 nodes, the 128- and 256-node rows pri
   const ff::LinkFit fit = ff::fit_rings_at_scale(samples(16, 256));
   const ff::LinkParams& l = fit.link;
   MESSAGE("call " << l.call_s * 1e6 << " us, alpha " << l.alpha_s * 1e6 << " us, LL alpha " << l.ll_alpha_s * 1e6
-                  << " us at " << ff::ll_fraction(l) << " of busbw " << l.busbw / 1e9 << " GB/s, rel rms "
+                  << " us at " << l.ll_bw_fraction << " of busbw " << l.busbw / 1e9 << " GB/s, rel rms "
                   << fit.rel_rms);
   // What NCCL's own tuner assumes on this machine (its printed table): 14 µs
   // per inter-node ring step for Simple, 2.7 µs for LL; the link ~100 GB/s a
@@ -100,12 +100,6 @@ TEST_CASE("rings at scale: fitted up to 64 nodes, the 128- and 256-node rows pri
   CHECK(worst <= 0.25);
   CHECK(med <= 0.10);
 
-  // LL at half the link's busbw (the form before LL's bandwidth was fitted):
-  // the 16–256 MiB rows at 512–1,024 GPUs come out 14–21% fast, a median of 12%.
-  const ff::LinkFit half = ff::fit_rings_at_scale(samples(16, 256), false);
-  CHECK(half.link.ll_bw_fraction == 0);
-  CHECK(ff::median(errors(held_out, half.link)) > 0.115);
-
   // The same rows at the nominal link the bundled profile had before (α
   // 10 µs, 80 GB/s a node, one protocol, no call cost): worse at the edges.
   ff::LinkParams nominal;
@@ -118,10 +112,11 @@ TEST_CASE("rings at scale: the bundled perlmutter node link is the fit over all 
   const ff::LinkFit fit = ff::fit_rings_at_scale(samples(16, 1024));
   const ff::LinkParams& l = fit.link;
   MESSAGE("all rows: call " << l.call_s * 1e6 << " us, alpha " << l.alpha_s * 1e6 << " us, LL alpha "
-                            << l.ll_alpha_s * 1e6 << " us at " << ff::ll_fraction(l) << ", busbw " << l.busbw / 1e9
+                            << l.ll_alpha_s * 1e6 << " us at " << l.ll_bw_fraction << ", busbw " << l.busbw / 1e9
                             << " GB/s, rel rms " << fit.rel_rms);
   const ff::LinkParams& bundled = ff::load_machine("perlmutter").inter_node;  // one ring a node: c = 1
-  // The profile carries the fit rounded to what its source field states.
+  // Provenance, not accuracy (the held-out case above checks that against
+  // the logs): the profile carries this fit, rounded as its source states.
   CHECK(bundled.call_s == fftest::rel(l.call_s, 0.01));
   CHECK(bundled.alpha_s == fftest::rel(l.alpha_s, 0.01));
   CHECK(bundled.ll_alpha_s == fftest::rel(l.ll_alpha_s, 0.01));
@@ -151,7 +146,7 @@ TEST_CASE("rings at scale: exact timings of the model give its parameters back")
     CHECK(fit.link.call_s == fftest::rel(truth.call_s, 1e-6));
     CHECK(fit.link.alpha_s == fftest::rel(truth.alpha_s, 1e-6));
     CHECK(fit.link.ll_alpha_s == fftest::rel(truth.ll_alpha_s, 1e-6));
-    CHECK(ff::ll_fraction(fit.link) == fftest::rel(fraction, 1e-6));
+    CHECK(fit.link.ll_bw_fraction == fftest::rel(fraction, 1e-6));
     CHECK(fit.link.busbw == fftest::rel(truth.busbw, 1e-6));
     CHECK(fit.rel_rms < 1e-9);
   }

@@ -348,7 +348,7 @@ void fit_inter(nlohmann::json& p, const nlohmann::json& base, const Measurement&
         {"node_busbw_GBps", rings.link.busbw * c / GB},
         {"alpha_us", rings.link.alpha_s / us},
         {"ll_alpha_us", rings.link.ll_alpha_s / us},
-        {"ll_bw_fraction", ll_fraction(rings.link)},
+        {"ll_bw_fraction", rings.link.ll_bw_fraction},
         {"call_us", rings.link.call_s / us},
         {"fit", fit_json(rings)},
         {"table", tier_table(fits, base, "inter_node", m)}};
@@ -1024,7 +1024,7 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   return fit_ring(pts, what);
 }
 
-LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples, bool fit_ll_bandwidth) {
+LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples) {
   std::set<int> spans;
   for (const auto& s : samples) {
     if (s.geometry.size < 2) input_error("rings at scale: a group of fewer than 2 ranks uses no link");
@@ -1048,7 +1048,7 @@ LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples, bool fi
     int ll_points = 0;
     for (const auto& s : samples) ll_points += s.bytes / s.geometry.size <= split;
     for (const bool own_ll_bw : {false, true}) {
-      if (own_ll_bw && (!fit_ll_bandwidth || ll_points < 3)) continue;
+      if (own_ll_bw && ll_points < 3) continue;
       std::vector<std::vector<double>> rows;
       for (const auto& s : samples) {
         const RingPoint p = ring_point(s.op, s.geometry.size, s.bytes, s.median_s());
@@ -1069,10 +1069,10 @@ LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples, bool fi
       l.call_s = std::max(0.0, x[0]), l.alpha_s = x[1];
       l.ll_alpha_s = ll_points > 0 ? x[2] : 0;
       const double inv_bw = own_ll_bw ? x[3] : x.back();
-      if (own_ll_bw) l.ll_bw_fraction = x.back() > 0 ? inv_bw / x.back() : 0;
+      if (own_ll_bw) l.ll_bw_fraction = inv_bw / x.back();  // β_LL/β; refused below unless in (0, 1]
       if (!(l.alpha_s > 0) || !(inv_bw > 0)) continue;
       if (ll_points > 0 && !(l.ll_alpha_s > 0 && l.ll_alpha_s < l.alpha_s)) continue;
-      if (own_ll_bw && !(l.ll_bw_fraction > 0 && l.ll_bw_fraction <= 1)) continue;
+      if (!(l.ll_bw_fraction > 0 && l.ll_bw_fraction <= 1)) continue;
       l.busbw = 1 / inv_bw;
       double sum = 0;
       for (const auto& s : samples) {

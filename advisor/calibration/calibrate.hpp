@@ -39,12 +39,12 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples);
 // Rings across nodes measured at several group sizes (spans), fitted as one
 // link (MODEL.md §2, "Rings at scale"): t = call + min over two protocols of
 // α_p·steps + factor·bytes/β_p, the small-chunk one (NCCL's LL) at a
-// fitted share of the bandwidth where at least 3 points run it (else, or
-// without fit_ll_bandwidth, half); link.call_s, alpha_s, ll_alpha_s (0: one
+// fitted share of the bandwidth where at least 3 points run it (else
+// half); link.call_s, alpha_s, ll_alpha_s (0: one
 // protocol fits best), ll_bw_fraction and busbw. Blocking samples of any
 // collectives, each at its median time. Throws InputError on fewer than 3
 // samples or a single span.
-LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples, bool fit_ll_bandwidth = true);
+LinkFit fit_rings_at_scale(const std::vector<CollectiveSample>& samples);
 
 // A flash-attention kernel's rate at several sequence lengths (FLOP/s of
 // forward and backward together, FlashAttention's benchmark convention),

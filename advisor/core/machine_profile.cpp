@@ -98,8 +98,8 @@ LinkParams link_from(const Fields& f, const char* busbw_key = "busbw_GBps", std:
     if (!(v >= 0 && v <= kHighest)) f.fail(key, "a number from 0 to 1e+09");
     *value = v * us;
   }
-  l.ll_bw_fraction = f.number_or("ll_bw_fraction", 0);
-  if (!(l.ll_bw_fraction >= 0 && l.ll_bw_fraction <= 1)) f.fail("ll_bw_fraction", "a number from 0 to 1");
+  l.ll_bw_fraction = f.number_or("ll_bw_fraction", 0.5);
+  if (!(l.ll_bw_fraction > 0 && l.ll_bw_fraction <= 1)) f.fail("ll_bw_fraction", "a number above 0, at most 1");
   return l;
 }
 

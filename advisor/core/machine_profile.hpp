@@ -48,11 +48,11 @@ struct LinkParams {
   // Rings over many nodes (MODEL.md §2, "Rings at scale"): a fixed cost per
   // call, and the library's small-chunk protocol (NCCL's LL: less latency per
   // step at a fraction of the bandwidth), taken where it is faster. 0: none.
-  // ll_bw_fraction 0: half, LL's wire efficiency (4 bytes of data and a flag
-  // in each 8-byte line); a fit over enough LL points states its own.
+  // LL's share of the busbw: half, its wire efficiency (4 bytes of data and
+  // a flag in each 8-byte line), unless a fit over enough LL points says.
   double call_s = 0;
   double ll_alpha_s = 0;
-  double ll_bw_fraction = 0;
+  double ll_bw_fraction = 0.5;
   // A table entry measured on switch groups (MODEL.md §2, "Switch groups"):
   // how many rings shared each uplink while it was timed. A group priced at
   // that count has the uplink in its figures already. -1: not stated.
@@ -60,9 +60,6 @@ struct LinkParams {
 };
 enum class CollectiveForm { Ring, TwoLevel, Pat };  // MachineProfile::collectives
 const char* collective_form_name(CollectiveForm f);  // "ring", "two-level", "pat"
-
-// LL's share of the link's busbw (MODEL.md §2, "Rings at scale").
-inline double ll_fraction(const LinkParams& l) { return l.ll_bw_fraction > 0 ? l.ll_bw_fraction : 0.5; }
 // Bandwidths × bw_factor, latencies × alpha_factor, per-op figures too.
 void scale_link(LinkParams& l, double bw_factor, double alpha_factor);
 

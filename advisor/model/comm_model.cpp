@@ -48,7 +48,7 @@ double priced_time(Coll c, int g, double bytes, double alpha, double busbw, bool
                    const CurveUse& curve, const LinkParams& l) {
   if (curve.curve) return curve_time(curve, c, g, bytes);
   double ring = ring_time(c, g, bytes, alpha, busbw);
-  if (l.ll_alpha_s > 0) ring = std::min(ring, ring_time(c, g, bytes, l.ll_alpha_s, busbw * ll_fraction(l)));
+  if (l.ll_alpha_s > 0) ring = std::min(ring, ring_time(c, g, bytes, l.ll_alpha_s, busbw * l.ll_bw_fraction));
   if (c != Coll::AllReduce || measured_here) return l.call_s + ring;
   return l.call_s + std::min(ring, rounds * (alpha + bytes / busbw));
 }
